@@ -1,0 +1,21 @@
+import pino, { type Logger } from "pino";
+
+/** Paths whose values never reach a log line: API keys, passwords, connection strings. */
+export const redactedPaths = [
+  "req.headers.authorization",
+  'req.headers["x-api-key"]',
+  "connectionString",
+  "*.connectionString",
+  "password",
+  "*.password",
+  "apiKey",
+  "*.apiKey",
+  "secretKey",
+  "*.secretKey",
+];
+
+export function createLogger(level: string): Logger {
+  return pino({ level, redact: { paths: redactedPaths, censor: "[redacted]" }, base: { service: "pgtoll" } });
+}
+
+export type { Logger };
