@@ -1,0 +1,119 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { costOfRows, type Price, rowsAffordable } from "./cost.js";
+import { formatMicro, numberToMicro, parseMicro } from "./money.js";
+import { PricingError, parsePricing } from "./pricing.js";
+
+const price = (basePricePer1000Rows: number, markupMultiplier: number): Price =>
+  parsePricing(basePricePer1000Rows, markupMultiplier);
+
+const priceArb = fc.record({
+  priceMicroPer1000Rows: fc.bigInt({ min: 0n, max: 1_000_000_000_000n }),
+  markupPpm: fc.bigInt({ min: 1_000_000n, max: 100_000_000n }),
+});
+
+describe("cost rule", () => {
+  it("matches worked examples", () => {
+    expect(costOfRows(1000, price(1, 1))).toBe(1_000_000n);
+    expect(costOfRows(1, price(1, 1))).toBe(1000n);
+    expect(costOfRows(3, price(0.001, 1.5))).toBe(5n); // 4.5 micro-USDC, rounded up
+    expect(costOfRows(250, price(0.5, 2))).toBe(250_000n);
+    expect(costOfRows(0, price(1000, 100))).toBe(0n);
+    expect(costOfRows(7, price(0.000001, 1))).toBe(1n);
+  });
+
+  it("is the exact product rounded up to the next micro-USDC", () => {
+    fc.assert(
+      fc.property(fc.bigInt({ min: 0n, max: 10_000_000_000n }), priceArb, (rows, p) => {
+        const cost = costOfRows(rows, p);
+        const exactTimes1e9 = rows * p.priceMicroPer1000Rows * p.markupPpm;
+        expect(cost * 1_000_000_000n >= exactTimes1e9).toBe(true);
+        expect((cost - 1n) * 1_000_000_000n < exactTimes1e9 || cost === 0n).toBe(true);
+      }),
+    );
+  });
+
+  it("is monotonic in rows and never charges 0 rows", () => {
+    fc.assert(
+      fc.property(fc.bigInt({ min: 0n, max: 1_000_000_000n }), fc.bigInt({ min: 0n, max: 1000n }), priceArb, (rows, extra, p) => {
+        expect(costOfRows(rows + extra, p) >= costOfRows(rows, p)).toBe(true);
+        expect(costOfRows(0n, p)).toBe(0n);
+      }),
+    );
+  });
+
+  it("charging statements one by one never costs less than charging them together", () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 100_000 }), { maxLength: 20 }), priceArb, (counts, p) => {
+        const separately = counts.reduce((sum, n) => sum + costOfRows(n, p), 0n);
+        const together = costOfRows(counts.reduce((a, b) => a + b, 0), p);
+        expect(separately >= together).toBe(true);
+        expect(separately - together <= BigInt(counts.length)).toBe(true);
+      }),
+    );
+  });
+
+  it("rowsAffordable is the largest row count the budget pays for", () => {
+    fc.assert(
+      fc.property(fc.bigInt({ min: 0n, max: 10_000_000_000n }), priceArb, (budget, p) => {
+        fc.pre(p.priceMicroPer1000Rows > 0n);
+        const rows = rowsAffordable(budget, p);
+        expect(costOfRows(rows, p) <= budget).toBe(true);
+        expect(costOfRows(rows + 1n, p) > budget).toBe(true);
+      }),
+    );
+  });
+
+  it("rejects a negative row count", () => {
+    expect(() => costOfRows(-1, price(1, 1))).toThrow(RangeError);
+  });
+});
+
+describe("money", () => {
+  it("formats with exactly 6 decimals", () => {
+    expect(formatMicro(1_500_000n)).toBe("1.500000");
+    expect(formatMicro(0n)).toBe("0.000000");
+    expect(formatMicro(-1000n)).toBe("-0.001000");
+    expect(formatMicro(123_456_789_012n)).toBe("123456.789012");
+  });
+
+  it("round-trips through parseMicro", () => {
+    fc.assert(
+      fc.property(fc.bigInt({ min: -(10n ** 18n), max: 10n ** 18n }), (micro) => {
+        expect(parseMicro(formatMicro(micro))).toBe(micro);
+      }),
+    );
+    expect(parseMicro("1.2345678")).toBeNull();
+    expect(parseMicro("1e6")).toBeNull();
+  });
+
+  it("converts JSON numbers with at most 6 decimals exactly", () => {
+    expect(numberToMicro(0.1)).toBe(100_000n);
+    expect(numberToMicro(0.000001)).toBe(1n);
+    expect(numberToMicro(1e-7)).toBeNull();
+    expect(numberToMicro(Number.NaN)).toBeNull();
+    expect(numberToMicro(Number.POSITIVE_INFINITY)).toBeNull();
+  });
+});
+
+describe("pricing validation", () => {
+  it("accepts sane prices", () => {
+    expect(parsePricing(0.5, 1.25)).toEqual({ priceMicroPer1000Rows: 500_000n, markupPpm: 1_250_000n });
+    expect(parsePricing(0, 1)).toEqual({ priceMicroPer1000Rows: 0n, markupPpm: 1_000_000n });
+  });
+
+  it.each([
+    [-1, 1, /between 0/],
+    [1_000_001, 1, /between 0/],
+    [0.0000001, 1, /6 decimals/],
+    [Number.NaN, 1, /finite/],
+    ["1", 1, /finite number/],
+    [1, 0.5, /between 1/],
+    [1, 101, /between 1/],
+    [1, 1.0000001, /6 decimals/],
+    [1, null, /finite number/],
+  ])("rejects price %s with markup %s", (base, markup, message) => {
+    expect(() => parsePricing(base, markup)).toThrow(PricingError);
+    expect(() => parsePricing(base, markup)).toThrow(message);
+  });
+});
