@@ -15,7 +15,11 @@ export const redactedPaths = [
 ];
 
 export function createLogger(level: string): Logger {
-  return pino({ level, redact: { paths: redactedPaths, censor: "[redacted]" }, base: { service: "pgtoll" } });
+  return pino(
+    { level, redact: { paths: redactedPaths, censor: "[redacted]" }, base: { service: "pgtoll" } },
+    // Logs go to stderr; stdout carries only the lines meant for people (e.g. "pgtoll ready").
+    pino.destination(2),
+  );
 }
 
 export type { Logger };

@@ -1,0 +1,50 @@
+import { describe, expect, it } from "vitest";
+import { BASE_USDC, ConfigError, flagName, loadConfig } from "./config.js";
+
+describe("configuration", () => {
+  it("has the documented defaults", () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      host: "127.0.0.1",
+      httpPort: 3000,
+      chainId: 8453,
+      tokenAddress: BASE_USDC,
+      rateLimit: true,
+      rowCap: 10_000,
+      statementTimeoutMs: 10_000,
+      databaseUrl: undefined,
+      redisUrl: undefined,
+      secretKey: undefined,
+    });
+    expect(config.dataDir).toMatch(/\.pgtoll$/);
+  });
+
+  it("lets flags override environment variables", () => {
+    const config = loadConfig({ PGTOLL_HTTP_PORT: "4000", LOG_LEVEL: "warn" }, ["--http-port", "5000", "--log-level=debug"]);
+    expect(config.httpPort).toBe(5000);
+    expect(config.logLevel).toBe("debug");
+  });
+
+  it("derives flag names from variable names", () => {
+    expect(flagName("PGTOLL_HTTP_PORT")).toBe("http-port");
+    expect(flagName("DATABASE_URL")).toBe("database-url");
+  });
+
+  it.each([
+    [{ PGTOLL_HTTP_PORT: "70000" }, "PGTOLL_HTTP_PORT"],
+    [{ PGTOLL_CHAIN_ID: "-1" }, "PGTOLL_CHAIN_ID"],
+    [{ REDIS_URL: "http://x" }, "REDIS_URL"],
+    [{ PGTOLL_RPC_URL: "nope" }, "PGTOLL_RPC_URL"],
+    [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
+  ])("names the bad variable in %j", (env, variable) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(variable);
+  });
+
+  it("accepts a secret key as hex or base64", () => {
+    const hex = "ab".repeat(32);
+    expect(loadConfig({ PGTOLL_SECRET_KEY: hex }).secretKey?.toString("hex")).toBe(hex);
+    const b64 = Buffer.alloc(32, 7).toString("base64");
+    expect(loadConfig({ PGTOLL_SECRET_KEY: b64 }).secretKey).toEqual(Buffer.alloc(32, 7));
+  });
+});

@@ -1,0 +1,190 @@
+import { randomUUID } from "node:crypto";
+import pg from "pg";
+import type { Price } from "../billing/cost.js";
+import type { Queryable } from "../billing/ledger.js";
+import { generateApiKey } from "./api-key.js";
+import type { SecretBox } from "./secret-box.js";
+
+export interface Provider {
+  id: string;
+  name: string;
+  email: string;
+  walletAddress: string;
+  provisionedByGateway: boolean;
+  createdAt: Date;
+}
+
+export interface ProviderWithSecrets extends Provider {
+  connectionSecret: string;
+  apiKeyHash: Buffer;
+}
+
+export interface PricingRecord extends Price {
+  id: string;
+  providerId: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export class DuplicateProviderError extends Error {
+  override name = "DuplicateProviderError";
+}
+
+export class UpstreamConnectionError extends Error {
+  override name = "UpstreamConnectionError";
+}
+
+/**
+ * Checks that a connection string is a PostgreSQL URL pgtoll can connect to, by connecting and running
+ * `SELECT 1`. Throws {@link UpstreamConnectionError} with the reason; the message never contains the password.
+ */
+export async function verifyConnectionString(connectionString: string, timeoutMs = 5000): Promise<void> {
+  let url: URL;
+  try {
+    url = new URL(connectionString);
+  } catch {
+    throw new UpstreamConnectionError("connectionString must be a PostgreSQL URL such as postgres://user:password@host:5432/dbname");
+  }
+  if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") {
+    throw new UpstreamConnectionError(`connectionString must start with postgres:// or postgresql://, not ${url.protocol}//`);
+  }
+  if (!url.hostname) throw new UpstreamConnectionError("connectionString must name a host");
+  const client = new pg.Client({ connectionString, connectionTimeoutMillis: timeoutMs, query_timeout: timeoutMs });
+  client.on("error", () => {});
+  try {
+    await client.connect();
+    await client.query("SELECT 1");
+  } catch (error) {
+    const reason = (error as Error).message.replaceAll(url.password || "\u0000", "***");
+    throw new UpstreamConnectionError(`could not connect to the database at ${url.hostname}:${url.port || 5432}: ${reason}`);
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+const PROVIDER_COLUMNS = "id, name, email, wallet_address, provisioned_by_gateway, created_at, connection_secret, api_key_hash";
+
+interface ProviderRow {
+  id: string;
+  name: string;
+  email: string;
+  wallet_address: string;
+  provisioned_by_gateway: boolean;
+  created_at: Date;
+  connection_secret: string;
+  api_key_hash: Buffer;
+}
+
+function toProvider(row: ProviderRow): ProviderWithSecrets {
+  return {
+    id: row.id,
+    name: row.name,
+    email: row.email,
+    walletAddress: row.wallet_address,
+    provisionedByGateway: row.provisioned_by_gateway,
+    createdAt: row.created_at,
+    connectionSecret: row.connection_secret,
+    apiKeyHash: row.api_key_hash,
+  };
+}
+
+/**
+ * Stores a provider whose connection string was already verified: the connection string sealed, the API key
+ * hashed. Returns the provider and its API key, which is never retrievable again.
+ * Throws {@link DuplicateProviderError} when the email (case-insensitive) or wallet is already registered.
+ */
+export async function registerProvider(
+  db: Queryable,
+  box: SecretBox,
+  input: { name: string; email: string; walletAddress: string; connectionString: string; provisionedByGateway?: boolean },
+): Promise<{ provider: Provider; apiKey: string }> {
+  const { key, hash } = generateApiKey();
+  try {
+    const { rows } = await db.query<ProviderRow>(
+      `INSERT INTO providers (id, name, email, wallet_address, connection_secret, api_key_hash, provisioned_by_gateway)
+       VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${PROVIDER_COLUMNS}`,
+      [randomUUID(), input.name, input.email, input.walletAddress, box.seal(input.connectionString), hash, input.provisionedByGateway ?? false],
+    );
+    const { connectionSecret: _secret, apiKeyHash: _hash, ...provider } = toProvider(rows[0]!);
+    return { provider, apiKey: key };
+  } catch (error) {
+    const pgError = error as { code?: string; constraint?: string };
+    if (pgError.code === "23505") {
+      const field = pgError.constraint === "providers_wallet_key" ? "walletAddress" : "email";
+      throw new DuplicateProviderError(`a provider with this ${field} is already registered`);
+    }
+    throw error;
+  }
+}
+
+export async function findProvider(db: Queryable, id: string): Promise<ProviderWithSecrets | null> {
+  const { rows } = await db.query<ProviderRow>(`SELECT ${PROVIDER_COLUMNS} FROM providers WHERE id = $1`, [id]);
+  return rows[0] ? toProvider(rows[0]) : null;
+}
+
+interface PricingRow {
+  id: string;
+  provider_id: string;
+  price_micro_per_1000_rows: bigint;
+  markup_ppm: bigint;
+  created_at: Date;
+  updated_at: Date;
+}
+
+function toPricing(row: PricingRow): PricingRecord {
+  return {
+    id: row.id,
+    providerId: row.provider_id,
+    priceMicroPer1000Rows: row.price_micro_per_1000_rows,
+    markupPpm: row.markup_ppm,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** Sets or replaces a provider's pricing; the record keeps its id and createdAt across updates. */
+export async function setPricing(db: Queryable, providerId: string, price: Price): Promise<PricingRecord> {
+  const { rows } = await db.query<PricingRow>(
+    `INSERT INTO pricing AS p (id, provider_id, price_micro_per_1000_rows, markup_ppm) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (provider_id) DO UPDATE
+       SET price_micro_per_1000_rows = excluded.price_micro_per_1000_rows, markup_ppm = excluded.markup_ppm,
+           updated_at = now()
+     RETURNING *`,
+    [randomUUID(), providerId, price.priceMicroPer1000Rows, price.markupPpm],
+  );
+  return toPricing(rows[0]!);
+}
+
+export async function findPricing(db: Queryable, providerId: string): Promise<PricingRecord | null> {
+  const { rows } = await db.query<PricingRow>("SELECT * FROM pricing WHERE provider_id = $1", [providerId]);
+  return rows[0] ? toPricing(rows[0]) : null;
+}
+
+/** A provider and its pricing in one round trip, as the query path needs them. */
+export async function findProviderForQuery(
+  db: Queryable,
+  id: string,
+): Promise<{ provider: ProviderWithSecrets; pricing: PricingRecord | null } | null> {
+  const { rows } = await db.query<ProviderRow & { pricing: PricingRow | null }>(
+    `SELECT p.id, p.name, p.email, p.wallet_address, p.provisioned_by_gateway, p.created_at, p.connection_secret,
+            p.api_key_hash,
+            CASE WHEN pr.id IS NULL THEN NULL ELSE json_build_object(
+              'id', pr.id, 'provider_id', pr.provider_id,
+              'price_micro_per_1000_rows', pr.price_micro_per_1000_rows::text, 'markup_ppm', pr.markup_ppm::text,
+              'created_at', pr.created_at, 'updated_at', pr.updated_at) END AS pricing
+       FROM providers p LEFT JOIN pricing pr ON pr.provider_id = p.id WHERE p.id = $1`,
+    [id],
+  );
+  const row = rows[0];
+  if (!row) return null;
+  const pricing = row.pricing
+    ? toPricing({
+        ...row.pricing,
+        price_micro_per_1000_rows: BigInt(row.pricing.price_micro_per_1000_rows as unknown as string),
+        markup_ppm: BigInt(row.pricing.markup_ppm as unknown as string),
+        created_at: new Date(row.pricing.created_at as unknown as string),
+        updated_at: new Date(row.pricing.updated_at as unknown as string),
+      })
+    : null;
+  return { provider: toProvider(row), pricing };
+}

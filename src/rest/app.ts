@@ -1,0 +1,65 @@
+import { randomUUID } from "node:crypto";
+import cors from "@fastify/cors";
+import swagger from "@fastify/swagger";
+import swaggerUi from "@fastify/swagger-ui";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import type { GatewayContext } from "./context.js";
+import { errorsPlugin } from "./plugins/errors.js";
+import { metricsPlugin } from "./plugins/metrics.js";
+import { gatewayLimits, rateLimitPlugin } from "./plugins/rate-limit.js";
+import { agentRoutes } from "./routes/agents.js";
+import { depositRoutes } from "./routes/deposit.js";
+import { healthRoutes } from "./routes/health.js";
+import { providerRoutes } from "./routes/providers.js";
+import { queryRoutes } from "./routes/query.js";
+
+/**
+ * The HTTP server: payment gateway routes under /api, /metrics, and the OpenAPI document at /docs, each
+ * concern a plugin. All state comes in through `ctx`.
+ */
+export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: ctx.logger as FastifyBaseLogger,
+    bodyLimit: ctx.config.bodyLimit,
+    trustProxy: ctx.config.trustProxy,
+    requestIdHeader: "x-request-id",
+    genReqId: () => randomUUID(),
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false } },
+  });
+
+  app.addHook("onSend", async (request, reply) => {
+    reply.header("X-Request-Id", request.id);
+  });
+
+  await app.register(errorsPlugin);
+  await app.register(cors, {
+    origin: "*",
+    methods: ["GET", "POST", "PUT", "DELETE", "OPTIONS"],
+    allowedHeaders: ["Content-Type", "X-API-Key"],
+    exposedHeaders: ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After", "X-Request-Id"],
+  });
+  await app.register(metricsPlugin, { metrics: ctx.metrics });
+  await app.register(rateLimitPlugin, {
+    enabled: ctx.config.rateLimit,
+    store: ctx.rateLimitStore,
+    defaultRule: gatewayLimits.general,
+    onStoreError: (error) => ctx.logger.warn({ err: error }, "rate-limit store unavailable; request let through"),
+  });
+  await app.register(swagger, {
+    openapi: {
+      info: { title: "pgtoll", version: "1.0.0", description: "Metered SQL access to PostgreSQL, paid in USDC." },
+      components: { securitySchemes: { apiKey: { type: "apiKey", in: "header", name: "X-API-Key" } } },
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: "/docs", uiConfig: { deepLinking: true } });
+  app.addHook("onRoute", (route) => {
+    if (route.url.startsWith("/docs")) route.config = { ...(route.config as object), rateLimit: false };
+  });
+
+  await app.register(providerRoutes, { ctx });
+  await app.register(agentRoutes, { ctx });
+  await app.register(depositRoutes, { ctx });
+  await app.register(queryRoutes, { ctx });
+  await app.register(healthRoutes, { ctx });
+  return app;
+}

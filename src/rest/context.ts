@@ -1,0 +1,30 @@
+import type { Logger } from "pino";
+import type pg from "pg";
+import type { DepositVerification } from "../billing/chain-verify.js";
+import type { Config } from "../config.js";
+import type { GuardPolicy } from "../guard/index.js";
+import type { SecretBox } from "../providers/secret-box.js";
+import type { UpstreamPools } from "../providers/upstream-pools.js";
+import type { Metrics } from "./plugins/metrics.js";
+import type { RateLimitStore } from "./plugins/rate-limit-store.js";
+
+/** What the deposit route needs from the chain: verify one transaction. */
+export interface DepositVerifier {
+  verifyDeposit(txHash: `0x${string}`, agentWallet: string, providerWallet: string): Promise<DepositVerification>;
+}
+
+/** Everything the REST routes share; built once by the server, passed to each plugin (no globals). */
+export interface GatewayContext {
+  config: Pick<
+    Config,
+    "chainId" | "rowCap" | "statementTimeoutMs" | "reservationTtlSeconds" | "rateLimit" | "bodyLimit" | "trustProxy"
+  >;
+  db: pg.Pool;
+  box: SecretBox;
+  upstream: UpstreamPools;
+  verifier: DepositVerifier;
+  rateLimitStore: RateLimitStore;
+  metrics: Metrics;
+  logger: Logger;
+  policy?: GuardPolicy;
+}

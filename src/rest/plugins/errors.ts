@@ -1,0 +1,51 @@
+import type { FastifyError, FastifyInstance } from "fastify";
+import fp from "fastify-plugin";
+
+/** An error whose message is meant for the client, with its HTTP status. */
+export class HttpError extends Error {
+  constructor(
+    readonly statusCode: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = "HttpError";
+  }
+}
+
+/** Fastify's own client-side errors, reworded so that the message says what was wrong. */
+function clientMessage(error: FastifyError): string {
+  switch (error.code) {
+    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
+      return "unsupported content type: send the body as JSON with Content-Type: application/json";
+    case "FST_ERR_CTP_BODY_TOO_LARGE":
+      return "request body too large";
+    case "FST_ERR_CTP_EMPTY_JSON_BODY":
+      return "the request body is empty but Content-Type is application/json";
+    case "FST_ERR_CTP_INVALID_JSON_BODY":
+      return `malformed JSON body: ${error.message}`;
+    default:
+      if (error.validation) return `invalid input: ${error.message}`;
+      if (error instanceof SyntaxError) return `malformed JSON body: ${error.message}`;
+      return error.message;
+  }
+}
+
+/**
+ * Every error leaves the server as `{error: string}` with the right status. 5xx answers carry a message meant
+ * for the client when one was given (HttpError and friends), otherwise a generic one; a stack trace never
+ * leaves the server, and every 5xx is logged with its request id.
+ */
+export const errorsPlugin = fp(async (app: FastifyInstance) => {
+  app.setNotFoundHandler((request, reply) => {
+    reply.code(404).send({ error: `route not found: ${request.method} ${request.url.split("?")[0]}` });
+  });
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
+    if (status >= 500) {
+      request.log.error({ err: error }, "request failed");
+      const exposed = error instanceof HttpError || (error as { expose?: boolean }).expose === true;
+      return reply.code(status).send({ error: exposed ? error.message : "internal server error" });
+    }
+    return reply.code(status).send({ error: clientMessage(error) });
+  });
+});

@@ -1,0 +1,64 @@
+import type { FastifyInstance } from "fastify";
+import fp from "fastify-plugin";
+import { collectDefaultMetrics, Counter, Histogram, Registry } from "prom-client";
+
+/** Every Prometheus metric pgtoll exports, in one registry per server (no globals). */
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: "pgtoll_" });
+  return {
+    registry,
+    httpDuration: new Histogram({
+      name: "pgtoll_http_request_duration_seconds",
+      help: "HTTP request latency by route and status",
+      labelNames: ["method", "route", "status_code"] as const,
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    }),
+    queries: new Counter({
+      name: "pgtoll_queries_total",
+      help: "Metered queries by surface and outcome (ok, denied, invalid, insufficient_funds, failed)",
+      labelNames: ["surface", "outcome"] as const,
+      registers: [registry],
+    }),
+    rowsMetered: new Counter({
+      name: "pgtoll_rows_metered_total",
+      help: "Rows charged for",
+      labelNames: ["surface"] as const,
+      registers: [registry],
+    }),
+    chargedMicro: new Counter({
+      name: "pgtoll_charged_micro_usdc_total",
+      help: "Micro-USDC charged to agents",
+      labelNames: ["surface"] as const,
+      registers: [registry],
+    }),
+    depositsCredited: new Counter({
+      name: "pgtoll_deposits_credited_total",
+      help: "Deposits verified on chain and credited",
+      registers: [registry],
+    }),
+    depositedMicro: new Counter({
+      name: "pgtoll_deposited_micro_usdc_total",
+      help: "Micro-USDC credited by deposits",
+      registers: [registry],
+    }),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;
+
+/** Times every request and serves the registry at GET /metrics. */
+export const metricsPlugin = fp(async (app: FastifyInstance, options: { metrics: Metrics }) => {
+  const { metrics } = options;
+  app.addHook("onResponse", async (request, reply) => {
+    const route = request.routeOptions.url ?? "unmatched";
+    metrics.httpDuration
+      .labels(request.method, route, String(reply.statusCode))
+      .observe(reply.elapsedTime / 1000);
+  });
+  app.get("/metrics", { config: { rateLimit: false }, schema: { hide: true } }, async (_request, reply) => {
+    reply.header("Content-Type", metrics.registry.contentType);
+    return metrics.registry.metrics();
+  });
+});

@@ -1,0 +1,41 @@
+import { checksumAddress } from "../billing/address.js";
+import type { LedgerEntry } from "../billing/ledger.js";
+import { formatMicro, microToNumber } from "../billing/money.js";
+import type { PricingRecord, Provider } from "../providers/registry.js";
+
+/** Converts stored records into the spec's JSON shapes: addresses checksummed, money as 6-decimal strings. */
+export function presentProvider(provider: Provider) {
+  return {
+    id: provider.id,
+    name: provider.name,
+    email: provider.email,
+    walletAddress: checksumAddress(provider.walletAddress),
+    provisionedByGateway: provider.provisionedByGateway,
+    createdAt: provider.createdAt.toISOString(),
+  };
+}
+
+export function presentPricing(pricing: PricingRecord) {
+  return {
+    id: pricing.id,
+    providerId: pricing.providerId,
+    basePricePer1000Rows: microToNumber(pricing.priceMicroPer1000Rows),
+    markupMultiplier: microToNumber(pricing.markupPpm),
+    createdAt: pricing.createdAt.toISOString(),
+    updatedAt: pricing.updatedAt.toISOString(),
+  };
+}
+
+export function presentLedgerEntry(entry: LedgerEntry) {
+  return {
+    id: entry.id.toString(),
+    providerId: entry.providerId,
+    type: entry.type,
+    amount: formatMicro(entry.amountMicro),
+    balanceBefore: formatMicro(entry.balanceBeforeMicro),
+    balanceAfter: formatMicro(entry.balanceAfterMicro),
+    txHash: entry.txHash,
+    metadata: entry.metadata,
+    timestamp: entry.createdAt.toISOString(),
+  };
+}

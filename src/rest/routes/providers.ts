@@ -1,0 +1,87 @@
+import type { FastifyInstance } from "fastify";
+import { PricingError, parsePricing } from "../../billing/pricing.js";
+import { apiKeyMatches } from "../../providers/api-key.js";
+import {
+  DuplicateProviderError,
+  findProvider,
+  registerProvider,
+  setPricing,
+  UpstreamConnectionError,
+  verifyConnectionString,
+} from "../../providers/registry.js";
+import type { GatewayContext } from "../context.js";
+import { HttpError } from "../plugins/errors.js";
+import { presentPricing, presentProvider } from "../present.js";
+import { ErrorBody, Pricing, PricingBody, Provider, RegisterBody } from "../schemas.js";
+import { Type } from "@sinclair/typebox";
+import { emailParam, uuidParam, walletParam } from "../validate.js";
+
+/** POST /api/providers/register and POST /api/providers/:id/pricing. */
+export async function providerRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayContext }) {
+  app.post<{ Body: RegisterBody }>(
+    "/api/providers/register",
+    {
+      schema: {
+        summary: "Register a provider database",
+        tags: ["providers"],
+        body: RegisterBody,
+        response: {
+          201: Type.Object({ provider: Provider, apiKey: Type.String() }),
+          400: ErrorBody,
+          409: ErrorBody,
+        },
+      },
+    },
+    async (request, reply) => {
+      const name = request.body.name.trim();
+      if (!name) throw new HttpError(400, "invalid name: must not be blank");
+      const email = emailParam(request.body.email);
+      const walletAddress = walletParam(request.body.walletAddress, "walletAddress");
+      const { connectionString } = request.body;
+      try {
+        await verifyConnectionString(connectionString);
+      } catch (error) {
+        if (error instanceof UpstreamConnectionError) throw new HttpError(400, `invalid connectionString: ${error.message}`);
+        throw error;
+      }
+      try {
+        const { provider, apiKey } = await registerProvider(ctx.db, ctx.box, { name, email, walletAddress, connectionString });
+        request.log.info({ providerId: provider.id }, "provider registered");
+        return reply.code(201).send({ provider: presentProvider(provider), apiKey });
+      } catch (error) {
+        if (error instanceof DuplicateProviderError) throw new HttpError(409, error.message);
+        throw error;
+      }
+    },
+  );
+
+  app.post<{ Params: { id: string }; Body: PricingBody }>(
+    "/api/providers/:id/pricing",
+    {
+      schema: {
+        summary: "Set or update a provider's pricing",
+        tags: ["providers"],
+        params: Type.Object({ id: Type.String() }),
+        headers: Type.Object({ "x-api-key": Type.Optional(Type.String()) }),
+        body: PricingBody,
+        response: { 200: Pricing, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody },
+      },
+    },
+    async (request) => {
+      const presented = request.headers["x-api-key"];
+      if (typeof presented !== "string" || presented === "") throw new HttpError(401, "missing API key: send it in the X-API-Key header");
+      const providerId = uuidParam(request.params.id, "provider id");
+      const provider = await findProvider(ctx.db, providerId);
+      if (!provider) throw new HttpError(404, `provider ${providerId} not found`);
+      if (!apiKeyMatches(presented, provider.apiKeyHash)) throw new HttpError(401, "invalid API key for this provider");
+      let price: ReturnType<typeof parsePricing>;
+      try {
+        price = parsePricing(request.body.basePricePer1000Rows, request.body.markupMultiplier);
+      } catch (error) {
+        if (error instanceof PricingError) throw new HttpError(400, `invalid pricing: ${error.message}`);
+        throw error;
+      }
+      return presentPricing(await setPricing(ctx.db, providerId, price));
+    },
+  );
+}

@@ -1,0 +1,111 @@
+import { type Static, Type } from "@sinclair/typebox";
+
+/** Request/response shapes of the payment gateway (spec: payment-gateway.md), also the OpenAPI document. */
+export const Uuid = Type.String({
+  pattern: "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+  description: "UUID",
+});
+export const Address = Type.String({ description: "Ethereum address: 0x followed by 40 hex digits" });
+export const Amount = Type.String({ description: "decimal token amount with 6 decimals, e.g. 1.500000" });
+export const Timestamp = Type.String({ description: "ISO 8601 UTC timestamp" });
+
+export const ErrorBody = Type.Object({ error: Type.String() });
+export const RateLimitedBody = Type.Object({ error: Type.String(), retryAfter: Type.Integer() });
+
+export const Provider = Type.Object({
+  id: Uuid,
+  name: Type.String(),
+  email: Type.String(),
+  walletAddress: Address,
+  provisionedByGateway: Type.Boolean(),
+  createdAt: Timestamp,
+});
+
+export const RegisterBody = Type.Object({
+  name: Type.String({ minLength: 1, maxLength: 200 }),
+  email: Type.String({ minLength: 3, maxLength: 320 }),
+  walletAddress: Type.String({ maxLength: 42 }),
+  connectionString: Type.String({ minLength: 1, maxLength: 4096 }),
+});
+export type RegisterBody = Static<typeof RegisterBody>;
+
+export const Pricing = Type.Object({
+  id: Uuid,
+  providerId: Uuid,
+  basePricePer1000Rows: Type.Number(),
+  markupMultiplier: Type.Number(),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+
+export const PricingBody = Type.Object({
+  basePricePer1000Rows: Type.Number({ description: "token units per 1000 rows, 0 to 1000000, at most 6 decimals" }),
+  markupMultiplier: Type.Number({ description: "1 to 100, at most 6 decimals; 1.0 means no markup" }),
+});
+export type PricingBody = Static<typeof PricingBody>;
+
+export const Balance = Type.Object({
+  agentWallet: Address,
+  providerId: Uuid,
+  balance: Amount,
+  available: Type.String({ description: "balance minus funds held by statements still running" }),
+  updatedAt: Type.Union([Timestamp, Type.Null()]),
+});
+
+export const DepositBody = Type.Object({
+  txHash: Type.String({ maxLength: 66 }),
+  agentWallet: Type.String({ maxLength: 42 }),
+  providerId: Type.String({ maxLength: 36 }),
+});
+export type DepositBody = Static<typeof DepositBody>;
+
+export const DepositResult = Type.Object({
+  success: Type.Literal(true),
+  balance: Amount,
+  transaction: Type.Object({ txHash: Type.String(), amount: Amount, verified: Type.Boolean() }),
+});
+
+export const QueryBody = Type.Object({
+  sql: Type.String({ maxLength: 1_000_000 }),
+  agentWallet: Type.String({ maxLength: 42 }),
+  providerId: Type.String({ maxLength: 36 }),
+  params: Type.Optional(
+    Type.Array(Type.Union([Type.String(), Type.Number(), Type.Boolean(), Type.Null()]), {
+      maxItems: 65535,
+      description: "values for $1, $2, ... (single statement only)",
+    }),
+  ),
+});
+export type QueryBody = Static<typeof QueryBody>;
+
+export const QueryResult = Type.Object({
+  rows: Type.Array(Type.Object({}, { additionalProperties: true })),
+  rowCount: Type.Integer(),
+  estimatedCost: Amount,
+  actualCost: Amount,
+  executionTime: Type.String({ description: "milliseconds with unit suffix, e.g. 4.21ms" }),
+});
+
+export const LedgerEntry = Type.Object({
+  id: Type.String(),
+  providerId: Uuid,
+  type: Type.Union([Type.Literal("deposit"), Type.Literal("query")]),
+  amount: Type.String(),
+  balanceBefore: Amount,
+  balanceAfter: Amount,
+  txHash: Type.Union([Type.String(), Type.Null()]),
+  metadata: Type.Object({}, { additionalProperties: true }),
+  timestamp: Timestamp,
+});
+
+export const TransactionsQuery = Type.Object({
+  providerId: Type.Optional(Type.String({ maxLength: 36 })),
+  limit: Type.Optional(Type.Integer({ minimum: 1, description: "default 50; values above 100 are capped at 100" })),
+});
+export type TransactionsQuery = Static<typeof TransactionsQuery>;
+
+export const Health = Type.Object({
+  status: Type.Union([Type.Literal("healthy"), Type.Literal("unhealthy")]),
+  timestamp: Timestamp,
+  error: Type.Optional(Type.String()),
+});

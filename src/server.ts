@@ -1,0 +1,104 @@
+import { Redis } from "ioredis";
+import pg from "pg";
+import { createChainVerifier } from "./billing/chain-verify.js";
+import { releaseExpiredReservations } from "./billing/ledger.js";
+import type { Config } from "./config.js";
+import { lockDataDir } from "./db/data-dir-lock.js";
+import { type EmbeddedCluster, startEmbeddedCluster } from "./db/embedded.js";
+import { migrate } from "./db/migrate.js";
+import { createMetadataPool } from "./db/pool.js";
+import { loadGuard } from "./guard/index.js";
+import type { Logger } from "./log.js";
+import { createSecretBox, loadSecretKey } from "./providers/secret-box.js";
+import { UpstreamPools } from "./providers/upstream-pools.js";
+import { buildApp } from "./rest/app.js";
+import type { GatewayContext } from "./rest/context.js";
+import { createMetrics } from "./rest/plugins/metrics.js";
+import { createMemoryStore, createRedisStore } from "./rest/plugins/rate-limit-store.js";
+
+export interface RunningServer {
+  httpUrl: string;
+  databaseUrl: string;
+  /** The embedded cluster, when pgtoll started one (no DATABASE_URL). */
+  embedded: EmbeddedCluster | null;
+  stop(): Promise<void>;
+}
+
+const EMBEDDED_DATABASE = "pgtoll";
+
+async function ensureDatabase(adminUrl: string, name: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const { rowCount } = await client.query("SELECT 1 FROM pg_database WHERE datname = $1", [name]);
+    if (!rowCount) await client.query(`CREATE DATABASE "${name}"`);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * Starts pgtoll: locks the data directory, starts the embedded PostgreSQL unless DATABASE_URL is set, migrates,
+ * and serves HTTP. `stop()` undoes each step in reverse order; a failed start undoes what it had done.
+ */
+export async function startServer(config: Config, logger: Logger): Promise<RunningServer> {
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const stop = async () => {
+    for (const cleanup of cleanups.reverse()) {
+      try {
+        await cleanup();
+      } catch (error) {
+        logger.warn({ err: error }, "error while stopping");
+      }
+    }
+    cleanups.length = 0;
+  };
+  try {
+    cleanups.push(lockDataDir(config.dataDir));
+    let databaseUrl = config.databaseUrl;
+    let embedded: EmbeddedCluster | null = null;
+    if (!databaseUrl) {
+      embedded = await startEmbeddedCluster(config.dataDir, { log: (line) => logger.debug({ postgres: line }) });
+      cleanups.push(() => embedded?.stop());
+      await ensureDatabase(embedded.adminUrl, EMBEDDED_DATABASE);
+      databaseUrl = embedded.urlFor(EMBEDDED_DATABASE);
+      logger.info({ port: embedded.port }, "embedded PostgreSQL started");
+    }
+    const db = createMetadataPool(databaseUrl);
+    cleanups.push(() => db.end());
+    const applied = await migrate(db);
+    if (applied.length) logger.info({ applied }, "migrations applied");
+    await loadGuard();
+
+    const box = createSecretBox(await loadSecretKey(config.secretKey, config.dataDir));
+    const upstream = new UpstreamPools({ box, size: config.providerPoolSize, statementTimeoutMs: config.statementTimeoutMs });
+    cleanups.push(() => upstream.closeAll());
+    const verifier = createChainVerifier({
+      rpcUrl: config.rpcUrl,
+      chainId: config.chainId,
+      tokenAddress: config.tokenAddress,
+      minConfirmations: config.minConfirmations,
+    });
+    const rateLimitStore = config.redisUrl
+      ? createRedisStore(new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false }))
+      : createMemoryStore();
+    cleanups.push(() => rateLimitStore.close());
+
+    const ctx: GatewayContext = { config, db, box, upstream, verifier, rateLimitStore, metrics: createMetrics(), logger };
+    const app = await buildApp(ctx);
+    cleanups.push(() => app.close());
+    const address = await app.listen({ host: config.host, port: config.httpPort });
+
+    await releaseExpiredReservations(db);
+    const sweeper = setInterval(() => {
+      releaseExpiredReservations(db).catch((error) => logger.warn({ err: error }, "could not release expired reservations"));
+    }, 30_000);
+    sweeper.unref();
+    cleanups.push(() => clearInterval(sweeper));
+
+    return { httpUrl: address, databaseUrl, embedded, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}

@@ -1,0 +1,236 @@
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { costOfRows } from "../../src/billing/cost.js";
+import { creditDeposit, getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
+import { formatMicro } from "../../src/billing/money.js";
+import type { TestDatabase } from "../support/database.js";
+import { randomTxHash, randomWallet } from "../support/fixtures.js";
+import { createProviderDatabase, registerPricedProvider, startTestGateway, type TestGateway } from "../support/gateway.js";
+
+const casesFile = fileURLToPath(new URL("../../../shared/guard/cases.jsonl", import.meta.url));
+const guardCases = readFileSync(casesFile, "utf8")
+  .split("\n")
+  .filter((line) => line.trim())
+  .map((line) => JSON.parse(line) as { verdict: "allow" | "deny" | "invalid"; sql: string });
+
+let gateway: TestGateway;
+let providerDb: TestDatabase;
+let providerId: string;
+// 1 USDC per 1000 rows, markup 1.5: 1 row costs 1500 micro-USDC
+const price = { priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_500_000n };
+
+beforeAll(async () => {
+  gateway = await startTestGateway({ env: { PGTOLL_STATEMENT_TIMEOUT_MS: "10000", PGTOLL_ROW_CAP: "500" } });
+  providerDb = await createProviderDatabase(200);
+  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, { basePricePer1000Rows: 1, markupMultiplier: 1.5 }));
+});
+afterAll(async () => {
+  await gateway?.close();
+  await providerDb?.drop();
+});
+
+async function fundedAgent(amountMicro: bigint): Promise<string> {
+  const agent = randomWallet();
+  if (amountMicro > 0n) {
+    await creditDeposit(gateway.ctx.db, { chainId: 8453, txHash: randomTxHash(), agentWallet: agent, providerId, amountMicro, blockNumber: 1n });
+  }
+  return agent;
+}
+
+function query(agentWallet: string, sql: string, extra: Record<string, unknown> = {}) {
+  return gateway.app.inject({ method: "POST", url: "/api/query", payload: { sql, agentWallet, providerId, ...extra } });
+}
+
+async function itemCount(): Promise<number> {
+  const client = new pg.Client({ connectionString: providerDb.url });
+  await client.connect();
+  const { rows } = await client.query("SELECT count(*)::int AS n FROM items");
+  await client.end();
+  return rows[0].n;
+}
+
+describe("POST /api/query: the guard contract", () => {
+  it.each(guardCases.filter((c) => c.verdict !== "allow"))("$verdict: $sql", async ({ verdict, sql }) => {
+    const agent = await fundedAgent(10_000_000n);
+    const before = await itemCount();
+    const res = await query(agent, sql);
+    expect(res.statusCode).toBe(verdict === "deny" ? 403 : 400);
+    expect(res.json().error).toMatch(verdict === "deny" ? /not allowed/ : /invalid SQL/);
+    expect(await itemCount()).toBe(before);
+    expect((await getBalance(gateway.ctx.db, agent, providerId)).balanceMicro).toBe(10_000_000n);
+  });
+
+  it.each(guardCases.filter((c) => c.verdict === "allow"))("allow: $sql", async ({ sql }) => {
+    const agent = await fundedAgent(10_000_000n);
+    const res = await query(agent, sql, sql.includes("$1") ? { params: [1] } : {});
+    // Allowed means it passed the guard: the only failures left are PostgreSQL's own (e.g. EXECUTE of an
+    // unprepared statement), answered as 400 invalid SQL, never 403.
+    expect([200, 400]).toContain(res.statusCode);
+    if (res.statusCode === 400) expect(res.json().error).toMatch(/SQLSTATE/);
+  });
+});
+
+describe("POST /api/query: metering", () => {
+  it("returns rows and charges exactly the cost rule, with the SQL and rowCount in the ledger", async () => {
+    const agent = await fundedAgent(1_000_000n);
+    const res = await query(agent, "SELECT id, name FROM items WHERE id <= 7 ORDER BY id");
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(Object.keys(body).sort()).toEqual(["actualCost", "estimatedCost", "executionTime", "rowCount", "rows"]);
+    expect(body.rowCount).toBe(7);
+    expect(body.rows[0]).toEqual({ id: 1, name: "item 1" });
+    expect(body.actualCost).toBe(formatMicro(costOfRows(7, price)));
+    expect(body.actualCost).toBe("0.010500");
+    expect(body.estimatedCost).toMatch(/^\d+\.\d{6}$/);
+    expect(body.executionTime).toMatch(/^\d+\.\d{2}ms$/);
+    const balance = await getBalance(gateway.ctx.db, agent, providerId);
+    expect(balance).toMatchObject({ balanceMicro: 1_000_000n - 10_500n, reservedMicro: 0n });
+    const [entry] = await listLedgerEntries(gateway.ctx.db, agent, { providerId, limit: 1 });
+    expect(entry).toMatchObject({ type: "query", amountMicro: -10_500n, metadata: { sql: "SELECT id, name FROM items WHERE id <= 7 ORDER BY id", rowCount: 7 } });
+  });
+
+  it("estimates from the planner before running", async () => {
+    const agent = await fundedAgent(1_000_000n);
+    const body = (await query(agent, "SELECT * FROM items")).json();
+    expect(body.rowCount).toBe(200);
+    expect(body.estimatedCost).not.toBe("0.000000");
+  });
+
+  it("charges writes by affected rows", async () => {
+    const agent = await fundedAgent(1_000_000n);
+    const res = await query(agent, "UPDATE items SET name = name WHERE id <= 4");
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ rowCount: 4, rows: [], actualCost: formatMicro(costOfRows(4, price)) });
+    const insert = await query(agent, "INSERT INTO orders (item_id) VALUES (1), (2) RETURNING id");
+    expect(insert.json()).toMatchObject({ rowCount: 2, actualCost: formatMicro(costOfRows(2, price)) });
+  });
+
+  it("charges a multi-statement string for every statement's rows", async () => {
+    const agent = await fundedAgent(1_000_000n);
+    const body = (await query(agent, "select 1; select 2")).json();
+    expect(body.rowCount).toBe(2);
+    expect(body.actualCost).toBe(formatMicro(costOfRows(2, price)));
+  });
+
+  it("binds params for one statement and refuses them for several", async () => {
+    const agent = await fundedAgent(1_000_000n);
+    const one = await query(agent, "SELECT name FROM items WHERE id = $1", { params: [3] });
+    expect(one.json().rows).toEqual([{ name: "item 3" }]);
+    const injection = await query(agent, "SELECT count(*) AS n FROM items WHERE name = $1", { params: ["x' OR '1'='1"] });
+    expect(injection.json().rows).toEqual([{ n: "0" }]);
+    const several = await query(agent, "SELECT $1::int; SELECT 2", { params: [1] });
+    expect(several.statusCode).toBe(400);
+  });
+
+  it("answers 402 and charges nothing when the result costs more than the balance; writes are rolled back", async () => {
+    const agent = await fundedAgent(3000n); // pays for 2 rows
+    const before = await itemCount();
+    const write = await query(agent, "INSERT INTO items (name) SELECT 'x' FROM generate_series(1, 5)");
+    expect(write.statusCode).toBe(402);
+    expect(write.json().error).toMatch(/insufficient balance/);
+    expect(await itemCount()).toBe(before);
+    const read = await query(agent, "SELECT * FROM items LIMIT 3");
+    expect(read.statusCode).toBe(402);
+    expect(await getBalance(gateway.ctx.db, agent, providerId)).toMatchObject({ balanceMicro: 3000n, reservedMicro: 0n });
+    const fits = await query(agent, "SELECT * FROM items LIMIT 2");
+    expect(fits.statusCode).toBe(200);
+    expect(await getBalance(gateway.ctx.db, agent, providerId)).toMatchObject({ balanceMicro: 0n, reservedMicro: 0n });
+  });
+
+  it("refuses an agent with no balance before running anything", async () => {
+    const agent = await fundedAgent(0n);
+    const res = await query(agent, "INSERT INTO items (name) VALUES ('should not exist')");
+    expect(res.statusCode).toBe(402);
+    const { rows } = await new pg.Pool({ connectionString: providerDb.url, max: 1 }).query(
+      "SELECT count(*)::int AS n FROM items WHERE name = 'should not exist'",
+    );
+    expect(rows[0].n).toBe(0);
+  });
+
+  it("refuses a result above the row cap, uncharged", async () => {
+    const agent = await fundedAgent(100_000_000n);
+    const res = await query(agent, "SELECT g FROM generate_series(1, 100000) g");
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toMatch(/more than 500 rows/);
+    expect((await getBalance(gateway.ctx.db, agent, providerId)).balanceMicro).toBe(100_000_000n);
+  });
+
+  it("returns JSON-safe values", async () => {
+    const agent = await fundedAgent(1_000_000n);
+    const res = await query(
+      agent,
+      `SELECT 9007199254740993::int8 AS big, 1.10::numeric AS num, 'NaN'::float8 AS nan, 2.5::float8 AS f,
+              '\\x0102'::bytea AS bin, date '2024-02-29' AS d, timestamptz '2024-01-01 12:00:00+00' AS ts,
+              interval '1 day 2 hours' AS iv, '{"a":1}'::jsonb AS j, ARRAY[1,2]::int8[] AS arr, true AS b, NULL AS n`,
+    );
+    expect(res.statusCode).toBe(200);
+    expect(res.json().rows[0]).toEqual({
+      big: "9007199254740993",
+      num: "1.10",
+      nan: "NaN",
+      f: 2.5,
+      bin: "\\x0102",
+      d: "2024-02-29",
+      ts: expect.stringMatching(/^2024-01-01 12:00:00\+00/),
+      iv: "1 day 02:00:00",
+      j: { a: 1 },
+      arr: ["1", "2"],
+      b: true,
+      n: null,
+    });
+  });
+
+  it("maps PostgreSQL errors: 400 for the statement's fault, with the SQLSTATE", async () => {
+    const agent = await fundedAgent(1_000_000n);
+    const res = await query(agent, "SELECT * FROM no_such_table");
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toMatch(/no_such_table.*42P01/);
+    expect((await getBalance(gateway.ctx.db, agent, providerId)).balanceMicro).toBe(1_000_000n);
+  });
+
+  it("answers 404 for an unknown provider and 400 for malformed fields", async () => {
+    const agent = await fundedAgent(0n);
+    const unknown = await gateway.app.inject({
+      method: "POST",
+      url: "/api/query",
+      payload: { sql: "SELECT 1", agentWallet: agent, providerId: "00000000-0000-4000-8000-000000000000" },
+    });
+    expect(unknown.statusCode).toBe(404);
+    for (const payload of [
+      { sql: "SELECT 1", agentWallet: "0x12", providerId },
+      { sql: "SELECT 1", agentWallet: agent, providerId: "nope" },
+      { agentWallet: agent, providerId },
+      { sql: 42, agentWallet: agent, providerId },
+    ]) {
+      const res = await gateway.app.inject({ method: "POST", url: "/api/query", payload });
+      expect(res.statusCode).toBe(400);
+    }
+  });
+
+  it("leaves no session state behind on pooled connections", async () => {
+    const agent = await fundedAgent(1_000_000n);
+    await query(agent, "SET application_name = 'agent-7'");
+    await query(agent, "PREPARE q(int) AS SELECT * FROM items WHERE id = $1");
+    for (let i = 0; i < 6; i++) {
+      const res = await query(agent, "SELECT current_setting('application_name') AS app");
+      expect(res.json().rows[0].app).toBe("pgtoll");
+      expect((await query(agent, "PREPARE q(int) AS SELECT 1")).statusCode).toBe(200);
+    }
+  });
+
+  it("stops a statement after the 10 s timeout, charges nothing, and the pool stays healthy", async () => {
+    const agent = await fundedAgent(1_000_000n);
+    const started = Date.now();
+    const res = await query(agent, "SELECT pg_sleep(30)");
+    const elapsed = Date.now() - started;
+    expect(res.statusCode).toBe(500);
+    expect(res.json().error).toMatch(/statement timeout/);
+    expect(elapsed).toBeGreaterThan(9_000);
+    expect(elapsed).toBeLessThan(14_000);
+    expect((await getBalance(gateway.ctx.db, agent, providerId)).balanceMicro).toBe(1_000_000n);
+    const again = await Promise.all(Array.from({ length: 8 }, () => query(agent, "SELECT 1 AS one")));
+    expect(again.map((r) => r.statusCode)).toEqual(Array(8).fill(200));
+  }, 30_000);
+});

@@ -1,0 +1,104 @@
+import { randomBytes } from "node:crypto";
+import type { FastifyInstance } from "fastify";
+import pg from "pg";
+import { pino } from "pino";
+import { loadConfig } from "../../src/config.js";
+import { loadGuard } from "../../src/guard/index.js";
+import { createSecretBox } from "../../src/providers/secret-box.js";
+import { UpstreamPools } from "../../src/providers/upstream-pools.js";
+import { buildApp } from "../../src/rest/app.js";
+import type { DepositVerifier, GatewayContext } from "../../src/rest/context.js";
+import { createMetrics } from "../../src/rest/plugins/metrics.js";
+import { createMemoryStore } from "../../src/rest/plugins/rate-limit-store.js";
+import { createMetadataDatabase, createTestDatabase, type TestDatabase } from "./database.js";
+
+/** A provider database with the fixture tables the guard cases name (`items`, `orders`). */
+export async function createProviderDatabase(itemCount = 50): Promise<TestDatabase> {
+  const db = await createTestDatabase("provider");
+  const client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+  try {
+    await client.query(`
+      CREATE TABLE items (id serial PRIMARY KEY, name text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
+      CREATE TABLE orders (id serial PRIMARY KEY, item_id int NOT NULL REFERENCES items (id), name text NOT NULL DEFAULT 'o');
+      INSERT INTO items (name) SELECT 'item ' || g FROM generate_series(1, ${itemCount}) g;
+      INSERT INTO orders (item_id) SELECT id FROM items WHERE id % 2 = 0;
+    `);
+  } finally {
+    await client.end();
+  }
+  return db;
+}
+
+export interface TestGateway {
+  app: FastifyInstance;
+  ctx: GatewayContext;
+  metaUrl: string;
+  close(): Promise<void>;
+}
+
+const unusedVerifier: DepositVerifier = {
+  verifyDeposit() {
+    throw new Error("this test gateway has no chain: pass a verifier");
+  },
+};
+
+/** The REST app in process, over a fresh migrated metadata database, with the given overrides. */
+export async function startTestGateway(
+  overrides: { verifier?: DepositVerifier; env?: Record<string, string>; chainId?: number } = {},
+): Promise<TestGateway> {
+  await loadGuard();
+  const meta = await createMetadataDatabase();
+  const config = loadConfig({ PGTOLL_RATE_LIMIT: "off", ...overrides.env });
+  if (overrides.chainId) config.chainId = overrides.chainId;
+  const box = createSecretBox(randomBytes(32));
+  const upstream = new UpstreamPools({ box, size: config.providerPoolSize, statementTimeoutMs: config.statementTimeoutMs });
+  const rateLimitStore = createMemoryStore();
+  const ctx: GatewayContext = {
+    config,
+    db: meta.pool,
+    box,
+    upstream,
+    verifier: overrides.verifier ?? unusedVerifier,
+    rateLimitStore,
+    metrics: createMetrics(),
+    logger: pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" }),
+  };
+  const app = await buildApp(ctx);
+  await app.ready();
+  return {
+    app,
+    ctx,
+    metaUrl: meta.db.url,
+    async close() {
+      await app.close();
+      await upstream.closeAll();
+      await rateLimitStore.close();
+      await meta.close();
+    },
+  };
+}
+
+/** Registers a provider through the API and sets its pricing; returns its id, key and wallet. */
+export async function registerPricedProvider(
+  gateway: TestGateway,
+  connectionString: string,
+  pricing: { basePricePer1000Rows: number; markupMultiplier: number } = { basePricePer1000Rows: 1, markupMultiplier: 1 },
+  walletAddress = `0x${randomBytes(20).toString("hex")}`,
+): Promise<{ providerId: string; apiKey: string; walletAddress: string }> {
+  const registered = await gateway.app.inject({
+    method: "POST",
+    url: "/api/providers/register",
+    payload: { name: "Test data", email: `${randomBytes(6).toString("hex")}@example.com`, walletAddress, connectionString },
+  });
+  if (registered.statusCode !== 201) throw new Error(`register failed: ${registered.body}`);
+  const { provider, apiKey } = registered.json();
+  const priced = await gateway.app.inject({
+    method: "POST",
+    url: `/api/providers/${provider.id}/pricing`,
+    headers: { "x-api-key": apiKey },
+    payload: pricing,
+  });
+  if (priced.statusCode !== 200) throw new Error(`pricing failed: ${priced.body}`);
+  return { providerId: provider.id, apiKey, walletAddress };
+}
