@@ -1,0 +1,32 @@
+import { findDenial } from "./policy-walk.js";
+import { parseStatements } from "./sql-parser.js";
+import { standardPolicy } from "./standard-policy.js";
+import { describeStatement } from "./statement-metadata.js";
+import type { GuardedStatement, GuardPolicy, GuardVerdict } from "./types.js";
+
+/**
+ * Checks a SQL string (one or many statements) against `policy` before anything of it runs.
+ * Fail closed: a parse error, an empty or comment-only string is `invalid`; a denied statement anywhere
+ * (nested ones included) denies the whole string.
+ *
+ * Synchronous. Throws if `loadGuard()` has not been awaited.
+ */
+export function checkSql(sql: string, policy: GuardPolicy = standardPolicy): GuardVerdict {
+  const parsed = parseStatements(sql);
+  if (!parsed.ok) return { kind: "invalid", message: parsed.message };
+  const statements: GuardedStatement[] = [];
+  for (const { node, sql: text } of parsed.statements) {
+    let denial: ReturnType<typeof findDenial>;
+    try {
+      denial = findDenial(node, policy);
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error;
+      denial = { rule: "too-complex", message: "statement is nested too deeply to be checked" };
+    }
+    if (denial) return { kind: "deny", rule: denial.rule, message: denial.message };
+    const kind = Object.keys(node)[0] ?? "";
+    const body = node[kind] as Record<string, unknown>;
+    statements.push({ sql: text, ...describeStatement(kind, body) });
+  }
+  return { kind: "allow", statements };
+}

@@ -1,0 +1,10 @@
+export { checkSql } from "./check-sql.js";
+export {
+  FORBIDDEN_FUNCTION_PREFIXES,
+  FORBIDDEN_FUNCTIONS,
+  isForbiddenFunction,
+} from "./forbidden-functions.js";
+export { SETTABLE_PARAMETERS } from "./settable-parameters.js";
+export { loadGuard } from "./sql-parser.js";
+export { standardPolicy } from "./standard-policy.js";
+export type { Denial, GuardedStatement, GuardPolicy, GuardVerdict } from "./types.js";

@@ -1,0 +1,70 @@
+import type { GuardedStatement } from "./types.js";
+
+const TRANSACTION_TAGS: Record<string, string> = {
+  TRANS_STMT_BEGIN: "BEGIN",
+  TRANS_STMT_START: "START TRANSACTION",
+  TRANS_STMT_COMMIT: "COMMIT",
+  TRANS_STMT_ROLLBACK: "ROLLBACK",
+  TRANS_STMT_SAVEPOINT: "SAVEPOINT",
+  TRANS_STMT_RELEASE: "RELEASE",
+  TRANS_STMT_ROLLBACK_TO: "ROLLBACK",
+  TRANS_STMT_PREPARE: "PREPARE TRANSACTION",
+  TRANS_STMT_COMMIT_PREPARED: "COMMIT PREPARED",
+  TRANS_STMT_ROLLBACK_PREPARED: "ROLLBACK PREPARED",
+};
+
+type Metadata = Omit<GuardedStatement, "sql">;
+
+/** Command tag and capabilities of an allowed top-level statement, from its parse node. */
+export function describeStatement(kind: string, body: Record<string, unknown>): Metadata {
+  switch (kind) {
+    case "SelectStmt": // VALUES and TABLE are SelectStmts too, and PostgreSQL tags them SELECT
+      return meta("SELECT", { explainable: true, returnsRows: true });
+    case "InsertStmt":
+    case "UpdateStmt":
+    case "DeleteStmt":
+    case "MergeStmt":
+      return meta(kind.slice(0, -4).toUpperCase(), {
+        explainable: true,
+        returnsRows: body.returningClause !== undefined || body.returningList !== undefined,
+      });
+    case "ExplainStmt":
+      return meta("EXPLAIN", { returnsRows: true });
+    case "VariableShowStmt":
+      return meta("SHOW", { returnsRows: true });
+    case "VariableSetStmt":
+      return meta(body.kind === "VAR_RESET" || body.kind === "VAR_RESET_ALL" ? "RESET" : "SET", {});
+    case "TransactionStmt":
+      return meta(TRANSACTION_TAGS[String(body.kind)] ?? "BEGIN", { transactionControl: true });
+    case "PrepareStmt":
+      return meta("PREPARE", {});
+    case "ExecuteStmt":
+      return meta("EXECUTE", { explainable: true, returnsRows: true });
+    case "DeallocateStmt":
+      return meta(body.isall === true ? "DEALLOCATE ALL" : "DEALLOCATE", {});
+    case "DeclareCursorStmt":
+      return meta("DECLARE CURSOR", { explainable: true });
+    case "FetchStmt":
+      return body.ismove === true ? meta("MOVE", {}) : meta("FETCH", { returnsRows: true });
+    case "ClosePortalStmt":
+      return meta(body.portalname === undefined ? "CLOSE CURSOR ALL" : "CLOSE CURSOR", {});
+    case "CopyStmt":
+      return meta("COPY", { returnsRows: body.is_from !== true });
+    case "ConstraintsSetStmt":
+      return meta("SET CONSTRAINTS", {});
+    case "UnlistenStmt":
+      return meta("UNLISTEN", {});
+    default:
+      // Only reached by policies that allow more kinds than the standard allowlist.
+      return meta(kind.replace(/Stmt$/, "").toUpperCase(), {});
+  }
+}
+
+function meta(command: string, flags: Partial<Omit<Metadata, "command">>): Metadata {
+  return {
+    command,
+    explainable: flags.explainable ?? false,
+    returnsRows: flags.returnsRows ?? false,
+    transactionControl: flags.transactionControl ?? false,
+  };
+}

@@ -1,0 +1,56 @@
+/** One statement of an allowed SQL string, with what the proxy and the gateway need to know about it. */
+export interface GuardedStatement {
+  /** The text of this one statement, sliced from the input by the parser's location and length, trimmed. */
+  sql: string;
+  /**
+   * The command tag PostgreSQL reports for it ("SELECT", "INSERT", "BEGIN", "SET", "DECLARE CURSOR", ...).
+   * For `EXECUTE` the server reports the tag of the prepared statement, which is unknown here: "EXECUTE".
+   */
+  command: string;
+  /** True when `EXPLAIN (FORMAT JSON) <sql>` is valid for it and plans it without running it. */
+  explainable: boolean;
+  /**
+   * True when the statement can send rows (DataRow, or CopyData for COPY TO STDOUT).
+   * Conservative: `EXECUTE` counts as row-returning because the prepared body is not known here.
+   */
+  returnsRows: boolean;
+  /** BEGIN / START TRANSACTION / COMMIT / ROLLBACK / SAVEPOINT / RELEASE / ROLLBACK TO. */
+  transactionControl: boolean;
+}
+
+/** The guard's answer for one SQL string. `deny` of any statement denies the whole string. */
+export type GuardVerdict =
+  | { kind: "allow"; statements: GuardedStatement[] }
+  | { kind: "deny"; rule: string; message: string }
+  | { kind: "invalid"; message: string };
+
+/** Why a statement is refused: a short stable rule id and a sentence for the client. */
+export interface Denial {
+  rule: string;
+  message: string;
+}
+
+/**
+ * A statement policy. Statement kinds are a fixed allowlist (see README); a policy tunes the parts that
+ * providers reasonably differ on. Build variants by spreading `standardPolicy`.
+ */
+export interface GuardPolicy {
+  /** Name for logs and error messages. */
+  readonly name: string;
+  /**
+   * Allow `COPY table TO STDOUT` and `COPY (query) TO STDOUT` (the query is checked like any other).
+   * COPY to or from a file or PROGRAM, and COPY FROM STDIN, are denied whatever this says.
+   */
+  readonly allowCopyOut: boolean;
+  /**
+   * Run-time parameters (GUC names, lower case) that `SET`, `SET LOCAL`, `SET ... TO DEFAULT` and `RESET`
+   * may change. Warning: never add parameters that change how SQL text is lexed
+   * (standard_conforming_strings, backslash_quote) or limits the provider relies on (statement_timeout,
+   * role, session_authorization): the guard parses with PostgreSQL's defaults.
+   */
+  readonly settableParameters: ReadonlySet<string>;
+  /** Function names (last name segment, lower case) that may not be called anywhere in a statement. */
+  readonly forbiddenFunctions: ReadonlySet<string>;
+  /** Function name prefixes (lower case) that may not be called anywhere in a statement. */
+  readonly forbiddenFunctionPrefixes: readonly string[];
+}
