@@ -1,0 +1,114 @@
+import { describe, expect, it } from "vitest";
+import { FRONTEND_MAX_FRAME_LENGTH, type Frame, FrameReader } from "./frame-reader.js";
+import { ProtocolViolationError } from "./protocol-violation-error.js";
+import {
+  encodeCommandComplete,
+  encodeDataRow,
+  encodeQuery,
+  encodeReadyForQuery,
+  encodeSync,
+} from "./serializer.js";
+
+interface Seen {
+  code: string;
+  payload: string;
+  frame: string;
+}
+
+function feedAll(reader: FrameReader, chunks: Buffer[]): Seen[] {
+  const seen: Seen[] = [];
+  const onFrame = (f: Frame) =>
+    seen.push({
+      code: String.fromCharCode(f.code),
+      payload: f.payload.toString("hex"),
+      frame: f.frame.toString("hex"),
+    });
+  for (const chunk of chunks) reader.feed(chunk, onFrame);
+  return seen;
+}
+
+const messages = [
+  encodeQuery("SELECT 1"),
+  encodeSync(),
+  encodeDataRow(["a", null, "ccc"]),
+  encodeCommandComplete("SELECT 1"),
+  encodeReadyForQuery("I"),
+];
+const stream = Buffer.concat(messages);
+const expected = messages.map((m) => ({
+  code: String.fromCharCode(m[0]!),
+  payload: m.subarray(5).toString("hex"),
+  frame: m.toString("hex"),
+}));
+
+describe("FrameReader", () => {
+  it("yields every message of one chunk, as views of it", () => {
+    const frames: Frame[] = [];
+    new FrameReader().feed(stream, (f) => frames.push(f));
+    expect(frames.map((f) => f.frame.toString("hex"))).toEqual(messages.map((m) => m.toString("hex")));
+    expect(frames[0]!.frame.buffer).toBe(stream.buffer);
+    expect(frames[0]!.payload.buffer).toBe(stream.buffer);
+  });
+
+  it("reassembles each message split at its front, middle and end", () => {
+    for (const message of messages) {
+      for (const cut of [1, 2, 4, 5, Math.floor(message.length / 2), message.length - 1]) {
+        if (cut <= 0 || cut >= message.length) continue;
+        const reader = new FrameReader();
+        const seen = feedAll(reader, [message.subarray(0, cut), message.subarray(cut)]);
+        expect(seen).toHaveLength(1);
+        expect(seen[0]!.frame).toBe(message.toString("hex"));
+        expect(reader.bufferedBytes).toBe(0);
+      }
+    }
+  });
+
+  it("reassembles a stream fed byte by byte", () => {
+    const reader = new FrameReader();
+    const chunks = [...stream].map((byte) => Buffer.from([byte]));
+    expect(feedAll(reader, chunks)).toEqual(expected);
+    expect(reader.bufferedBytes).toBe(0);
+  });
+
+  it("reassembles a stream cut at every possible position, including mid-header", () => {
+    for (let cut = 1; cut < stream.length; cut++) {
+      expect(feedAll(new FrameReader(), [stream.subarray(0, cut), stream.subarray(cut)])).toEqual(expected);
+    }
+  });
+
+  it("handles frames spanning three chunks and empty chunks", () => {
+    const row = encodeDataRow(["x".repeat(100)]);
+    const chunks = [row.subarray(0, 3), Buffer.alloc(0), row.subarray(3, 50), row.subarray(50), encodeSync()];
+    const reader = new FrameReader();
+    const seen = feedAll(reader, chunks);
+    expect(seen.map((s) => s.frame)).toEqual([row.toString("hex"), encodeSync().toString("hex")]);
+  });
+
+  it("keeps the bytes of an incomplete frame and reports them", () => {
+    const reader = new FrameReader();
+    expect(feedAll(reader, [stream.subarray(0, 7)])).toEqual([]);
+    expect(reader.bufferedBytes).toBe(7);
+  });
+
+  it.each([0, 3, -1, -2147483648])("rejects length %d as a protocol violation", (length) => {
+    const header = Buffer.alloc(5);
+    header[0] = 0x51;
+    header.writeInt32BE(length, 1);
+    const reader = new FrameReader();
+    expect(() => feedAll(reader, [header])).toThrow(ProtocolViolationError);
+    // Failed for good: the stream cannot be resynchronised.
+    expect(() => feedAll(reader, [encodeSync()])).toThrow(ProtocolViolationError);
+  });
+
+  it("rejects a huge length at once, without waiting for the body", () => {
+    const header = Buffer.from([0x51, 0x7f, 0xff, 0xff, 0xff]);
+    const reader = new FrameReader({ maxFrameLength: FRONTEND_MAX_FRAME_LENGTH });
+    expect(() => feedAll(reader, [header.subarray(0, 2), header.subarray(2)])).toThrow(/exceeds the limit/);
+  });
+
+  it("applies the configured limit exactly", () => {
+    const atLimit = Buffer.concat([Buffer.from([0x64, 0, 0, 0, 14]), Buffer.alloc(10)]);
+    expect(feedAll(new FrameReader({ maxFrameLength: 14 }), [atLimit])).toHaveLength(1);
+    expect(() => feedAll(new FrameReader({ maxFrameLength: 13 }), [atLimit])).toThrow(ProtocolViolationError);
+  });
+});
