@@ -106,24 +106,108 @@ export async function reserveFunds(
 }
 
 /**
- * Raises a held reservation to `totalMicro` if the agent's available balance covers the difference.
+ * Adds between `minDeltaMicro` and `maxDeltaMicro` to a held reservation, as much as the agent's available
+ * balance allows, and pushes its expiry out by `ttlSeconds`. Returns what was added: 0n (and nothing changed)
+ * when less than `minDeltaMicro` is available or the reservation no longer exists.
+ */
+export async function extendReservation(
+  db: Queryable,
+  reservation: Reservation,
+  minDeltaMicro: bigint,
+  maxDeltaMicro: bigint,
+  ttlSeconds = 300,
+): Promise<bigint> {
+  const { rows } = await db.query<{ delta: bigint }>(
+    `WITH current AS (
+       SELECT b.agent_wallet, b.provider_id, LEAST($3::bigint, b.balance_micro - b.reserved_micro) AS delta
+         FROM balances b JOIN reservations r ON r.agent_wallet = b.agent_wallet AND r.provider_id = b.provider_id
+        WHERE r.id = $1 AND b.balance_micro - b.reserved_micro >= $2::bigint
+          FOR UPDATE OF b),
+     held AS (
+       UPDATE balances b SET reserved_micro = b.reserved_micro + current.delta
+         FROM current WHERE b.agent_wallet = current.agent_wallet AND b.provider_id = current.provider_id
+       RETURNING current.delta)
+     UPDATE reservations SET amount_micro = amount_micro + held.delta, expires_at = now() + make_interval(secs => $4)
+       FROM held WHERE id = $1
+     RETURNING held.delta`,
+    [reservation.id, minDeltaMicro, maxDeltaMicro, ttlSeconds],
+  );
+  const delta = rows[0]?.delta ?? 0n;
+  reservation.amountMicro += delta;
+  return delta;
+}
+
+/**
+ * Raises a held reservation to exactly `totalMicro` if the agent's available balance covers the difference.
  * Returns false (and changes nothing) when it does not, or when the reservation no longer exists.
  */
 export async function growReservation(db: Queryable, reservation: Reservation, totalMicro: bigint): Promise<boolean> {
   const delta = totalMicro - reservation.amountMicro;
   if (delta <= 0n) return true;
-  const { rowCount } = await db.query(
-    `WITH held AS (
-       UPDATE balances SET reserved_micro = reserved_micro + $3::bigint
-        WHERE agent_wallet = $1 AND provider_id = $2 AND balance_micro - reserved_micro >= $3::bigint
-          AND EXISTS (SELECT 1 FROM reservations WHERE id = $4)
-       RETURNING 1)
-     UPDATE reservations SET amount_micro = amount_micro + $3::bigint WHERE id = $4 AND EXISTS (SELECT 1 FROM held)`,
-    [reservation.agentWallet, reservation.providerId, delta, reservation.id],
-  );
-  if (rowCount !== 1) return false;
-  reservation.amountMicro = totalMicro;
-  return true;
+  return (await extendReservation(db, reservation, delta, delta)) === delta;
+}
+
+/** One statement's charge against a held reservation. */
+export interface ReservationCharge {
+  reservationId: string;
+  agentWallet: string;
+  providerId: string;
+  costMicro: bigint;
+  metadata: Record<string, unknown>;
+}
+
+/**
+ * Charges several statements against their (still held) reservations in one statement: each charge moves its
+ * cost out of both the balance and the reservation and appends its own `query` entry, in the given order, with
+ * balanceBefore/balanceAfter chained per agent and provider. Group commit for the wire proxy: many sessions'
+ * charges cost one round trip. Charges of 0 are skipped. Returns the entries written; a charge whose
+ * reservation no longer exists is returned in `missing` (its caller charges it without a reservation).
+ */
+export async function chargeReservations(
+  db: Queryable,
+  charges: readonly ReservationCharge[],
+  ttlSeconds = 300,
+): Promise<{ written: number; missing: ReservationCharge[] }> {
+  const due = charges.filter((charge) => charge.costMicro > 0n);
+  if (due.length === 0) return { written: 0, missing: [] };
+  try {
+    const { rows } = await db.query<{ reservation_id: string }>(
+      `WITH input AS (
+         SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[]) WITH ORDINALITY AS t(reservation_id, cost, metadata, ord)),
+       per_reservation AS (
+         SELECT reservation_id, sum(cost)::bigint AS total FROM input GROUP BY reservation_id),
+       drawn AS (
+         UPDATE reservations r SET amount_micro = r.amount_micro - pr.total, expires_at = now() + make_interval(secs => $4)
+           FROM per_reservation pr WHERE r.id = pr.reservation_id
+         RETURNING r.id, r.agent_wallet, r.provider_id, pr.total),
+       per_balance AS (
+         SELECT agent_wallet, provider_id, sum(total)::bigint AS total FROM drawn GROUP BY agent_wallet, provider_id),
+       charged AS (
+         UPDATE balances b
+            SET balance_micro = b.balance_micro - pb.total, reserved_micro = b.reserved_micro - pb.total, updated_at = now()
+           FROM per_balance pb WHERE b.agent_wallet = pb.agent_wallet AND b.provider_id = pb.provider_id
+         RETURNING b.agent_wallet, b.provider_id, b.balance_micro + pb.total AS before_micro),
+       ordered AS (
+         SELECT i.reservation_id, i.cost, i.metadata, i.ord, d.agent_wallet, d.provider_id, c.before_micro,
+                sum(i.cost) OVER (PARTITION BY d.agent_wallet, d.provider_id ORDER BY i.ord)::bigint AS running
+           FROM input i JOIN drawn d ON d.id = i.reservation_id
+           JOIN charged c ON c.agent_wallet = d.agent_wallet AND c.provider_id = d.provider_id),
+       entries AS (
+         INSERT INTO ledger_entries (agent_wallet, provider_id, type, amount_micro, balance_before_micro,
+                                     balance_after_micro, metadata)
+         SELECT agent_wallet, provider_id, 'query', -cost, before_micro - running + cost, before_micro - running, metadata
+           FROM ordered ORDER BY ord
+         RETURNING 1)
+       SELECT DISTINCT reservation_id::text FROM ordered, (SELECT count(*) FROM entries) written`,
+      [due.map((c) => c.reservationId), due.map((c) => c.costMicro), due.map((c) => c.metadata), ttlSeconds],
+    );
+    const charged = new Set(rows.map((row) => row.reservation_id));
+    const missing = due.filter((charge) => !charged.has(charge.reservationId));
+    return { written: due.length - missing.length, missing };
+  } catch (error) {
+    if (isOverdraft(error)) throw new InsufficientFundsError("a batched charge exceeds what its reservation holds");
+    throw error;
+  }
 }
 
 /**
@@ -168,7 +252,7 @@ export async function settleReservation(
   return chargeWithoutReservation(db, reservation, costMicro, metadata);
 }
 
-async function chargeWithoutReservation(
+export async function chargeWithoutReservation(
   db: Queryable,
   target: { agentWallet: string; providerId: string },
   costMicro: bigint,
