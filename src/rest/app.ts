@@ -27,6 +27,8 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false } },
   });
 
+  // Bodies are JSON only: any other content type is a 415, not a string that fails validation later.
+  app.removeContentTypeParser("text/plain");
   app.addHook("onSend", async (request, reply) => {
     reply.header("X-Request-Id", request.id);
   });

@@ -200,20 +200,22 @@ async function readWithCap(
 ): Promise<{ rows: Record<string, unknown>[]; rowCount: number }> {
   const cursor = client.query(new Cursor<Record<string, unknown>>(sql, params));
   const timer = armCancelTimer(client, deps.statementTimeoutMs);
+  let rows: Record<string, unknown>[];
   try {
-    const rows = await cursor.read(cap + 1);
-    if (rows.length > cap) {
-      throw new QueryError(
-        400,
-        `result too large: more than ${deps.rowCap} rows (PGTOLL_ROW_CAP); add a LIMIT or narrow the query. Nothing was charged`,
-      );
-    }
-    const result = (cursor as unknown as { _result: { rowCount: number | null } })._result;
-    await cursor.close();
-    return { rows, rowCount: Math.max(rows.length, result.rowCount ?? 0) };
+    rows = await cursor.read(cap + 1);
   } finally {
     timer.disarm();
   }
+  // Close the portal before anything else is sent on this connection (ROLLBACK would queue behind it).
+  await cursor.close();
+  if (rows.length > cap) {
+    throw new QueryError(
+      400,
+      `result too large: more than ${deps.rowCap} rows (PGTOLL_ROW_CAP); add a LIMIT or narrow the query. Nothing was charged`,
+    );
+  }
+  const result = (cursor as unknown as { _result: { rowCount: number | null } })._result;
+  return { rows, rowCount: Math.max(rows.length, result.rowCount ?? 0) };
 }
 
 /**

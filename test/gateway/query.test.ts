@@ -18,6 +18,9 @@ const guardCases = readFileSync(casesFile, "utf8")
 let gateway: TestGateway;
 let providerDb: TestDatabase;
 let providerId: string;
+// The guard cases run their allowed writes on a database of their own, so metering tests see fixed data.
+let contractDb: TestDatabase;
+let contractProviderId: string;
 // 1 USDC per 1000 rows, markup 1.5: 1 row costs 1500 micro-USDC
 const price = { priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_500_000n };
 
@@ -25,16 +28,19 @@ beforeAll(async () => {
   gateway = await startTestGateway({ env: { PGTOLL_STATEMENT_TIMEOUT_MS: "10000", PGTOLL_ROW_CAP: "500" } });
   providerDb = await createProviderDatabase(200);
   ({ providerId } = await registerPricedProvider(gateway, providerDb.url, { basePricePer1000Rows: 1, markupMultiplier: 1.5 }));
+  contractDb = await createProviderDatabase(200);
+  ({ providerId: contractProviderId } = await registerPricedProvider(gateway, contractDb.url));
 });
 afterAll(async () => {
   await gateway?.close();
   await providerDb?.drop();
+  await contractDb?.drop();
 });
 
-async function fundedAgent(amountMicro: bigint): Promise<string> {
+async function fundedAgent(amountMicro: bigint, provider = providerId): Promise<string> {
   const agent = randomWallet();
   if (amountMicro > 0n) {
-    await creditDeposit(gateway.ctx.db, { chainId: 8453, txHash: randomTxHash(), agentWallet: agent, providerId, amountMicro, blockNumber: 1n });
+    await creditDeposit(gateway.ctx.db, { chainId: 8453, txHash: randomTxHash(), agentWallet: agent, providerId: provider, amountMicro, blockNumber: 1n });
   }
   return agent;
 }
@@ -43,8 +49,8 @@ function query(agentWallet: string, sql: string, extra: Record<string, unknown> 
   return gateway.app.inject({ method: "POST", url: "/api/query", payload: { sql, agentWallet, providerId, ...extra } });
 }
 
-async function itemCount(): Promise<number> {
-  const client = new pg.Client({ connectionString: providerDb.url });
+async function itemCount(db = providerDb): Promise<number> {
+  const client = new pg.Client({ connectionString: db.url });
   await client.connect();
   const { rows } = await client.query("SELECT count(*)::int AS n FROM items");
   await client.end();
@@ -52,23 +58,27 @@ async function itemCount(): Promise<number> {
 }
 
 describe("POST /api/query: the guard contract", () => {
+  const contractQuery = (agentWallet: string, sql: string, extra: Record<string, unknown> = {}) =>
+    gateway.app.inject({ method: "POST", url: "/api/query", payload: { sql, agentWallet, providerId: contractProviderId, ...extra } });
+
   it.each(guardCases.filter((c) => c.verdict !== "allow"))("$verdict: $sql", async ({ verdict, sql }) => {
-    const agent = await fundedAgent(10_000_000n);
-    const before = await itemCount();
-    const res = await query(agent, sql);
+    const agent = await fundedAgent(10_000_000n, contractProviderId);
+    const before = await itemCount(contractDb);
+    const res = await contractQuery(agent, sql);
     expect(res.statusCode).toBe(verdict === "deny" ? 403 : 400);
     expect(res.json().error).toMatch(verdict === "deny" ? /not allowed/ : /invalid SQL/);
-    expect(await itemCount()).toBe(before);
-    expect((await getBalance(gateway.ctx.db, agent, providerId)).balanceMicro).toBe(10_000_000n);
+    expect(await itemCount(contractDb)).toBe(before);
+    expect((await getBalance(gateway.ctx.db, agent, contractProviderId)).balanceMicro).toBe(10_000_000n);
   });
 
   it.each(guardCases.filter((c) => c.verdict === "allow"))("allow: $sql", async ({ sql }) => {
-    const agent = await fundedAgent(10_000_000n);
-    const res = await query(agent, sql, sql.includes("$1") ? { params: [1] } : {});
+    const agent = await fundedAgent(10_000_000n, contractProviderId);
+    const res = await contractQuery(agent, sql, /^select \$1/i.test(sql) ? { params: [1] } : {});
     // Allowed means it passed the guard: the only failures left are PostgreSQL's own (e.g. EXECUTE of an
     // unprepared statement), answered as 400 invalid SQL, never 403.
     expect([200, 400]).toContain(res.statusCode);
     if (res.statusCode === 400) expect(res.json().error).toMatch(/SQLSTATE/);
+    if (res.statusCode !== 200 && !/EXECUTE|FETCH|CLOSE|DEALLOCATE|SAVEPOINT/.test(sql)) throw new Error(`${sql}: ${res.body}`);
   });
 });
 

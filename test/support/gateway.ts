@@ -20,7 +20,7 @@ export async function createProviderDatabase(itemCount = 50): Promise<TestDataba
   try {
     await client.query(`
       CREATE TABLE items (id serial PRIMARY KEY, name text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
-      CREATE TABLE orders (id serial PRIMARY KEY, item_id int NOT NULL REFERENCES items (id), name text NOT NULL DEFAULT 'o');
+      CREATE TABLE orders (id serial PRIMARY KEY, item_id int NOT NULL, name text NOT NULL DEFAULT 'o');
       INSERT INTO items (name) SELECT 'item ' || g FROM generate_series(1, ${itemCount}) g;
       INSERT INTO orders (item_id) SELECT id FROM items WHERE id % 2 = 0;
     `);

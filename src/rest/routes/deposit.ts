@@ -37,7 +37,7 @@ export async function depositRoutes(app: FastifyInstance, { ctx }: { ctx: Gatewa
       let verification: Awaited<ReturnType<GatewayContext["verifier"]["verifyDeposit"]>>;
       try {
         verification = await ctx.verifier.verifyDeposit(txHash, agentWallet, provider.walletAddress);
-      } catch (error) {
+      } catch (error: unknown) {
         if (error instanceof ChainUnavailableError) {
           throw new HttpError(500, `blockchain verification failed: ${error.message}; nothing was credited, retry later`);
         }

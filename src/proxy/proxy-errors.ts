@@ -1,0 +1,44 @@
+import { encodeErrorResponse } from "./serializer.js";
+
+/**
+ * SQLSTATEs the proxy answers with. `PT402` is pgtoll's own class "PT" (no PostgreSQL class uses it):
+ * the agent's balance does not cover the statement; deposit more and retry.
+ */
+export const SqlState = {
+  insufficientFunds: "PT402",
+  insufficientPrivilege: "42501",
+  syntaxError: "42601",
+  invalidPassword: "28P01",
+  invalidAuthorization: "28000",
+  invalidCatalogName: "3D000",
+  featureNotSupported: "0A000",
+  protocolViolation: "08P01",
+  connectionFailure: "08006",
+  connectionRejected: "08004",
+  tooManyConnections: "53300",
+  adminShutdown: "57P01",
+} as const;
+
+export function errorFrame(code: string, message: string, options: { fatal?: boolean; detail?: string; hint?: string } = {}): Buffer {
+  return encodeErrorResponse({
+    severity: options.fatal ? "FATAL" : "ERROR",
+    code,
+    message,
+    ...(options.detail ? { detail: options.detail } : {}),
+    ...(options.hint ? { hint: options.hint } : {}),
+  });
+}
+
+/** A session-ending refusal during startup: sent as a FATAL ErrorResponse, then the socket closes. */
+export class StartupRefusal extends Error {
+  constructor(
+    readonly sqlState: string,
+    message: string,
+    /** Metric label for `pgtoll_proxy_sessions_refused_total`. */
+    readonly reason: string,
+    readonly hint?: string,
+  ) {
+    super(message);
+    this.name = "StartupRefusal";
+  }
+}

@@ -1,0 +1,157 @@
+import type { ChargeWriter } from "../billing/charge-writer.js";
+import { costOfRows, type Price, rowsAffordable } from "../billing/cost.js";
+import { extendReservation, type Queryable, type Reservation, reserveFunds, voidReservation } from "../billing/ledger.js";
+
+export interface MeterOptions {
+  /** Rows' worth of funds a session holds at a time; more is reserved as results grow. */
+  reserveRows: number;
+  reservationTtlSeconds: number;
+  /** Called for every charge queued, for metrics. */
+  onCharge?: (costMicro: bigint) => void;
+}
+
+/**
+ * The wire proxy's side of two-phase charging for one client session. The session holds a reservation (a
+ * chunk of the agent's balance) and spends it statement by statement: rows are forwarded only while the
+ * reservation still pays for them (`allowRow`), a statement's cost is charged when it completes
+ * (`endStatement`, through the group-committing {@link ChargeWriter}), and `topUp` grows the reservation when
+ * it runs low. What is not spent goes back to the balance at `release`.
+ */
+export class SessionMeter {
+  #reservation: Reservation | null = null;
+  /** Micro-USDC of the reservation not yet charged. */
+  #unspent = 0n;
+  #statementRows = 0;
+  #rowLimit = 0;
+  #charges: Promise<void>[] = [];
+  readonly #chunkMicro: bigint;
+  readonly #free: boolean;
+
+  constructor(
+    private readonly ledger: Queryable,
+    private readonly writer: ChargeWriter,
+    readonly agentWallet: string,
+    readonly providerId: string,
+    readonly price: Price,
+    private readonly options: MeterOptions,
+  ) {
+    this.#free = price.priceMicroPer1000Rows === 0n;
+    const chunk = costOfRows(options.reserveRows, price);
+    this.#chunkMicro = chunk > 0n ? chunk : 1n;
+  }
+
+  /** Rows of the running statement so far. */
+  get statementRows(): number {
+    return this.#statementRows;
+  }
+
+  /** Whether a statement may start: false when nothing is held and nothing could be reserved yet. */
+  get canStart(): boolean {
+    return this.#free || this.#unspent >= costOfRows(1, this.price);
+  }
+
+  beginStatement(): void {
+    this.#statementRows = 0;
+    this.#rowLimit = this.#free ? Number.MAX_SAFE_INTEGER : Number(rowsAffordable(this.#unspent, this.price));
+  }
+
+  /** Counts one more row; false when the reservation does not pay for it (call `topUp`, then retry). */
+  allowRow(): boolean {
+    if (this.#statementRows >= this.#rowLimit) return false;
+    this.#statementRows++;
+    return true;
+  }
+
+  /**
+   * Reserves at least enough for `minRows` more rows of the running statement (a chunk when available).
+   * Returns false when the agent's available balance cannot pay for them.
+   */
+  async topUp(minRows = 1): Promise<boolean> {
+    if (this.#free) return true;
+    const needed = costOfRows(this.#statementRows + minRows, this.price) - this.#unspent;
+    const minDelta = needed > 0n ? needed : 0n;
+    const maxDelta = minDelta > this.#chunkMicro ? minDelta : this.#chunkMicro;
+    let added: bigint;
+    if (!this.#reservation) {
+      this.#reservation = await reserveFunds(this.ledger, {
+        agentWallet: this.agentWallet,
+        providerId: this.providerId,
+        minMicro: minDelta,
+        maxMicro: maxDelta,
+        ttlSeconds: this.options.reservationTtlSeconds,
+      });
+      added = this.#reservation?.amountMicro ?? 0n;
+      if (!this.#reservation || added < minDelta) return false;
+    } else {
+      added = await extendReservation(this.ledger, this.#reservation, minDelta, maxDelta, this.options.reservationTtlSeconds);
+      if (added < minDelta) return false;
+    }
+    this.#unspent += added;
+    this.#rowLimit = Number(rowsAffordable(this.#unspent, this.price));
+    return this.#rowLimit > this.#statementRows || minRows === 0;
+  }
+
+  /**
+   * Ends the running statement: charges `rowCount` rows (the DataRows delivered, or a write's affected
+   * count). Synchronous (the charge is queued for group commit) unless the cost exceeds what is held, which
+   * only a write can do: then the reservation is grown, and if the balance cannot cover the cost the agent is
+   * charged what it has and the promise reports the shortfall.
+   */
+  endStatement(rowCount: number, metadata: Record<string, unknown>): Promise<{ unpaidMicro: bigint }> | undefined {
+    const cost = costOfRows(rowCount, this.price);
+    if (cost > this.#unspent) return this.#endCostlyStatement(cost, metadata);
+    this.#charge(cost, 0n, metadata);
+    return undefined;
+  }
+
+  async #endCostlyStatement(cost: bigint, metadata: Record<string, unknown>): Promise<{ unpaidMicro: bigint }> {
+    if (this.#reservation) {
+      this.#unspent += await extendReservation(this.ledger, this.#reservation, 0n, cost - this.#unspent, this.options.reservationTtlSeconds);
+    } else {
+      this.#reservation = await reserveFunds(this.ledger, {
+        agentWallet: this.agentWallet,
+        providerId: this.providerId,
+        minMicro: 0n,
+        maxMicro: cost,
+        ttlSeconds: this.options.reservationTtlSeconds,
+      });
+      this.#unspent += this.#reservation?.amountMicro ?? 0n;
+    }
+    // The balance never goes below zero: what it cannot cover is recorded, not charged.
+    const charged = cost > this.#unspent ? this.#unspent : cost;
+    const unpaidMicro = cost - charged;
+    this.#charge(charged, unpaidMicro, metadata);
+    return { unpaidMicro };
+  }
+
+  #charge(cost: bigint, unpaidMicro: bigint, metadata: Record<string, unknown>): void {
+    if (cost > 0n && this.#reservation) {
+      this.#unspent -= cost;
+      const charge = this.writer.enqueue({
+        reservationId: this.#reservation.id,
+        agentWallet: this.agentWallet,
+        providerId: this.providerId,
+        costMicro: cost,
+        metadata: unpaidMicro > 0n ? { ...metadata, unpaidMicro: unpaidMicro.toString() } : metadata,
+      });
+      this.#charges.push(charge);
+      charge.catch(() => {});
+      this.options.onCharge?.(cost);
+    }
+    this.#statementRows = 0;
+    this.#rowLimit = this.#free ? Number.MAX_SAFE_INTEGER : Number(rowsAffordable(this.#unspent, this.price));
+  }
+
+  /** Waits for this session's charges to be written, then gives back what the reservation still holds. */
+  async release(): Promise<void> {
+    const charges = this.#charges;
+    this.#charges = [];
+    await Promise.allSettled(charges);
+    if (this.#reservation) {
+      const reservation = this.#reservation;
+      this.#reservation = null;
+      this.#unspent = 0n;
+      await voidReservation(this.ledger, reservation);
+    }
+  }
+}
