@@ -100,7 +100,9 @@ export const LedgerEntry = Type.Object({
 
 export const TransactionsQuery = Type.Object({
   providerId: Type.Optional(Type.String({ maxLength: 36 })),
-  limit: Type.Optional(Type.Integer({ minimum: 1, description: "default 50; values above 100 are capped at 100" })),
+  limit: Type.Optional(
+    Type.String({ pattern: "^[0-9]{1,9}$", description: "integer >= 1; default 50; values above 100 are capped at 100" }),
+  ),
 });
 export type TransactionsQuery = Static<typeof TransactionsQuery>;
 

@@ -58,7 +58,9 @@ export async function agentRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
       const wallet = walletParam(request.params.wallet, "wallet address");
       const providerId =
         request.query.providerId === undefined ? undefined : uuidParam(request.query.providerId, "providerId");
-      const limit = Math.min(request.query.limit ?? 50, MAX_TRANSACTIONS);
+      const requested = request.query.limit === undefined ? 50 : Number(request.query.limit);
+      if (requested < 1) throw new HttpError(400, "invalid limit: must be a whole number of at least 1");
+      const limit = Math.min(requested, MAX_TRANSACTIONS);
       const entries = await listLedgerEntries(ctx.db, wallet, { providerId, limit });
       return { agentWallet: checksumAddress(wallet), transactions: entries.map(presentLedgerEntry) };
     },
