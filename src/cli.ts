@@ -12,7 +12,7 @@ Usage:
   pgtoll version           the version
 
 Options (each also an environment variable):
-${Object.values(optionSpecs)
+${(Object.values(optionSpecs) as { env: string; defaultText?: string }[])
   .map((spec) => `  --${flagName(spec.env).padEnd(22)} ${spec.env}${spec.defaultText ? ` (default ${spec.defaultText})` : ""}`)
   .join("\n")}
 `;
@@ -36,7 +36,7 @@ async function start(argv: string[]): Promise<void> {
   };
   process.once("SIGINT", () => void shutdown("SIGINT"));
   process.once("SIGTERM", () => void shutdown("SIGTERM"));
-  process.stdout.write(`pgtoll ready ${server.httpUrl}\n`);
+  process.stdout.write(`pgtoll ready ${server.httpUrl} ${server.proxyUrl}\n`);
 }
 
 async function main(args: string[]): Promise<void> {

@@ -92,8 +92,15 @@ export const BASE_USDC = "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913";
 
 /** Every option pgtoll reads. The README's configuration table is this list. */
 export const optionSpecs = {
-  host: { env: "PGTOLL_HOST", description: "Address the HTTP API and the wire proxy listen on.", defaultText: "127.0.0.1", parse: text("PGTOLL_HOST", "127.0.0.1") },
+  host: { env: "PGTOLL_HOST", description: "Address the HTTP API and the wire proxy listen on.", defaultText: "127.0.0.1", parse: (raw: string | undefined) => raw || "127.0.0.1" },
   httpPort: { env: "PGTOLL_HTTP_PORT", description: "HTTP port of the REST APIs, /metrics and /docs (0 picks a free port).", defaultText: "3000", parse: integer("PGTOLL_HTTP_PORT", 3000, 0, 65535) },
+  proxyPort: { env: "PGTOLL_PROXY_PORT", description: "Port of the PostgreSQL wire proxy (0 picks a free port).", defaultText: "6543", parse: integer("PGTOLL_PROXY_PORT", 6543, 0, 65535) },
+  tlsCert: { env: "PGTOLL_TLS_CERT", description: "PEM certificate file for the proxy's TLS (with PGTOLL_TLS_KEY). Unset: SSLRequest is answered N.", parse: text("PGTOLL_TLS_CERT") },
+  tlsKey: { env: "PGTOLL_TLS_KEY", description: "PEM private key file for the proxy's TLS.", parse: text("PGTOLL_TLS_KEY") },
+  proxyUpstreamLimit: { env: "PGTOLL_PROXY_UPSTREAM_LIMIT", description: "Upstream sessions per provider the proxy opens at most; further client sessions wait.", defaultText: "50", parse: integer("PGTOLL_PROXY_UPSTREAM_LIMIT", 50, 1, 10_000) },
+  proxyQueueTimeoutMs: { env: "PGTOLL_PROXY_QUEUE_TIMEOUT_MS", description: "How long a client session waits for an upstream session before it is refused (53300).", defaultText: "30000", parse: integer("PGTOLL_PROXY_QUEUE_TIMEOUT_MS", 30_000, 0, 3_600_000) },
+  proxyReserveRows: { env: "PGTOLL_PROXY_RESERVE_ROWS", description: "Rows' worth of balance a proxy session holds at a time (more is reserved as results grow).", defaultText: "1000", parse: integer("PGTOLL_PROXY_RESERVE_ROWS", 1000, 1, 100_000_000) },
+  restAgentAuth: { env: "PGTOLL_REST_AGENT_AUTH", description: "`wallet`: REST agent endpoints trust the wallet in the request (the spec's behaviour). `signature`: they also require an agent token in `Authorization: Bearer`.", defaultText: "wallet", parse: oneOf("PGTOLL_REST_AGENT_AUTH", "wallet", ["wallet", "signature"] as const) },
   dataDir: { env: "PGTOLL_DATA_DIR", description: "Directory for the embedded PostgreSQL cluster, the generated secret key and the lock file.", defaultText: "./.pgtoll", parse: (raw: string | undefined) => resolve(raw || "./.pgtoll") },
   databaseUrl: { env: "DATABASE_URL", description: "PostgreSQL URL of the metadata and ledger database. Unset: an embedded PostgreSQL is started in the data directory.", parse: url("DATABASE_URL", ["postgres:", "postgresql:"]) },
   rpcUrl: { env: "PGTOLL_RPC_URL", description: "JSON-RPC URL of the chain that deposits are verified on.", defaultText: "https://mainnet.base.org", parse: url("PGTOLL_RPC_URL", ["http:", "https:"], "https://mainnet.base.org") as (raw: string | undefined) => string },

@@ -7,7 +7,15 @@ import { lockDataDir } from "./db/data-dir-lock.js";
 import { type EmbeddedCluster, startEmbeddedCluster } from "./db/embedded.js";
 import { migrate } from "./db/migrate.js";
 import { createMetadataPool } from "./db/pool.js";
+import { readFileSync } from "node:fs";
+import { createSecureContext } from "node:tls";
+import { ChargeWriter } from "./billing/charge-writer.js";
 import { loadGuard } from "./guard/index.js";
+import { createProxyMetrics } from "./proxy/proxy-metrics.js";
+import { startProxyServer } from "./proxy/proxy-server.js";
+import { SessionRegistry } from "./proxy/session-registry.js";
+import { UpstreamSlots } from "./proxy/upstream-slots.js";
+import { createVerdictCache } from "./proxy/verdict-cache.js";
 import type { Logger } from "./log.js";
 import { createSecretBox, loadSecretKey } from "./providers/secret-box.js";
 import { UpstreamPools } from "./providers/upstream-pools.js";
@@ -18,6 +26,8 @@ import { createMemoryStore, createRedisStore } from "./rest/plugins/rate-limit-s
 
 export interface RunningServer {
   httpUrl: string;
+  /** postgres://host:port of the wire proxy. */
+  proxyUrl: string;
   databaseUrl: string;
   /** The embedded cluster, when pgtoll started one (no DATABASE_URL). */
   embedded: EmbeddedCluster | null;
@@ -25,6 +35,16 @@ export interface RunningServer {
 }
 
 const EMBEDDED_DATABASE = "pgtoll";
+
+function loadTls(config: Config) {
+  if (!config.tlsCert && !config.tlsKey) return undefined;
+  if (!config.tlsCert || !config.tlsKey) throw new Error("PGTOLL_TLS_CERT and PGTOLL_TLS_KEY must be set together");
+  try {
+    return createSecureContext({ cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) });
+  } catch (error) {
+    throw new Error(`could not load the TLS certificate or key: ${(error as Error).message}`);
+  }
+}
 
 async function ensureDatabase(adminUrl: string, name: string): Promise<void> {
   const client = new pg.Client({ connectionString: adminUrl });
@@ -84,10 +104,37 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       : createMemoryStore();
     cleanups.push(() => rateLimitStore.close());
 
-    const ctx: GatewayContext = { config, db, box, upstream, verifier, rateLimitStore, metrics: createMetrics(), logger };
+    const metrics = createMetrics();
+    const ctx: GatewayContext = { config, db, box, upstream, verifier, rateLimitStore, metrics, logger };
     const app = await buildApp(ctx);
     cleanups.push(() => app.close());
     const address = await app.listen({ host: config.host, port: config.httpPort });
+
+    const chargeWriter = new ChargeWriter(db, {
+      ttlSeconds: config.reservationTtlSeconds,
+      onError: (error, charge) => logger.error({ err: error, reservationId: charge.reservationId }, "a proxy charge could not be written"),
+    });
+    const proxy = await startProxyServer(
+      {
+        db,
+        box,
+        slots: new UpstreamSlots(config.proxyUpstreamLimit, config.proxyQueueTimeoutMs),
+        chargeWriter,
+        registry: new SessionRegistry(),
+        metrics: createProxyMetrics(metrics.registry),
+        logger,
+        check: createVerdictCache(),
+        tls: loadTls(config),
+        statementTimeoutMs: config.statementTimeoutMs,
+        reservationTtlSeconds: config.reservationTtlSeconds,
+        reserveRows: config.proxyReserveRows,
+        startupTimeoutMs: 30_000,
+        idleReleaseMs: 30_000,
+        releases: new Set(),
+      },
+      { host: config.host, port: config.proxyPort },
+    );
+    cleanups.push(() => proxy.close());
 
     await releaseExpiredReservations(db);
     const sweeper = setInterval(() => {
@@ -96,7 +143,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     sweeper.unref();
     cleanups.push(() => clearInterval(sweeper));
 
-    return { httpUrl: address, databaseUrl, embedded, stop };
+    const proxyHost = config.host.includes(":") ? `[${config.host}]` : config.host;
+    return { httpUrl: address, proxyUrl: `postgres://${proxyHost}:${proxy.port}`, databaseUrl, embedded, stop };
   } catch (error) {
     await stop();
     throw error;

@@ -32,6 +32,8 @@ export interface RelayDeps {
   check(sql: string): GuardVerdict;
   cancelUpstream(): void;
   status: TransactionStatus;
+  /** After this long idle outside a transaction the session gives back its unspent reservation. */
+  idleReleaseMs: number;
   onEnd(reason: string): void;
 }
 
@@ -58,6 +60,7 @@ export class Relay {
   #cutOff = false;
   #ended = false;
   #rowsRelayed = 0;
+  #idleTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly deps: RelayDeps) {
     this.#status = deps.status;
@@ -67,18 +70,25 @@ export class Relay {
     return this.#status;
   }
 
-  start(): void {
+  /** Starts relaying; `early` holds client frames that arrived with the password message. */
+  start(early: Frame[] = []): void {
     const { client, upstream } = this.deps;
+    this.#clientFrames.push(...early);
     client.on("data", (chunk: Buffer) => this.#receive(chunk, this.#fromClient, this.#clientFrames, () => this.#pumpClient()));
     upstream.on("data", (chunk: Buffer) => this.#receive(chunk, this.#fromUpstream, this.#upstreamFrames, () => this.#pumpUpstream()));
     client.on("drain", () => upstream.resume());
     upstream.on("drain", () => client.resume());
     upstream.resume();
     client.resume();
+    if (early.length > 0) this.#pumpClient();
   }
 
   #receive(chunk: Buffer, reader: FrameReader, queue: Frame[], pump: () => void): void {
     if (this.#ended) return;
+    if (this.#idleTimer && reader === this.#fromClient) {
+      clearTimeout(this.#idleTimer);
+      this.#idleTimer = undefined;
+    }
     this.deps.metrics.bytesRelayed.labels(reader === this.#fromClient ? "client_to_upstream" : "upstream_to_client").inc(chunk.length);
     try {
       reader.feed(chunk, (frame) => queue.push(frame));
@@ -100,6 +110,7 @@ export class Relay {
   end(reason: string): void {
     if (this.#ended) return;
     this.#ended = true;
+    clearTimeout(this.#idleTimer);
     this.#flushRowsMetric();
     this.deps.onEnd(reason);
   }
@@ -378,6 +389,16 @@ export class Relay {
     this.#status = decodeReadyForQuery(frame.payload);
     this.#cutOff = false;
     this.#toClient.push(frame.frame);
+    if (this.#status === "I" && this.#units.length === 0) {
+      clearTimeout(this.#idleTimer);
+      this.#idleTimer = setTimeout(() => {
+        this.#idleTimer = undefined;
+        if (this.#units.length === 0 && !this.#ended) {
+          this.deps.meter.release().catch((error: unknown) => this.deps.logger.warn({ err: error }, "idle release failed"));
+        }
+      }, this.deps.idleReleaseMs);
+      this.#idleTimer.unref();
+    }
   }
 
   #internalFailure(error: unknown): void {

@@ -1,0 +1,44 @@
+import { createServer, type Server, type Socket } from "node:net";
+import { type ProxyContext, runClientSession } from "./client-session.js";
+
+export interface RunningProxy {
+  host: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * Listens for PostgreSQL clients and runs each connection as a metered session. `close()` stops accepting,
+ * ends every session (their charges are written and reservations released) and resolves when all sockets
+ * are gone.
+ */
+export async function startProxyServer(ctx: ProxyContext, options: { host: string; port: number }): Promise<RunningProxy> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+    runClientSession(socket, ctx).catch((error: unknown) => {
+      ctx.logger.error({ err: error }, "proxy session crashed");
+      socket.destroy();
+    });
+  });
+  server.maxConnections = 10_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  server.on("error", (error) => ctx.logger.error({ err: error }, "proxy listener error"));
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : options.port;
+  return {
+    host: options.host,
+    port,
+    async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of sockets) socket.destroy();
+      await closed;
+      await Promise.all(ctx.releases);
+      await ctx.chargeWriter.flush();
+    },
+  };
+}

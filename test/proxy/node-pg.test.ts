@@ -1,0 +1,156 @@
+import pg from "pg";
+import Cursor from "pg-cursor";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { costOfRows } from "../../src/billing/cost.js";
+import { getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
+import type { TestDatabase } from "../support/database.js";
+import { createProviderDatabase, registerPricedProvider, startTestGateway, type TestGateway } from "../support/gateway.js";
+import { fundedTestAgent, startTestProxy, type TestAgent, type TestProxy } from "../support/proxy.js";
+
+let gateway: TestGateway;
+let proxy: TestProxy;
+let providerDb: TestDatabase;
+let providerId: string;
+const price = { priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_000_000n }; // 1000 micro-USDC a row
+
+beforeAll(async () => {
+  gateway = await startTestGateway();
+  proxy = await startTestProxy(gateway);
+  providerDb = await createProviderDatabase(300);
+  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, { basePricePer1000Rows: 1, markupMultiplier: 1 }));
+});
+afterAll(async () => {
+  await proxy?.close();
+  await gateway?.close();
+  await providerDb?.drop();
+});
+
+async function connect(agent: TestAgent): Promise<pg.Client> {
+  const client = new pg.Client({ host: "127.0.0.1", port: proxy.port, user: agent.wallet, database: providerId, password: await agent.token() });
+  await client.connect();
+  return client;
+}
+
+/** Charges are group-committed; a closed session has written all of them. */
+async function closeAndSettle(client: pg.Client): Promise<void> {
+  await client.end();
+  await new Promise((r) => setTimeout(r, 50));
+  await Promise.all(proxy.ctx.releases);
+  await proxy.ctx.chargeWriter.flush();
+}
+
+describe("node-postgres through the proxy", () => {
+  it("runs simple and extended queries and charges each statement by the cost rule", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const client = await connect(agent);
+    const simple = await client.query("SELECT id, name FROM items WHERE id <= 5 ORDER BY id");
+    expect(simple.rows).toHaveLength(5);
+    expect(simple.rows[0]).toEqual({ id: 1, name: "item 1" });
+    const extended = await client.query("SELECT name FROM items WHERE id = $1", [7]);
+    expect(extended.rows).toEqual([{ name: "item 7" }]);
+    const named = await client.query({ name: "by-id", text: "SELECT id FROM items WHERE id < $1", values: [4] });
+    expect(named.rowCount).toBe(3);
+    const again = await client.query({ name: "by-id", text: "SELECT id FROM items WHERE id < $1", values: [3] });
+    expect(again.rowCount).toBe(2);
+    await closeAndSettle(client);
+    const expected = [5, 1, 3, 2].reduce((sum, n) => sum + costOfRows(n, price), 0n);
+    const balance = await getBalance(gateway.ctx.db, agent.wallet, providerId);
+    expect(balance).toMatchObject({ balanceMicro: 1_000_000n - expected, reservedMicro: 0n });
+    const entries = await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId, limit: 10 });
+    expect(entries.filter((e) => e.type === "query").map((e) => e.metadata.rowCount)).toEqual([2, 3, 1, 5]);
+    expect(entries[3]?.metadata.sql).toBe("SELECT id, name FROM items WHERE id <= 5 ORDER BY id");
+    expect(entries[2]?.metadata.sql).toBe("SELECT name FROM items WHERE id = $1");
+  });
+
+  it("charges writes by affected rows", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const client = await connect(agent);
+    const updated = await client.query("UPDATE items SET name = name WHERE id <= 6");
+    expect(updated.rowCount).toBe(6);
+    await closeAndSettle(client);
+    const balance = await getBalance(gateway.ctx.db, agent.wallet, providerId);
+    expect(balance.balanceMicro).toBe(1_000_000n - costOfRows(6, price));
+  });
+
+  it("reads through cursors, charging the rows fetched", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const client = await connect(agent);
+    const cursor = client.query(new Cursor("SELECT id FROM items ORDER BY id"));
+    const first = await cursor.read(10);
+    const second = await cursor.read(15);
+    expect(first).toHaveLength(10);
+    expect(second[0]).toEqual({ id: 11 });
+    await cursor.close();
+    await closeAndSettle(client);
+    const balance = await getBalance(gateway.ctx.db, agent.wallet, providerId);
+    expect(balance.balanceMicro).toBe(1_000_000n - costOfRows(10, price) - costOfRows(15, price));
+  });
+
+  it("refuses denied and invalid statements with the right SQLSTATE and stays usable", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const client = await connect(agent);
+    await expect(client.query("DROP TABLE items")).rejects.toMatchObject({ code: "42501", message: expect.stringMatching(/no-drop/) });
+    await expect(client.query("SELEC 1")).rejects.toMatchObject({ code: "42601" });
+    await expect(client.query("DELETE FROM items WHERE $1::int = 1", [1])).rejects.toMatchObject({ code: "42501" });
+    expect((await client.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+    await client.query("BEGIN");
+    await expect(client.query("TRUNCATE items")).rejects.toMatchObject({ code: "42501" });
+    await expect(client.query("SELECT 1")).rejects.toMatchObject({ code: "25P02" });
+    await client.query("ROLLBACK");
+    expect((await client.query("SELECT count(*)::int AS n FROM items")).rows[0].n).toBe(300);
+    await client.end();
+  });
+
+  it("refuses an agent with no balance before the statement runs", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 0n);
+    const client = await connect(agent);
+    await expect(client.query("INSERT INTO items (name) VALUES ('free ride')")).rejects.toMatchObject({ code: "PT402" });
+    expect((await client.query("SET application_name = 'still here'")).command).toBe("SET");
+    await client.end();
+    const check = new pg.Client({ connectionString: providerDb.url });
+    await check.connect();
+    expect((await check.query("SELECT count(*)::int AS n FROM items WHERE name = 'free ride'")).rows[0].n).toBe(0);
+    await check.end();
+  });
+
+  it("cuts a result off when the balance runs out, charges exactly the rows delivered, and stays usable", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 25_500n); // pays for 25 rows
+    const client = await connect(agent);
+    const error = await client.query("SELECT id FROM items ORDER BY id").catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "PT402", message: expect.stringMatching(/cut off after 25 rows/) });
+    // What is left (500) pays for no row: a row-returning statement is refused before it runs, others work.
+    await expect(client.query("SHOW application_name")).rejects.toMatchObject({ code: "PT402" });
+    expect((await client.query("SET application_name = 'after cut-off'")).command).toBe("SET");
+    await closeAndSettle(client);
+    const balance = await getBalance(gateway.ctx.db, agent.wallet, providerId);
+    expect(balance).toMatchObject({ balanceMicro: 25_500n - costOfRows(25, price), reservedMicro: 0n });
+    const [entry] = await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId, limit: 1 });
+    expect(entry?.metadata).toMatchObject({ rowCount: 25, cutOff: true, sql: "SELECT id FROM items ORDER BY id" });
+  });
+
+  it("wrong token: 28P01; wrong user or database: a clear FATAL", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000n);
+    const other = await fundedTestAgent(gateway, providerId, 1_000n);
+    const attempt = async (config: pg.ClientConfig) => {
+      const client = new pg.Client({ host: "127.0.0.1", port: proxy.port, ...config });
+      client.on("error", () => {});
+      return client.connect().then(
+        async () => {
+          await client.end();
+          return null;
+        },
+        (e: unknown) => e,
+      );
+    };
+    expect(await attempt({ user: agent.wallet, database: providerId, password: await other.token() })).toMatchObject({ code: "28P01" });
+    expect(await attempt({ user: agent.wallet, database: providerId, password: "hunter2" })).toMatchObject({ code: "28P01" });
+    expect(await attempt({ user: "alice", database: providerId, password: "x" })).toMatchObject({ code: "28000" });
+    expect(await attempt({ user: agent.wallet, database: "postgres", password: "x" })).toMatchObject({ code: "3D000" });
+    expect(
+      await attempt({ user: agent.wallet, database: providerId, password: await agent.token(), options: "-c statement_timeout=0" }),
+    ).toMatchObject({ code: "42501" });
+    expect(await attempt({ user: agent.wallet, database: "00000000-0000-4000-8000-000000000000", password: await agent.token() })).toMatchObject({
+      code: "28P01",
+    });
+  });
+});

@@ -1,0 +1,65 @@
+import { randomBytes } from "node:crypto";
+import type { Hex } from "viem";
+import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
+import { ChargeWriter } from "../../src/billing/charge-writer.js";
+import { creditDeposit } from "../../src/billing/ledger.js";
+import { createAgentToken } from "../../src/proxy/agent-token.js";
+import type { ProxyContext } from "../../src/proxy/client-session.js";
+import { createProxyMetrics } from "../../src/proxy/proxy-metrics.js";
+import { type RunningProxy, startProxyServer } from "../../src/proxy/proxy-server.js";
+import { SessionRegistry } from "../../src/proxy/session-registry.js";
+import { UpstreamSlots } from "../../src/proxy/upstream-slots.js";
+import { createVerdictCache } from "../../src/proxy/verdict-cache.js";
+import type { TestGateway } from "./gateway.js";
+
+export interface TestProxy extends RunningProxy {
+  ctx: ProxyContext;
+  url: string;
+}
+
+/** The wire proxy in process, sharing the test gateway's metadata database, secret box and metrics registry. */
+export async function startTestProxy(gateway: TestGateway, overrides: Partial<ProxyContext> = {}): Promise<TestProxy> {
+  const ctx: ProxyContext = {
+    db: gateway.ctx.db,
+    box: gateway.ctx.box,
+    slots: new UpstreamSlots(50, 10_000),
+    chargeWriter: new ChargeWriter(gateway.ctx.db, { ttlSeconds: 300 }),
+    registry: new SessionRegistry(),
+    metrics: createProxyMetrics(gateway.ctx.metrics.registry),
+    logger: gateway.ctx.logger,
+    check: createVerdictCache(),
+    statementTimeoutMs: 10_000,
+    reservationTtlSeconds: 300,
+    reserveRows: 1000,
+    startupTimeoutMs: 10_000,
+    idleReleaseMs: 30_000,
+    releases: new Set(),
+    ...overrides,
+  };
+  const proxy = await startProxyServer(ctx, { host: "127.0.0.1", port: 0 });
+  return { ...proxy, ctx, url: `postgres://127.0.0.1:${proxy.port}` };
+}
+
+export interface TestAgent {
+  key: Hex;
+  wallet: string;
+  /** A fresh agent token for the provider. */
+  token(): Promise<string>;
+}
+
+/** A wallet with `amountMicro` credited to its balance with the provider (a ledger deposit entry). */
+export async function fundedTestAgent(gateway: TestGateway, providerId: string, amountMicro: bigint): Promise<TestAgent> {
+  const key = generatePrivateKey();
+  const wallet = privateKeyToAddress(key).toLowerCase();
+  if (amountMicro > 0n) {
+    await creditDeposit(gateway.ctx.db, {
+      chainId: 8453,
+      txHash: `0x${randomBytes(32).toString("hex")}`,
+      agentWallet: wallet,
+      providerId,
+      amountMicro,
+      blockNumber: 1n,
+    });
+  }
+  return { key, wallet, token: () => createAgentToken(key, providerId) };
+}
