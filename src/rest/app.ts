@@ -37,7 +37,7 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
   await app.register(cors, {
     origin: "*",
     methods: ["GET", "POST", "PUT", "DELETE", "OPTIONS"],
-    allowedHeaders: ["Content-Type", "X-API-Key"],
+    allowedHeaders: ctx.config.restAgentAuth === "signature" ? ["Content-Type", "X-API-Key", "Authorization"] : ["Content-Type", "X-API-Key"],
     exposedHeaders: ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After", "X-Request-Id"],
   });
   await app.register(metricsPlugin, { metrics: ctx.metrics });

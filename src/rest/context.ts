@@ -17,7 +17,7 @@ export interface DepositVerifier {
 export interface GatewayContext {
   config: Pick<
     Config,
-    "chainId" | "rowCap" | "statementTimeoutMs" | "reservationTtlSeconds" | "rateLimit" | "bodyLimit" | "trustProxy"
+    "chainId" | "rowCap" | "statementTimeoutMs" | "reservationTtlSeconds" | "rateLimit" | "bodyLimit" | "trustProxy" | "restAgentAuth"
   >;
   db: pg.Pool;
   box: SecretBox;

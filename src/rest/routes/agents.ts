@@ -4,6 +4,7 @@ import { checksumAddress } from "../../billing/address.js";
 import { getBalance, listLedgerEntries } from "../../billing/ledger.js";
 import { formatMicro } from "../../billing/money.js";
 import { findProvider } from "../../providers/registry.js";
+import { authenticateAgent } from "../agent-auth.js";
 import type { GatewayContext } from "../context.js";
 import { HttpError } from "../plugins/errors.js";
 import { presentLedgerEntry } from "../present.js";
@@ -27,6 +28,7 @@ export async function agentRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     async (request) => {
       const wallet = walletParam(request.params.wallet, "wallet address");
       const providerId = uuidParam(request.params.providerId, "provider id");
+      await authenticateAgent(ctx, request, wallet, providerId);
       const [balance, provider] = await Promise.all([getBalance(ctx.db, wallet, providerId), findProvider(ctx.db, providerId)]);
       if (!provider) throw new HttpError(404, `provider ${providerId} not found`);
       const never = balance.updatedAt === null;
@@ -58,6 +60,7 @@ export async function agentRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
       const wallet = walletParam(request.params.wallet, "wallet address");
       const providerId =
         request.query.providerId === undefined ? undefined : uuidParam(request.query.providerId, "providerId");
+      await authenticateAgent(ctx, request, wallet, providerId);
       const requested = request.query.limit === undefined ? 50 : Number(request.query.limit);
       if (requested < 1) throw new HttpError(400, "invalid limit: must be a whole number of at least 1");
       const limit = Math.min(requested, MAX_TRANSACTIONS);

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import { formatMicro } from "../../billing/money.js";
 import { findProviderForQuery } from "../../providers/registry.js";
+import { authenticateAgent } from "../agent-auth.js";
 import type { GatewayContext } from "../context.js";
 import { runMeteredQuery } from "../metered-query.js";
 import { HttpError } from "../plugins/errors.js";
@@ -34,6 +35,7 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     async (request) => {
       const agentWallet = walletParam(request.body.agentWallet, "agentWallet");
       const providerId = uuidParam(request.body.providerId, "providerId");
+      await authenticateAgent(ctx, request, agentWallet, providerId);
       const found = await findProviderForQuery(ctx.db, providerId);
       if (!found) throw new HttpError(404, `provider ${providerId} not found`);
       if (!found.pricing) throw new HttpError(404, `provider ${providerId} has no pricing yet`);
