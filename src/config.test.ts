@@ -20,7 +20,11 @@ describe("configuration", () => {
   });
 
   it("lets flags override environment variables", () => {
-    const config = loadConfig({ PGTOLL_HTTP_PORT: "4000", LOG_LEVEL: "warn" }, ["--http-port", "5000", "--log-level=debug"]);
+    const config = loadConfig({ PGTOLL_HTTP_PORT: "4000", LOG_LEVEL: "warn" }, [
+      "--http-port",
+      "5000",
+      "--log-level=debug",
+    ]);
     expect(config.httpPort).toBe(5000);
     expect(config.logLevel).toBe("debug");
   });

@@ -22,7 +22,7 @@ export class ConfigError extends Error {
   }
 }
 
-function text(env: string, fallback?: string) {
+function text(_env: string, fallback?: string) {
   return (raw: string | undefined) => (raw === undefined || raw === "" ? fallback : raw);
 }
 
@@ -31,7 +31,8 @@ function integer(env: string, fallback: number, min: number, max: number) {
     if (raw === undefined || raw === "") return fallback;
     if (!/^\d+$/.test(raw)) throw new ConfigError(env, `must be a whole number, got "${raw}"`);
     const value = Number(raw);
-    if (value < min || value > max) throw new ConfigError(env, `must be between ${min} and ${max}, got ${raw}`);
+    if (value < min || value > max)
+      throw new ConfigError(env, `must be between ${min} and ${max}, got ${raw}`);
     return value;
   };
 }
@@ -49,7 +50,8 @@ function onOff(env: string, fallback: boolean) {
 function oneOf<T extends string>(env: string, fallback: T, values: readonly T[]) {
   return (raw: string | undefined): T => {
     if (raw === undefined || raw === "") return fallback;
-    if (!values.includes(raw as T)) throw new ConfigError(env, `must be one of ${values.join(", ")}, got "${raw}"`);
+    if (!values.includes(raw as T))
+      throw new ConfigError(env, `must be one of ${values.join(", ")}, got "${raw}"`);
     return raw as T;
   };
 }
@@ -74,7 +76,8 @@ function url(env: string, protocols: readonly string[], fallback?: string) {
 function address(env: string, fallback: `0x${string}`) {
   return (raw: string | undefined): `0x${string}` => {
     const value = raw === undefined || raw === "" ? fallback : raw;
-    if (!/^0x[0-9a-fA-F]{40}$/.test(value)) throw new ConfigError(env, `must be 0x followed by 40 hex digits`);
+    if (!/^0x[0-9a-fA-F]{40}$/.test(value))
+      throw new ConfigError(env, `must be 0x followed by 40 hex digits`);
     return value.toLowerCase() as `0x${string}`;
   };
 }
@@ -92,31 +95,166 @@ export const BASE_USDC = "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913";
 
 /** Every option pgtoll reads. The README's configuration table is this list. */
 export const optionSpecs = {
-  host: { env: "PGTOLL_HOST", description: "Address the HTTP API and the wire proxy listen on.", defaultText: "127.0.0.1", parse: (raw: string | undefined) => raw || "127.0.0.1" },
-  httpPort: { env: "PGTOLL_HTTP_PORT", description: "HTTP port of the REST APIs, /metrics and /docs (0 picks a free port).", defaultText: "3000", parse: integer("PGTOLL_HTTP_PORT", 3000, 0, 65535) },
-  proxyPort: { env: "PGTOLL_PROXY_PORT", description: "Port of the PostgreSQL wire proxy (0 picks a free port).", defaultText: "6543", parse: integer("PGTOLL_PROXY_PORT", 6543, 0, 65535) },
-  tlsCert: { env: "PGTOLL_TLS_CERT", description: "PEM certificate file for the proxy's TLS (with PGTOLL_TLS_KEY). Unset: SSLRequest is answered N.", parse: text("PGTOLL_TLS_CERT") },
-  tlsKey: { env: "PGTOLL_TLS_KEY", description: "PEM private key file for the proxy's TLS.", parse: text("PGTOLL_TLS_KEY") },
-  proxyUpstreamLimit: { env: "PGTOLL_PROXY_UPSTREAM_LIMIT", description: "Upstream sessions per provider the proxy opens at most; further client sessions wait.", defaultText: "50", parse: integer("PGTOLL_PROXY_UPSTREAM_LIMIT", 50, 1, 10_000) },
-  proxyQueueTimeoutMs: { env: "PGTOLL_PROXY_QUEUE_TIMEOUT_MS", description: "How long a client session waits for an upstream session before it is refused (53300).", defaultText: "30000", parse: integer("PGTOLL_PROXY_QUEUE_TIMEOUT_MS", 30_000, 0, 3_600_000) },
-  proxyReserveRows: { env: "PGTOLL_PROXY_RESERVE_ROWS", description: "Rows' worth of balance a proxy session holds at a time (more is reserved as results grow).", defaultText: "1000", parse: integer("PGTOLL_PROXY_RESERVE_ROWS", 1000, 1, 100_000_000) },
-  restAgentAuth: { env: "PGTOLL_REST_AGENT_AUTH", description: "`wallet`: REST agent endpoints trust the wallet in the request (the spec's behaviour). `signature`: they also require an agent token in `Authorization: Bearer`.", defaultText: "wallet", parse: oneOf("PGTOLL_REST_AGENT_AUTH", "wallet", ["wallet", "signature"] as const) },
-  dataDir: { env: "PGTOLL_DATA_DIR", description: "Directory for the embedded PostgreSQL cluster, the generated secret key and the lock file.", defaultText: "./.pgtoll", parse: (raw: string | undefined) => resolve(raw || "./.pgtoll") },
-  databaseUrl: { env: "DATABASE_URL", description: "PostgreSQL URL of the metadata and ledger database. Unset: an embedded PostgreSQL is started in the data directory.", parse: url("DATABASE_URL", ["postgres:", "postgresql:"]) },
-  rpcUrl: { env: "PGTOLL_RPC_URL", description: "JSON-RPC URL of the chain that deposits are verified on.", defaultText: "https://mainnet.base.org", parse: url("PGTOLL_RPC_URL", ["http:", "https:"], "https://mainnet.base.org") as (raw: string | undefined) => string },
-  chainId: { env: "PGTOLL_CHAIN_ID", description: "Chain id the RPC must report (Base mainnet is 8453).", defaultText: "8453", parse: integer("PGTOLL_CHAIN_ID", 8453, 1, 2 ** 31 - 1) },
-  tokenAddress: { env: "PGTOLL_TOKEN_ADDRESS", description: "ERC-20 contract whose Transfer logs count as deposits (6 decimals).", defaultText: BASE_USDC, parse: address("PGTOLL_TOKEN_ADDRESS", BASE_USDC) },
-  minConfirmations: { env: "PGTOLL_MIN_CONFIRMATIONS", description: "Blocks (including the transaction's own) before a deposit is credited.", defaultText: "3", parse: integer("PGTOLL_MIN_CONFIRMATIONS", 3, 1, 10_000) },
-  rateLimit: { env: "PGTOLL_RATE_LIMIT", description: "`on` or `off`: the per-IP limits of the payment gateway.", defaultText: "on", parse: onOff("PGTOLL_RATE_LIMIT", true) },
-  secretKey: { env: "PGTOLL_SECRET_KEY", description: "32-byte key (hex or base64) that encrypts stored connection strings. Unset: generated into `<data dir>/secret.key`. Every process sharing a database needs the same key.", parse: secretKey("PGTOLL_SECRET_KEY") },
-  redisUrl: { env: "REDIS_URL", description: "Redis URL for rate-limit counters shared by several pgtoll processes. Unset: counters live in memory.", parse: url("REDIS_URL", ["redis:", "rediss:"]) },
-  logLevel: { env: "LOG_LEVEL", description: "pino log level.", defaultText: "info", parse: oneOf("LOG_LEVEL", "info", ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const) },
-  trustProxy: { env: "PGTOLL_TRUST_PROXY", description: "`on` to take the client IP from X-Forwarded-For (only behind a trusted load balancer).", defaultText: "off", parse: onOff("PGTOLL_TRUST_PROXY", false) },
-  rowCap: { env: "PGTOLL_ROW_CAP", description: "Largest result `POST /api/query` returns; larger results are refused uncharged.", defaultText: "10000", parse: integer("PGTOLL_ROW_CAP", 10_000, 1, 10_000_000) },
-  statementTimeoutMs: { env: "PGTOLL_STATEMENT_TIMEOUT_MS", description: "Longest a statement may run on a provider's database.", defaultText: "10000", parse: integer("PGTOLL_STATEMENT_TIMEOUT_MS", 10_000, 100, 3_600_000) },
-  providerPoolSize: { env: "PGTOLL_PROVIDER_POOL_SIZE", description: "Connections per provider database used by `POST /api/query`.", defaultText: "5", parse: integer("PGTOLL_PROVIDER_POOL_SIZE", 5, 1, 1000) },
-  bodyLimit: { env: "PGTOLL_BODY_LIMIT", description: "Largest accepted HTTP request body, in bytes.", defaultText: "1048576", parse: integer("PGTOLL_BODY_LIMIT", 1_048_576, 1024, 100 * 1_048_576) },
-  reservationTtlSeconds: { env: "PGTOLL_RESERVATION_TTL_S", description: "How long an unsettled reservation holds funds before it expires and is released.", defaultText: "300", parse: integer("PGTOLL_RESERVATION_TTL_S", 300, 30, 86_400) },
+  host: {
+    env: "PGTOLL_HOST",
+    description: "Address the HTTP API and the wire proxy listen on.",
+    defaultText: "127.0.0.1",
+    parse: (raw: string | undefined) => raw || "127.0.0.1",
+  },
+  httpPort: {
+    env: "PGTOLL_HTTP_PORT",
+    description: "HTTP port of the REST APIs, /metrics and /docs (0 picks a free port).",
+    defaultText: "3000",
+    parse: integer("PGTOLL_HTTP_PORT", 3000, 0, 65535),
+  },
+  proxyPort: {
+    env: "PGTOLL_PROXY_PORT",
+    description: "Port of the PostgreSQL wire proxy (0 picks a free port).",
+    defaultText: "6543",
+    parse: integer("PGTOLL_PROXY_PORT", 6543, 0, 65535),
+  },
+  tlsCert: {
+    env: "PGTOLL_TLS_CERT",
+    description:
+      "PEM certificate file for the proxy's TLS (with PGTOLL_TLS_KEY). Unset: SSLRequest is answered N.",
+    parse: text("PGTOLL_TLS_CERT"),
+  },
+  tlsKey: {
+    env: "PGTOLL_TLS_KEY",
+    description: "PEM private key file for the proxy's TLS.",
+    parse: text("PGTOLL_TLS_KEY"),
+  },
+  proxyUpstreamLimit: {
+    env: "PGTOLL_PROXY_UPSTREAM_LIMIT",
+    description: "Upstream sessions per provider the proxy opens at most; further client sessions wait.",
+    defaultText: "50",
+    parse: integer("PGTOLL_PROXY_UPSTREAM_LIMIT", 50, 1, 10_000),
+  },
+  proxyQueueTimeoutMs: {
+    env: "PGTOLL_PROXY_QUEUE_TIMEOUT_MS",
+    description: "How long a client session waits for an upstream session before it is refused (53300).",
+    defaultText: "30000",
+    parse: integer("PGTOLL_PROXY_QUEUE_TIMEOUT_MS", 30_000, 0, 3_600_000),
+  },
+  proxyReserveRows: {
+    env: "PGTOLL_PROXY_RESERVE_ROWS",
+    description: "Rows' worth of balance a proxy session holds at a time (more is reserved as results grow).",
+    defaultText: "1000",
+    parse: integer("PGTOLL_PROXY_RESERVE_ROWS", 1000, 1, 100_000_000),
+  },
+  restAgentAuth: {
+    env: "PGTOLL_REST_AGENT_AUTH",
+    description:
+      "`wallet`: REST agent endpoints trust the wallet in the request (the spec's behaviour). `signature`: they also require an agent token in `Authorization: Bearer`.",
+    defaultText: "wallet",
+    parse: oneOf("PGTOLL_REST_AGENT_AUTH", "wallet", ["wallet", "signature"] as const),
+  },
+  dataDir: {
+    env: "PGTOLL_DATA_DIR",
+    description: "Directory for the embedded PostgreSQL cluster, the generated secret key and the lock file.",
+    defaultText: "./.pgtoll",
+    parse: (raw: string | undefined) => resolve(raw || "./.pgtoll"),
+  },
+  databaseUrl: {
+    env: "DATABASE_URL",
+    description:
+      "PostgreSQL URL of the metadata and ledger database. Unset: an embedded PostgreSQL is started in the data directory.",
+    parse: url("DATABASE_URL", ["postgres:", "postgresql:"]),
+  },
+  rpcUrl: {
+    env: "PGTOLL_RPC_URL",
+    description: "JSON-RPC URL of the chain that deposits are verified on.",
+    defaultText: "https://mainnet.base.org",
+    parse: url("PGTOLL_RPC_URL", ["http:", "https:"], "https://mainnet.base.org") as (
+      raw: string | undefined,
+    ) => string,
+  },
+  chainId: {
+    env: "PGTOLL_CHAIN_ID",
+    description: "Chain id the RPC must report (Base mainnet is 8453).",
+    defaultText: "8453",
+    parse: integer("PGTOLL_CHAIN_ID", 8453, 1, 2 ** 31 - 1),
+  },
+  tokenAddress: {
+    env: "PGTOLL_TOKEN_ADDRESS",
+    description: "ERC-20 contract whose Transfer logs count as deposits (6 decimals).",
+    defaultText: BASE_USDC,
+    parse: address("PGTOLL_TOKEN_ADDRESS", BASE_USDC),
+  },
+  minConfirmations: {
+    env: "PGTOLL_MIN_CONFIRMATIONS",
+    description: "Blocks (including the transaction's own) before a deposit is credited.",
+    defaultText: "3",
+    parse: integer("PGTOLL_MIN_CONFIRMATIONS", 3, 1, 10_000),
+  },
+  rateLimit: {
+    env: "PGTOLL_RATE_LIMIT",
+    description: "`on` or `off`: the per-IP limits of the payment gateway.",
+    defaultText: "on",
+    parse: onOff("PGTOLL_RATE_LIMIT", true),
+  },
+  secretKey: {
+    env: "PGTOLL_SECRET_KEY",
+    description:
+      "32-byte key (hex or base64) that encrypts stored connection strings. Unset: generated into `<data dir>/secret.key`. Every process sharing a database needs the same key.",
+    parse: secretKey("PGTOLL_SECRET_KEY"),
+  },
+  redisUrl: {
+    env: "REDIS_URL",
+    description:
+      "Redis URL for rate-limit counters shared by several pgtoll processes. Unset: counters live in memory.",
+    parse: url("REDIS_URL", ["redis:", "rediss:"]),
+  },
+  logLevel: {
+    env: "LOG_LEVEL",
+    description: "pino log level.",
+    defaultText: "info",
+    parse: oneOf("LOG_LEVEL", "info", [
+      "fatal",
+      "error",
+      "warn",
+      "info",
+      "debug",
+      "trace",
+      "silent",
+    ] as const),
+  },
+  trustProxy: {
+    env: "PGTOLL_TRUST_PROXY",
+    description: "`on` to take the client IP from X-Forwarded-For (only behind a trusted load balancer).",
+    defaultText: "off",
+    parse: onOff("PGTOLL_TRUST_PROXY", false),
+  },
+  rowCap: {
+    env: "PGTOLL_ROW_CAP",
+    description: "Largest result `POST /api/query` returns; larger results are refused uncharged.",
+    defaultText: "10000",
+    parse: integer("PGTOLL_ROW_CAP", 10_000, 1, 10_000_000),
+  },
+  statementTimeoutMs: {
+    env: "PGTOLL_STATEMENT_TIMEOUT_MS",
+    description: "Longest a statement may run on a provider's database.",
+    defaultText: "10000",
+    parse: integer("PGTOLL_STATEMENT_TIMEOUT_MS", 10_000, 100, 3_600_000),
+  },
+  providerPoolSize: {
+    env: "PGTOLL_PROVIDER_POOL_SIZE",
+    description: "Connections per provider database used by `POST /api/query`.",
+    defaultText: "5",
+    parse: integer("PGTOLL_PROVIDER_POOL_SIZE", 5, 1, 1000),
+  },
+  bodyLimit: {
+    env: "PGTOLL_BODY_LIMIT",
+    description: "Largest accepted HTTP request body, in bytes.",
+    defaultText: "1048576",
+    parse: integer("PGTOLL_BODY_LIMIT", 1_048_576, 1024, 100 * 1_048_576),
+  },
+  reservationTtlSeconds: {
+    env: "PGTOLL_RESERVATION_TTL_S",
+    description: "How long an unsettled reservation holds funds before it expires and is released.",
+    defaultText: "300",
+    parse: integer("PGTOLL_RESERVATION_TTL_S", 300, 30, 86_400),
+  },
 } satisfies Record<string, OptionSpec<unknown>>;
 
 type Specs = typeof optionSpecs;
@@ -139,7 +277,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
   const values: Record<string, string | undefined> = {};
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] ?? "";
-    if (!arg.startsWith("--")) throw new ConfigError(arg, "is not an option (options look like --http-port 3000)");
+    if (!arg.startsWith("--"))
+      throw new ConfigError(arg, "is not an option (options look like --http-port 3000)");
     const [name = "", inline] = arg.slice(2).split(/=(.*)/s, 2);
     const envName = byFlag.get(name);
     if (!envName) throw new ConfigError(`--${name}`, "is not a known option");

@@ -24,7 +24,11 @@ export class ChargeWriter {
 
   constructor(
     private readonly db: Queryable,
-    private readonly options: { ttlSeconds: number; maxBatch?: number; onError?: (error: unknown, charge: ReservationCharge) => void },
+    private readonly options: {
+      ttlSeconds: number;
+      maxBatch?: number;
+      onError?: (error: unknown, charge: ReservationCharge) => void;
+    },
   ) {}
 
   /** Queues a charge; resolves once it is durably in the ledger. */
@@ -58,7 +62,11 @@ export class ChargeWriter {
 
   async #write(batch: Pending[]): Promise<void> {
     try {
-      const { missing } = await chargeReservations(this.db, batch.map((p) => p.charge), this.options.ttlSeconds);
+      const { missing } = await chargeReservations(
+        this.db,
+        batch.map((p) => p.charge),
+        this.options.ttlSeconds,
+      );
       const missingSet = new Set(missing);
       await Promise.all(
         batch.map(async (pending) => {
@@ -79,7 +87,12 @@ export class ChargeWriter {
         if (missing.length === 0) return pending.resolve();
       }
       // The reservation expired (e.g. an idle session outlived it): take the cost from the available balance.
-      await chargeWithoutReservation(this.db, pending.charge, pending.charge.costMicro, pending.charge.metadata);
+      await chargeWithoutReservation(
+        this.db,
+        pending.charge,
+        pending.charge.costMicro,
+        pending.charge.metadata,
+      );
       pending.resolve();
     } catch (error) {
       this.#settleFailure(pending, error);

@@ -35,21 +35,33 @@ describe("cost rule", () => {
 
   it("is monotonic in rows and never charges 0 rows", () => {
     fc.assert(
-      fc.property(fc.bigInt({ min: 0n, max: 1_000_000_000n }), fc.bigInt({ min: 0n, max: 1000n }), priceArb, (rows, extra, p) => {
-        expect(costOfRows(rows + extra, p) >= costOfRows(rows, p)).toBe(true);
-        expect(costOfRows(0n, p)).toBe(0n);
-      }),
+      fc.property(
+        fc.bigInt({ min: 0n, max: 1_000_000_000n }),
+        fc.bigInt({ min: 0n, max: 1000n }),
+        priceArb,
+        (rows, extra, p) => {
+          expect(costOfRows(rows + extra, p) >= costOfRows(rows, p)).toBe(true);
+          expect(costOfRows(0n, p)).toBe(0n);
+        },
+      ),
     );
   });
 
   it("charging statements one by one never costs less than charging them together", () => {
     fc.assert(
-      fc.property(fc.array(fc.integer({ min: 0, max: 100_000 }), { maxLength: 20 }), priceArb, (counts, p) => {
-        const separately = counts.reduce((sum, n) => sum + costOfRows(n, p), 0n);
-        const together = costOfRows(counts.reduce((a, b) => a + b, 0), p);
-        expect(separately >= together).toBe(true);
-        expect(separately - together <= BigInt(counts.length)).toBe(true);
-      }),
+      fc.property(
+        fc.array(fc.integer({ min: 0, max: 100_000 }), { maxLength: 20 }),
+        priceArb,
+        (counts, p) => {
+          const separately = counts.reduce((sum, n) => sum + costOfRows(n, p), 0n);
+          const together = costOfRows(
+            counts.reduce((a, b) => a + b, 0),
+            p,
+          );
+          expect(separately >= together).toBe(true);
+          expect(separately - together <= BigInt(counts.length)).toBe(true);
+        },
+      ),
     );
   });
 

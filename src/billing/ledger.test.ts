@@ -25,7 +25,14 @@ afterAll(async () => meta?.close());
 let txCounter = 0n;
 async function deposit(agentWallet: string, amountMicro: bigint) {
   txCounter++;
-  return creditDeposit(meta.pool, { chainId: 8453, txHash: randomTxHash(), agentWallet, providerId, amountMicro, blockNumber: txCounter });
+  return creditDeposit(meta.pool, {
+    chainId: 8453,
+    txHash: randomTxHash(),
+    agentWallet,
+    providerId,
+    amountMicro,
+    blockNumber: txCounter,
+  });
 }
 
 /** balance = sum(entries) and balanceBefore/After chain without gaps, oldest first. */
@@ -47,9 +54,23 @@ describe("reservations", () => {
   it("holds at most what is available, settles the actual cost and releases the rest", async () => {
     const agent = randomWallet();
     await deposit(agent, 1000n);
-    const r = await reserveFunds(meta.pool, { agentWallet: agent, providerId, minMicro: 1n, maxMicro: 5000n, ttlSeconds: 60 });
+    const r = await reserveFunds(meta.pool, {
+      agentWallet: agent,
+      providerId,
+      minMicro: 1n,
+      maxMicro: 5000n,
+      ttlSeconds: 60,
+    });
     expect(r?.amountMicro).toBe(1000n);
-    expect(await reserveFunds(meta.pool, { agentWallet: agent, providerId, minMicro: 1n, maxMicro: 1n, ttlSeconds: 60 })).toBeNull();
+    expect(
+      await reserveFunds(meta.pool, {
+        agentWallet: agent,
+        providerId,
+        minMicro: 1n,
+        maxMicro: 1n,
+        ttlSeconds: 60,
+      }),
+    ).toBeNull();
     const entry = await settleReservation(meta.pool, r!, 300n, { sql: "SELECT 1", rowCount: 3 });
     expect(entry?.amountMicro).toBe(-300n);
     expect(entry?.metadata).toEqual({ sql: "SELECT 1", rowCount: 3 });
@@ -61,19 +82,43 @@ describe("reservations", () => {
   it("refuses to settle more than the agent can pay, changing nothing", async () => {
     const agent = randomWallet();
     await deposit(agent, 100n);
-    const r = await reserveFunds(meta.pool, { agentWallet: agent, providerId, minMicro: 0n, maxMicro: 50n, ttlSeconds: 60 });
+    const r = await reserveFunds(meta.pool, {
+      agentWallet: agent,
+      providerId,
+      minMicro: 0n,
+      maxMicro: 50n,
+      ttlSeconds: 60,
+    });
     await expect(settleReservation(meta.pool, r!, 101n, {})).rejects.toBeInstanceOf(InsufficientFundsError);
-    expect(await getBalance(meta.pool, agent, providerId)).toMatchObject({ balanceMicro: 100n, reservedMicro: 50n });
+    expect(await getBalance(meta.pool, agent, providerId)).toMatchObject({
+      balanceMicro: 100n,
+      reservedMicro: 50n,
+    });
     // more than reserved but within the balance is fine
     await settleReservation(meta.pool, r!, 100n, {});
-    expect(await getBalance(meta.pool, agent, providerId)).toMatchObject({ balanceMicro: 0n, reservedMicro: 0n });
+    expect(await getBalance(meta.pool, agent, providerId)).toMatchObject({
+      balanceMicro: 0n,
+      reservedMicro: 0n,
+    });
   });
 
   it("a settlement cannot eat into another statement's reservation", async () => {
     const agent = randomWallet();
     await deposit(agent, 100n);
-    const a = await reserveFunds(meta.pool, { agentWallet: agent, providerId, minMicro: 60n, maxMicro: 60n, ttlSeconds: 60 });
-    const b = await reserveFunds(meta.pool, { agentWallet: agent, providerId, minMicro: 0n, maxMicro: 10n, ttlSeconds: 60 });
+    const a = await reserveFunds(meta.pool, {
+      agentWallet: agent,
+      providerId,
+      minMicro: 60n,
+      maxMicro: 60n,
+      ttlSeconds: 60,
+    });
+    const b = await reserveFunds(meta.pool, {
+      agentWallet: agent,
+      providerId,
+      minMicro: 0n,
+      maxMicro: 10n,
+      ttlSeconds: 60,
+    });
     await expect(settleReservation(meta.pool, b!, 41n, {})).rejects.toBeInstanceOf(InsufficientFundsError);
     await settleReservation(meta.pool, b!, 40n, {});
     await settleReservation(meta.pool, a!, 60n, {});
@@ -84,10 +129,22 @@ describe("reservations", () => {
   it("void releases the hold without a ledger entry; zero-cost settles leave none either", async () => {
     const agent = randomWallet();
     await deposit(agent, 10n);
-    const r = await reserveFunds(meta.pool, { agentWallet: agent, providerId, minMicro: 10n, maxMicro: 10n, ttlSeconds: 60 });
+    const r = await reserveFunds(meta.pool, {
+      agentWallet: agent,
+      providerId,
+      minMicro: 10n,
+      maxMicro: 10n,
+      ttlSeconds: 60,
+    });
     await voidReservation(meta.pool, r!);
     await voidReservation(meta.pool, r!);
-    const r2 = await reserveFunds(meta.pool, { agentWallet: agent, providerId, minMicro: 10n, maxMicro: 10n, ttlSeconds: 60 });
+    const r2 = await reserveFunds(meta.pool, {
+      agentWallet: agent,
+      providerId,
+      minMicro: 10n,
+      maxMicro: 10n,
+      ttlSeconds: 60,
+    });
     expect(await settleReservation(meta.pool, r2!, 0n, {})).toBeNull();
     const { entries, balance } = await expectLedgerConsistent(agent);
     expect(entries).toHaveLength(1);
@@ -97,18 +154,35 @@ describe("reservations", () => {
   it("expired reservations are released, and settling one afterwards charges the available balance", async () => {
     const agent = randomWallet();
     await deposit(agent, 100n);
-    const r = await reserveFunds(meta.pool, { agentWallet: agent, providerId, minMicro: 80n, maxMicro: 80n, ttlSeconds: 60 });
-    await meta.pool.query("UPDATE reservations SET expires_at = now() - interval '1 second' WHERE id = $1", [r!.id]);
+    const r = await reserveFunds(meta.pool, {
+      agentWallet: agent,
+      providerId,
+      minMicro: 80n,
+      maxMicro: 80n,
+      ttlSeconds: 60,
+    });
+    await meta.pool.query("UPDATE reservations SET expires_at = now() - interval '1 second' WHERE id = $1", [
+      r!.id,
+    ]);
     expect(await releaseExpiredReservations(meta.pool)).toBeGreaterThanOrEqual(1);
     expect(await getBalance(meta.pool, agent, providerId)).toMatchObject({ reservedMicro: 0n });
     await settleReservation(meta.pool, r!, 30n, {});
-    expect(await getBalance(meta.pool, agent, providerId)).toMatchObject({ balanceMicro: 70n, reservedMicro: 0n });
+    expect(await getBalance(meta.pool, agent, providerId)).toMatchObject({
+      balanceMicro: 70n,
+      reservedMicro: 0n,
+    });
     await expectLedgerConsistent(agent);
   });
 
   it("an agent with no balance gets no reservation", async () => {
     expect(
-      await reserveFunds(meta.pool, { agentWallet: randomWallet(), providerId, minMicro: 0n, maxMicro: 1n, ttlSeconds: 60 }),
+      await reserveFunds(meta.pool, {
+        agentWallet: randomWallet(),
+        providerId,
+        minMicro: 0n,
+        maxMicro: 1n,
+        ttlSeconds: 60,
+      }),
     ).toBeNull();
   });
 });
@@ -117,10 +191,12 @@ describe("ledger integrity", () => {
   it("is append-only", async () => {
     const agent = randomWallet();
     await deposit(agent, 5n);
-    await expect(meta.pool.query("UPDATE ledger_entries SET amount_micro = 1 WHERE agent_wallet = $1", [agent])).rejects.toThrow(
-      /append-only/,
-    );
-    await expect(meta.pool.query("DELETE FROM ledger_entries WHERE agent_wallet = $1", [agent])).rejects.toThrow(/append-only/);
+    await expect(
+      meta.pool.query("UPDATE ledger_entries SET amount_micro = 1 WHERE agent_wallet = $1", [agent]),
+    ).rejects.toThrow(/append-only/);
+    await expect(
+      meta.pool.query("DELETE FROM ledger_entries WHERE agent_wallet = $1", [agent]),
+    ).rejects.toThrow(/append-only/);
   });
 
   it("the database itself refuses a negative balance", async () => {
@@ -144,7 +220,13 @@ describe("ledger integrity", () => {
           const cost = 7n;
           // Half reserve the exact cost; half reserve too little and must find the rest at settlement.
           const held = i % 2 === 0 ? cost : 3n;
-          const r = await reserveFunds(pool, { agentWallet: agent, providerId, minMicro: held, maxMicro: held, ttlSeconds: 60 });
+          const r = await reserveFunds(pool, {
+            agentWallet: agent,
+            providerId,
+            minMicro: held,
+            maxMicro: held,
+            ttlSeconds: 60,
+          });
           if (!r) {
             refused++;
             return;
@@ -178,7 +260,13 @@ describe("ledger integrity", () => {
     const outcomes = await Promise.all(
       Array.from({ length: 200 }, async (_, i) => {
         const pool = pools[i % pools.length]!;
-        const r = await reserveFunds(pool, { agentWallet: agent, providerId, minMicro: 7n, maxMicro: 7n, ttlSeconds: 60 });
+        const r = await reserveFunds(pool, {
+          agentWallet: agent,
+          providerId,
+          minMicro: 7n,
+          maxMicro: 7n,
+          ttlSeconds: 60,
+        });
         if (!r) return false;
         await settleReservation(pool, r, 7n, { sql: `SELECT ${i}`, rowCount: 7 });
         return true;
@@ -196,7 +284,14 @@ describe("ledger integrity", () => {
     try {
       const results = await Promise.all(
         Array.from({ length: 50 }, (_, i) =>
-          creditDeposit(clients[i % clients.length]!, { chainId: 8453, txHash, agentWallet: agent, providerId, amountMicro: 1_000_000n, blockNumber: 1n }),
+          creditDeposit(clients[i % clients.length]!, {
+            chainId: 8453,
+            txHash,
+            agentWallet: agent,
+            providerId,
+            amountMicro: 1_000_000n,
+            blockNumber: 1n,
+          }),
         ),
       );
       expect(results.filter((r) => r !== null)).toHaveLength(1);

@@ -82,7 +82,13 @@ function isOverdraft(error: unknown): boolean {
  */
 export async function reserveFunds(
   db: Queryable,
-  request: { agentWallet: string; providerId: string; minMicro: bigint; maxMicro: bigint; ttlSeconds: number },
+  request: {
+    agentWallet: string;
+    providerId: string;
+    minMicro: bigint;
+    maxMicro: bigint;
+    ttlSeconds: number;
+  },
 ): Promise<Reservation | null> {
   const id = randomUUID();
   const { rows } = await db.query<{ amount_micro: bigint }>(
@@ -102,7 +108,12 @@ export async function reserveFunds(
   );
   const row = rows[0];
   if (!row) return null;
-  return { id, agentWallet: request.agentWallet, providerId: request.providerId, amountMicro: row.amount_micro };
+  return {
+    id,
+    agentWallet: request.agentWallet,
+    providerId: request.providerId,
+    amountMicro: row.amount_micro,
+  };
 }
 
 /**
@@ -141,7 +152,11 @@ export async function extendReservation(
  * Raises a held reservation to exactly `totalMicro` if the agent's available balance covers the difference.
  * Returns false (and changes nothing) when it does not, or when the reservation no longer exists.
  */
-export async function growReservation(db: Queryable, reservation: Reservation, totalMicro: bigint): Promise<boolean> {
+export async function growReservation(
+  db: Queryable,
+  reservation: Reservation,
+  totalMicro: bigint,
+): Promise<boolean> {
   const delta = totalMicro - reservation.amountMicro;
   if (delta <= 0n) return true;
   return (await extendReservation(db, reservation, delta, delta)) === delta;
@@ -205,7 +220,8 @@ export async function chargeReservations(
     const missing = due.filter((charge) => !charged.has(charge.reservationId));
     return { written: due.length - missing.length, missing };
   } catch (error) {
-    if (isOverdraft(error)) throw new InsufficientFundsError("a batched charge exceeds what its reservation holds");
+    if (isOverdraft(error))
+      throw new InsufficientFundsError("a batched charge exceeds what its reservation holds");
     throw error;
   }
 }
@@ -340,13 +356,24 @@ export async function creditDeposit(db: Queryable, deposit: DepositCredit): Prom
             jsonb_build_object('chainId', $1::int, 'blockNumber', $6::text)
        FROM recorded, credited
      RETURNING ${ENTRY_COLUMNS}`,
-    [deposit.chainId, deposit.txHash, deposit.agentWallet, deposit.providerId, deposit.amountMicro, deposit.blockNumber],
+    [
+      deposit.chainId,
+      deposit.txHash,
+      deposit.agentWallet,
+      deposit.providerId,
+      deposit.amountMicro,
+      deposit.blockNumber,
+    ],
   );
   return rows[0] ? toEntry(rows[0]) : null;
 }
 
 /** The agent's balance with a provider; zero with `updatedAt` null when it never had one. */
-export async function getBalance(db: Queryable, agentWallet: string, providerId: string): Promise<BalanceRecord> {
+export async function getBalance(
+  db: Queryable,
+  agentWallet: string,
+  providerId: string,
+): Promise<BalanceRecord> {
   const { rows } = await db.query<{ balance_micro: bigint; reserved_micro: bigint; updated_at: Date }>(
     "SELECT balance_micro, reserved_micro, updated_at FROM balances WHERE agent_wallet = $1 AND provider_id = $2",
     [agentWallet, providerId],

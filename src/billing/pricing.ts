@@ -22,14 +22,20 @@ export function parsePricing(basePricePer1000Rows: unknown, markupMultiplier: un
     throw new PricingError("basePricePer1000Rows must be a finite number");
   }
   if (basePricePer1000Rows < 0 || basePricePer1000Rows > PRICE_LIMITS.maxBasePricePer1000Rows) {
-    throw new PricingError(`basePricePer1000Rows must be between 0 and ${PRICE_LIMITS.maxBasePricePer1000Rows}`);
+    throw new PricingError(
+      `basePricePer1000Rows must be between 0 and ${PRICE_LIMITS.maxBasePricePer1000Rows}`,
+    );
   }
   const priceMicroPer1000Rows = numberToMicro(basePricePer1000Rows);
-  if (priceMicroPer1000Rows === null) throw new PricingError("basePricePer1000Rows must have at most 6 decimals");
+  if (priceMicroPer1000Rows === null)
+    throw new PricingError("basePricePer1000Rows must have at most 6 decimals");
   if (typeof markupMultiplier !== "number" || !Number.isFinite(markupMultiplier)) {
     throw new PricingError("markupMultiplier must be a finite number");
   }
-  if (markupMultiplier < PRICE_LIMITS.minMarkupMultiplier || markupMultiplier > PRICE_LIMITS.maxMarkupMultiplier) {
+  if (
+    markupMultiplier < PRICE_LIMITS.minMarkupMultiplier ||
+    markupMultiplier > PRICE_LIMITS.maxMarkupMultiplier
+  ) {
     throw new PricingError(
       `markupMultiplier must be between ${PRICE_LIMITS.minMarkupMultiplier} and ${PRICE_LIMITS.maxMarkupMultiplier}`,
     );

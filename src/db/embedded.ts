@@ -28,7 +28,9 @@ export async function freePort(host = "127.0.0.1"): Promise<number> {
     server.once("error", reject);
     server.listen(0, host, () => {
       const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolvePort(address.port) : reject(new Error("no port"))));
+      server.close(() =>
+        typeof address === "object" && address ? resolvePort(address.port) : reject(new Error("no port")),
+      );
     });
   });
 }
@@ -48,7 +50,10 @@ async function loadOrCreateCredentials(dir: string): Promise<ClusterCredentials>
  * Warning: PostgreSQL refuses to run as root. When pgtoll runs as root the cluster runs as the `postgres`
  * system user, which is created if missing (as in a container); run pgtoll as a normal user to avoid that.
  */
-export async function startEmbeddedCluster(dataDir: string, options: { port?: number; log?: (line: string) => void } = {}): Promise<EmbeddedCluster> {
+export async function startEmbeddedCluster(
+  dataDir: string,
+  options: { port?: number; log?: (line: string) => void } = {},
+): Promise<EmbeddedCluster> {
   await mkdir(dataDir, { recursive: true });
   const runsAsRoot = userInfo().uid === 0;
   // The cluster then runs as `postgres`, which must be able to reach its directory inside ours.
@@ -68,10 +73,14 @@ export async function startEmbeddedCluster(dataDir: string, options: { port?: nu
     createPostgresUser: runsAsRoot,
     initdbFlags: ["--encoding=UTF8", "--no-sync"],
     postgresFlags: [
-      "-c", "listen_addresses=127.0.0.1",
-      "-c", "unix_socket_directories=",
-      "-c", "max_connections=300",
-      "-c", "shared_buffers=128MB",
+      "-c",
+      "listen_addresses=127.0.0.1",
+      "-c",
+      "unix_socket_directories=",
+      "-c",
+      "max_connections=300",
+      "-c",
+      "shared_buffers=128MB",
     ],
     onLog: (message) => {
       lines.push(String(message));

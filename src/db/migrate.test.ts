@@ -7,7 +7,11 @@ import { createMetadataPool } from "./pool.js";
 describe("migrate", () => {
   it("applies every migration once, even when several processes start together", async () => {
     const db = await createTestDatabase();
-    const pools = [createMetadataPool(db.url, 2), createMetadataPool(db.url, 2), createMetadataPool(db.url, 2)];
+    const pools = [
+      createMetadataPool(db.url, 2),
+      createMetadataPool(db.url, 2),
+      createMetadataPool(db.url, 2),
+    ];
     try {
       const results = await Promise.all(pools.map((pool) => migrate(pool)));
       const applied = results.flat().sort();
@@ -25,9 +29,9 @@ describe("migrate", () => {
     const db = await createTestDatabase();
     const pool = createMetadataPool(db.url, 2);
     try {
-      await expect(migrate(pool, [{ version: 1, name: "broken", sql: "CREATE TABLE a (id int); SELEC 1" }])).rejects.toThrow(
-        /migration 1 \(broken\) failed/,
-      );
+      await expect(
+        migrate(pool, [{ version: 1, name: "broken", sql: "CREATE TABLE a (id int); SELEC 1" }]),
+      ).rejects.toThrow(/migration 1 \(broken\) failed/);
       const { rows } = await pool.query("SELECT to_regclass('a') AS t");
       expect(rows[0].t).toBeNull();
     } finally {

@@ -25,11 +25,16 @@ export async function migrate(pool: pg.Pool, list: readonly Migration[] = migrat
       await client.query("BEGIN");
       try {
         await client.query(migration.sql);
-        await client.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [migration.version, migration.name]);
+        await client.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [
+          migration.version,
+          migration.name,
+        ]);
         await client.query("COMMIT");
       } catch (error) {
         await client.query("ROLLBACK");
-        throw new Error(`migration ${migration.version} (${migration.name}) failed: ${(error as Error).message}`);
+        throw new Error(
+          `migration ${migration.version} (${migration.name}) failed: ${(error as Error).message}`,
+        );
       }
       applied.push(migration.version);
     }

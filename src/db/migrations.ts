@@ -99,4 +99,198 @@ CREATE TABLE deposits (
 );
 `,
   },
+  {
+    version: 2,
+    name: "management API: users, organizations, API keys, projects, branches, endpoints, databases, roles, operations",
+    sql: `
+CREATE TABLE users (
+  id uuid PRIMARY KEY,
+  email text NOT NULL,
+  name text NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX users_email_key ON users (lower(email));
+
+CREATE TABLE organizations (
+  id text PRIMARY KEY,
+  name text NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE organization_members (
+  id uuid PRIMARY KEY,
+  org_id text NOT NULL REFERENCES organizations (id) ON DELETE CASCADE,
+  user_id uuid NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+  role text NOT NULL CHECK (role IN ('admin', 'member')),
+  joined_at timestamptz NOT NULL DEFAULT now(),
+  UNIQUE (org_id, user_id)
+);
+CREATE INDEX organization_members_user_idx ON organization_members (user_id);
+
+-- A project belongs to exactly one user or one organization. role_prefix namespaces its PostgreSQL roles.
+CREATE TABLE projects (
+  id text PRIMARY KEY,
+  name text NOT NULL,
+  owner_user_id uuid REFERENCES users (id),
+  org_id text REFERENCES organizations (id),
+  region_id text NOT NULL,
+  pg_version integer NOT NULL,
+  role_prefix text NOT NULL UNIQUE,
+  store_passwords boolean NOT NULL DEFAULT true,
+  history_retention_seconds integer NOT NULL DEFAULT 0,
+  settings jsonb NOT NULL DEFAULT '{}',
+  default_endpoint_settings jsonb NOT NULL DEFAULT '{}',
+  creation_source text NOT NULL,
+  retired_active_ms double precision NOT NULL DEFAULT 0,
+  retired_session_ms double precision NOT NULL DEFAULT 0,
+  created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  CHECK ((owner_user_id IS NULL) <> (org_id IS NULL))
+);
+CREATE INDEX projects_org_idx ON projects (org_id, created_at DESC, id DESC);
+CREATE INDEX projects_owner_idx ON projects (owner_user_id, created_at DESC, id DESC);
+
+-- Only the SHA-256 of a key is stored. project_id has no foreign key: a project-scoped key of a deleted
+-- project simply stops authenticating.
+CREATE TABLE api_keys (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  kind text NOT NULL CHECK (kind IN ('personal', 'organization', 'project')),
+  name text NOT NULL,
+  token_hash bytea NOT NULL UNIQUE,
+  user_id uuid REFERENCES users (id) ON DELETE CASCADE,
+  org_id text REFERENCES organizations (id) ON DELETE CASCADE,
+  project_id text,
+  created_by uuid NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  revoked_at timestamptz,
+  last_used_at timestamptz,
+  last_used_from_addr text NOT NULL DEFAULT '',
+  CHECK ((kind = 'personal') = (user_id IS NOT NULL)),
+  CHECK ((kind = 'personal') = (org_id IS NULL)),
+  CHECK ((kind = 'project') = (project_id IS NOT NULL))
+);
+CREATE INDEX api_keys_user_idx ON api_keys (user_id) WHERE kind = 'personal';
+CREATE INDEX api_keys_org_idx ON api_keys (org_id) WHERE kind <> 'personal';
+
+CREATE TABLE branches (
+  id text PRIMARY KEY,
+  project_id text NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+  parent_id text REFERENCES branches (id),
+  name text NOT NULL,
+  is_default boolean NOT NULL DEFAULT false,
+  protected boolean NOT NULL DEFAULT false,
+  init_source text NOT NULL CHECK (init_source IN ('parent-data', 'schema-only')),
+  current_state text NOT NULL CHECK (current_state IN ('init', 'ready', 'resetting')),
+  pending_state text,
+  state_changed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  parent_lsn text,
+  parent_timestamp timestamptz,
+  last_reset_at timestamptz,
+  expires_at timestamptz,
+  creation_source text NOT NULL,
+  created_by_name text NOT NULL DEFAULT '',
+  created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  UNIQUE (project_id, name)
+);
+CREATE UNIQUE INDEX branches_one_default ON branches (project_id) WHERE is_default;
+CREATE INDEX branches_parent_idx ON branches (parent_id);
+
+-- physical_name: the real database on the cluster that hosts projects.
+CREATE TABLE branch_databases (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  branch_id text NOT NULL REFERENCES branches (id) ON DELETE CASCADE,
+  name text NOT NULL,
+  owner_name text NOT NULL,
+  physical_name text NOT NULL UNIQUE,
+  created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  UNIQUE (branch_id, name)
+);
+
+-- One real PostgreSQL role per (project, name); branch_roles says which branches have it.
+CREATE TABLE project_roles (
+  project_id text NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+  name text NOT NULL,
+  physical_name text NOT NULL UNIQUE,
+  password_sealed text,
+  no_login boolean NOT NULL DEFAULT false,
+  created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  PRIMARY KEY (project_id, name)
+);
+
+CREATE TABLE branch_roles (
+  branch_id text NOT NULL REFERENCES branches (id) ON DELETE CASCADE,
+  project_id text NOT NULL,
+  name text NOT NULL,
+  protected boolean NOT NULL DEFAULT false,
+  created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  PRIMARY KEY (branch_id, name),
+  FOREIGN KEY (project_id, name) REFERENCES project_roles (project_id, name) ON DELETE CASCADE
+);
+
+CREATE TABLE endpoints (
+  id text PRIMARY KEY,
+  project_id text NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+  branch_id text NOT NULL REFERENCES branches (id) ON DELETE CASCADE,
+  name text,
+  type text NOT NULL CHECK (type IN ('read_write', 'read_only')),
+  current_state text NOT NULL CHECK (current_state IN ('init', 'active', 'idle')),
+  pending_state text,
+  autoscaling_limit_min_cu double precision NOT NULL,
+  autoscaling_limit_max_cu double precision NOT NULL,
+  suspend_timeout_seconds integer NOT NULL DEFAULT 0,
+  settings jsonb NOT NULL DEFAULT '{}',
+  disabled boolean NOT NULL DEFAULT false,
+  pooler_enabled boolean NOT NULL DEFAULT false,
+  creation_source text NOT NULL,
+  last_active timestamptz,
+  started_at timestamptz,
+  suspended_at timestamptz,
+  created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE UNIQUE INDEX endpoints_one_read_write ON endpoints (branch_id) WHERE type = 'read_write';
+CREATE INDEX endpoints_project_idx ON endpoints (project_id);
+
+-- The processes that run operations. Each holds an advisory lock on its id for as long as it lives, so
+-- that another process can tell that an operation's runner is gone and take the operation over.
+CREATE TABLE control_instances (
+  id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  started_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE operations (
+  id uuid PRIMARY KEY,
+  seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+  project_id text NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+  branch_id text,
+  endpoint_id text,
+  action text NOT NULL,
+  status text NOT NULL CHECK (status IN ('scheduling', 'running', 'finished', 'failed', 'cancelled', 'skipped')),
+  error text,
+  failures_count integer NOT NULL DEFAULT 0,
+  step jsonb NOT NULL,
+  instance_id integer,
+  created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  started_at timestamptz,
+  total_duration_ms integer NOT NULL DEFAULT 0
+);
+CREATE INDEX operations_project_idx ON operations (project_id, seq DESC);
+CREATE INDEX operations_active_idx ON operations (project_id, seq) WHERE status IN ('scheduling', 'running');
+
+-- Databases and roles to drop on the projects cluster, written in the same transaction that forgets them
+-- so that a crash between the two leaves nothing behind.
+CREATE TABLE physical_drops (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  kind text NOT NULL CHECK (kind IN ('database', 'role')),
+  physical_name text NOT NULL,
+  queued_at timestamptz NOT NULL DEFAULT now()
+);
+`,
+  },
 ];

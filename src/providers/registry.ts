@@ -43,26 +43,37 @@ export async function verifyConnectionString(connectionString: string, timeoutMs
   try {
     url = new URL(connectionString);
   } catch {
-    throw new UpstreamConnectionError("connectionString must be a PostgreSQL URL such as postgres://user:password@host:5432/dbname");
+    throw new UpstreamConnectionError(
+      "connectionString must be a PostgreSQL URL such as postgres://user:password@host:5432/dbname",
+    );
   }
   if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") {
-    throw new UpstreamConnectionError(`connectionString must start with postgres:// or postgresql://, not ${url.protocol}//`);
+    throw new UpstreamConnectionError(
+      `connectionString must start with postgres:// or postgresql://, not ${url.protocol}//`,
+    );
   }
   if (!url.hostname) throw new UpstreamConnectionError("connectionString must name a host");
-  const client = new pg.Client({ connectionString, connectionTimeoutMillis: timeoutMs, query_timeout: timeoutMs });
+  const client = new pg.Client({
+    connectionString,
+    connectionTimeoutMillis: timeoutMs,
+    query_timeout: timeoutMs,
+  });
   client.on("error", () => {});
   try {
     await client.connect();
     await client.query("SELECT 1");
   } catch (error) {
     const reason = (error as Error).message.replaceAll(url.password || "\u0000", "***");
-    throw new UpstreamConnectionError(`could not connect to the database at ${url.hostname}:${url.port || 5432}: ${reason}`);
+    throw new UpstreamConnectionError(
+      `could not connect to the database at ${url.hostname}:${url.port || 5432}: ${reason}`,
+    );
   } finally {
     await client.end().catch(() => {});
   }
 }
 
-const PROVIDER_COLUMNS = "id, name, email, wallet_address, provisioned_by_gateway, created_at, connection_secret, api_key_hash";
+const PROVIDER_COLUMNS =
+  "id, name, email, wallet_address, provisioned_by_gateway, created_at, connection_secret, api_key_hash";
 
 interface ProviderRow {
   id: string;
@@ -96,14 +107,28 @@ function toProvider(row: ProviderRow): ProviderWithSecrets {
 export async function registerProvider(
   db: Queryable,
   box: SecretBox,
-  input: { name: string; email: string; walletAddress: string; connectionString: string; provisionedByGateway?: boolean },
+  input: {
+    name: string;
+    email: string;
+    walletAddress: string;
+    connectionString: string;
+    provisionedByGateway?: boolean;
+  },
 ): Promise<{ provider: Provider; apiKey: string }> {
   const { key, hash } = generateApiKey();
   try {
     const { rows } = await db.query<ProviderRow>(
       `INSERT INTO providers (id, name, email, wallet_address, connection_secret, api_key_hash, provisioned_by_gateway)
        VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${PROVIDER_COLUMNS}`,
-      [randomUUID(), input.name, input.email, input.walletAddress, box.seal(input.connectionString), hash, input.provisionedByGateway ?? false],
+      [
+        randomUUID(),
+        input.name,
+        input.email,
+        input.walletAddress,
+        box.seal(input.connectionString),
+        hash,
+        input.provisionedByGateway ?? false,
+      ],
     );
     const { connectionSecret: _secret, apiKeyHash: _hash, ...provider } = toProvider(rows[0]!);
     return { provider, apiKey: key };
@@ -118,7 +143,9 @@ export async function registerProvider(
 }
 
 export async function findProvider(db: Queryable, id: string): Promise<ProviderWithSecrets | null> {
-  const { rows } = await db.query<ProviderRow>(`SELECT ${PROVIDER_COLUMNS} FROM providers WHERE id = $1`, [id]);
+  const { rows } = await db.query<ProviderRow>(`SELECT ${PROVIDER_COLUMNS} FROM providers WHERE id = $1`, [
+    id,
+  ]);
   return rows[0] ? toProvider(rows[0]) : null;
 }
 

@@ -32,7 +32,9 @@ export function createSecretBox(key: Buffer): SecretBox {
       try {
         return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString("utf8");
       } catch {
-        throw new Error("a stored secret could not be decrypted: PGTOLL_SECRET_KEY differs from the key it was sealed with");
+        throw new Error(
+          "a stored secret could not be decrypted: PGTOLL_SECRET_KEY differs from the key it was sealed with",
+        );
       }
     },
   };

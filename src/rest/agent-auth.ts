@@ -17,7 +17,11 @@ export async function authenticateAgent(
   if (ctx.config.restAgentAuth !== "signature") return;
   const header = request.headers.authorization;
   const token = typeof header === "string" && header.startsWith("Bearer ") ? header.slice(7).trim() : "";
-  if (!token) throw new HttpError(401, "missing agent token: send Authorization: Bearer <token from pgtoll agent-token>");
+  if (!token)
+    throw new HttpError(
+      401,
+      "missing agent token: send Authorization: Bearer <token from pgtoll agent-token>",
+    );
   if (!providerId) throw new HttpError(400, "providerId is required: agent tokens are made for one provider");
   const check = await verifyAgentToken(token, wallet, providerId);
   if (!check.ok) throw new HttpError(401, `invalid agent token: ${check.reason}`);

@@ -37,19 +37,33 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
   await app.register(cors, {
     origin: "*",
     methods: ["GET", "POST", "PUT", "DELETE", "OPTIONS"],
-    allowedHeaders: ctx.config.restAgentAuth === "signature" ? ["Content-Type", "X-API-Key", "Authorization"] : ["Content-Type", "X-API-Key"],
-    exposedHeaders: ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After", "X-Request-Id"],
+    allowedHeaders:
+      ctx.config.restAgentAuth === "signature"
+        ? ["Content-Type", "X-API-Key", "Authorization"]
+        : ["Content-Type", "X-API-Key"],
+    exposedHeaders: [
+      "X-RateLimit-Limit",
+      "X-RateLimit-Remaining",
+      "X-RateLimit-Reset",
+      "Retry-After",
+      "X-Request-Id",
+    ],
   });
   await app.register(metricsPlugin, { metrics: ctx.metrics });
   await app.register(rateLimitPlugin, {
     enabled: ctx.config.rateLimit,
     store: ctx.rateLimitStore,
     defaultRule: gatewayLimits.general,
-    onStoreError: (error) => ctx.logger.warn({ err: error }, "rate-limit store unavailable; request let through"),
+    onStoreError: (error) =>
+      ctx.logger.warn({ err: error }, "rate-limit store unavailable; request let through"),
   });
   await app.register(swagger, {
     openapi: {
-      info: { title: "pgtoll", version: "1.0.0", description: "Metered SQL access to PostgreSQL, paid in USDC." },
+      info: {
+        title: "pgtoll",
+        version: "1.0.0",
+        description: "Metered SQL access to PostgreSQL, paid in USDC.",
+      },
       components: { securitySchemes: { apiKey: { type: "apiKey", in: "header", name: "X-API-Key" } } },
     },
   });

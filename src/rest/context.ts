@@ -1,5 +1,5 @@
-import type { Logger } from "pino";
 import type pg from "pg";
+import type { Logger } from "pino";
 import type { DepositVerification } from "../billing/chain-verify.js";
 import type { Config } from "../config.js";
 import type { GuardPolicy } from "../guard/index.js";
@@ -10,14 +10,25 @@ import type { RateLimitStore } from "./plugins/rate-limit-store.js";
 
 /** What the deposit route needs from the chain: verify one transaction. */
 export interface DepositVerifier {
-  verifyDeposit(txHash: `0x${string}`, agentWallet: string, providerWallet: string): Promise<DepositVerification>;
+  verifyDeposit(
+    txHash: `0x${string}`,
+    agentWallet: string,
+    providerWallet: string,
+  ): Promise<DepositVerification>;
 }
 
 /** Everything the REST routes share; built once by the server, passed to each plugin (no globals). */
 export interface GatewayContext {
   config: Pick<
     Config,
-    "chainId" | "rowCap" | "statementTimeoutMs" | "reservationTtlSeconds" | "rateLimit" | "bodyLimit" | "trustProxy" | "restAgentAuth"
+    | "chainId"
+    | "rowCap"
+    | "statementTimeoutMs"
+    | "reservationTtlSeconds"
+    | "rateLimit"
+    | "bodyLimit"
+    | "trustProxy"
+    | "restAgentAuth"
   >;
   db: pg.Pool;
   box: SecretBox;

@@ -53,10 +53,14 @@ const SESSION_STATE_COMMANDS = new Set(["SET", "RESET", "PREPARE", "DECLARE CURS
  * held in memory. Transaction control statements (BEGIN/COMMIT) are acknowledged, not forwarded: each request
  * is one transaction, committed only once paid for.
  */
-export async function runMeteredQuery(deps: MeteredQueryDeps, request: MeteredQueryRequest): Promise<MeteredQueryResult> {
+export async function runMeteredQuery(
+  deps: MeteredQueryDeps,
+  request: MeteredQueryRequest,
+): Promise<MeteredQueryResult> {
   const verdict = checkSql(request.sql, deps.policy);
   if (verdict.kind === "invalid") throw new QueryError(400, `invalid SQL: ${verdict.message}`);
-  if (verdict.kind === "deny") throw new QueryError(403, `SQL not allowed (${verdict.rule}): ${verdict.message}`);
+  if (verdict.kind === "deny")
+    throw new QueryError(403, `SQL not allowed (${verdict.rule}): ${verdict.message}`);
   const statements = verdict.statements;
   if (request.params && request.params.length > 0 && statements.length !== 1) {
     throw new QueryError(400, "params can only be used with a single statement");
@@ -67,7 +71,10 @@ export async function runMeteredQuery(deps: MeteredQueryDeps, request: MeteredQu
   try {
     client = await deps.upstream.connect();
   } catch (error) {
-    throw new QueryError(500, `query execution failed: the provider's database is unreachable: ${(error as Error).message}`);
+    throw new QueryError(
+      500,
+      `query execution failed: the provider's database is unreachable: ${(error as Error).message}`,
+    );
   }
   const started = performance.now();
   let reservation: Reservation | null = null;
@@ -83,13 +90,16 @@ export async function runMeteredQuery(deps: MeteredQueryDeps, request: MeteredQu
         maxMicro: estimatedCostMicro > 0n ? estimatedCostMicro : 1n,
         ttlSeconds: deps.reservationTtlSeconds,
       });
-      if (!reservation) throw new QueryError(402, "insufficient balance: deposit funds with this provider first");
+      if (!reservation)
+        throw new QueryError(402, "insufficient balance: deposit funds with this provider first");
     }
 
-    const outcome = await executeInTransaction(client, deps, statements, request.params).catch((error: unknown) => {
-      if ((error as { brokenClient?: boolean }).brokenClient) clientBroken = error as Error;
-      throw error;
-    });
+    const outcome = await executeInTransaction(client, deps, statements, request.params).catch(
+      (error: unknown) => {
+        if ((error as { brokenClient?: boolean }).brokenClient) clientBroken = error as Error;
+        throw error;
+      },
+    );
     const actualCostMicro = costOfRows(outcome.rowCount, request.price);
     if (reservation && !(await growReservation(deps.ledger, reservation, actualCostMicro))) {
       await client.query("ROLLBACK");
@@ -128,12 +138,19 @@ export async function runMeteredQuery(deps: MeteredQueryDeps, request: MeteredQu
 }
 
 /** Sum of the planner's row estimates; statements it cannot plan (yet) count 0. */
-async function estimateRows(client: pg.PoolClient, statements: GuardedStatement[], params?: unknown[]): Promise<number> {
+async function estimateRows(
+  client: pg.PoolClient,
+  statements: GuardedStatement[],
+  params?: unknown[],
+): Promise<number> {
   let total = 0;
   for (const statement of statements) {
     if (!statement.explainable) continue;
     try {
-      const { rows } = await client.query<{ "QUERY PLAN": PlanJson[] }>(`EXPLAIN (FORMAT JSON) ${statement.sql}`, params);
+      const { rows } = await client.query<{ "QUERY PLAN": PlanJson[] }>(
+        `EXPLAIN (FORMAT JSON) ${statement.sql}`,
+        params,
+      );
       total += planRows(rows[0]?.["QUERY PLAN"]?.[0]?.Plan);
     } catch {
       // The statement's own execution reports the real error.
@@ -154,7 +171,8 @@ interface PlanJson {
 /** A ModifyTable node reports 0 rows without RETURNING; what it writes is its input's estimate. */
 function planRows(plan: PlanNode | undefined): number {
   if (!plan) return 0;
-  if (plan["Node Type"] === "ModifyTable") return Math.max(plan["Plan Rows"] ?? 0, plan.Plans?.[0]?.["Plan Rows"] ?? 0);
+  if (plan["Node Type"] === "ModifyTable")
+    return Math.max(plan["Plan Rows"] ?? 0, plan.Plans?.[0]?.["Plan Rows"] ?? 0);
   return Math.ceil(plan["Plan Rows"] ?? 0);
 }
 

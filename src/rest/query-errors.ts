@@ -19,9 +19,14 @@ const CLIENT_ERROR_CLASSES = new Set(["0A", "21", "22", "23", "26", "2B", "34", 
 
 export function upstreamQueryError(error: unknown, statementTimeoutMs: number): QueryError {
   const pgError = error as { code?: string; message?: string };
-  const code = typeof pgError.code === "string" && /^[0-9A-Z]{5}$/.test(pgError.code) ? pgError.code : undefined;
+  const code =
+    typeof pgError.code === "string" && /^[0-9A-Z]{5}$/.test(pgError.code) ? pgError.code : undefined;
   if (code === "57014") {
-    return new QueryError(500, `query execution failed: cancelled after the ${statementTimeoutMs / 1000} s statement timeout`, code);
+    return new QueryError(
+      500,
+      `query execution failed: cancelled after the ${statementTimeoutMs / 1000} s statement timeout`,
+      code,
+    );
   }
   if (code && CLIENT_ERROR_CLASSES.has(code.slice(0, 2))) {
     return new QueryError(400, `invalid SQL: ${pgError.message} (SQLSTATE ${code})`, code);

@@ -39,7 +39,9 @@ export const Pricing = Type.Object({
 });
 
 export const PricingBody = Type.Object({
-  basePricePer1000Rows: Type.Number({ description: "token units per 1000 rows, 0 to 1000000, at most 6 decimals" }),
+  basePricePer1000Rows: Type.Number({
+    description: "token units per 1000 rows, 0 to 1000000, at most 6 decimals",
+  }),
   markupMultiplier: Type.Number({ description: "1 to 100, at most 6 decimals; 1.0 means no markup" }),
 });
 export type PricingBody = Static<typeof PricingBody>;
@@ -101,7 +103,10 @@ export const LedgerEntry = Type.Object({
 export const TransactionsQuery = Type.Object({
   providerId: Type.Optional(Type.String({ maxLength: 36 })),
   limit: Type.Optional(
-    Type.String({ pattern: "^[0-9]{1,9}$", description: "integer >= 1; default 50; values above 100 are capped at 100" }),
+    Type.String({
+      pattern: "^[0-9]{1,9}$",
+      description: "integer >= 1; default 50; values above 100 are capped at 100",
+    }),
   ),
 });
 export type TransactionsQuery = Static<typeof TransactionsQuery>;

@@ -7,13 +7,17 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export function walletParam(value: unknown, field: string): `0x${string}` {
   const address = normalizeAddress(value);
   if (!address) {
-    throw new HttpError(400, `invalid ${field}: expected 0x followed by 40 hex digits (mixed case must be a valid EIP-55 checksum)`);
+    throw new HttpError(
+      400,
+      `invalid ${field}: expected 0x followed by 40 hex digits (mixed case must be a valid EIP-55 checksum)`,
+    );
   }
   return address;
 }
 
 export function uuidParam(value: unknown, field: string): string {
-  if (typeof value !== "string" || !UUID.test(value)) throw new HttpError(400, `invalid ${field}: expected a UUID`);
+  if (typeof value !== "string" || !UUID.test(value))
+    throw new HttpError(400, `invalid ${field}: expected a UUID`);
   return value.toLowerCase();
 }
 
@@ -28,6 +32,7 @@ const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
 export function emailParam(value: string): string {
   const email = value.trim();
-  if (!EMAIL.test(email) || email.length > 320) throw new HttpError(400, "invalid email: expected an address like name@example.com");
+  if (!EMAIL.test(email) || email.length > 320)
+    throw new HttpError(400, "invalid email: expected an address like name@example.com");
   return email;
 }

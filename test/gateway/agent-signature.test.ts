@@ -1,7 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAgentToken } from "../../src/proxy/agent-token.js";
 import type { TestDatabase } from "../support/database.js";
-import { createProviderDatabase, registerPricedProvider, startTestGateway, type TestGateway } from "../support/gateway.js";
+import {
+  createProviderDatabase,
+  registerPricedProvider,
+  startTestGateway,
+  type TestGateway,
+} from "../support/gateway.js";
 import { fundedTestAgent } from "../support/proxy.js";
 
 let gateway: TestGateway;
@@ -24,7 +29,12 @@ describe("PGTOLL_REST_AGENT_AUTH=signature", () => {
   it("requires the agent's token on agent endpoints, bound to wallet and provider", async () => {
     const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
     const query = (headers: Record<string, string>) =>
-      gateway.app.inject({ method: "POST", url: "/api/query", headers, payload: { sql: "SELECT 1 AS one", agentWallet: agent.wallet, providerId } });
+      gateway.app.inject({
+        method: "POST",
+        url: "/api/query",
+        headers,
+        payload: { sql: "SELECT 1 AS one", agentWallet: agent.wallet, providerId },
+      });
 
     const missing = await query({});
     expect(missing.statusCode).toBe(401);
@@ -34,7 +44,9 @@ describe("PGTOLL_REST_AGENT_AUTH=signature", () => {
     expect(ok.statusCode).toBe(200);
     expect(ok.json().rows).toEqual([{ one: 1 }]);
 
-    const otherProvider = await query({ authorization: `Bearer ${await createAgentToken(agent.key, otherProviderId)}` });
+    const otherProvider = await query({
+      authorization: `Bearer ${await createAgentToken(agent.key, otherProviderId)}`,
+    });
     expect(otherProvider.statusCode).toBe(401);
 
     const stranger = await fundedTestAgent(gateway, providerId, 0n);
@@ -48,7 +60,10 @@ describe("PGTOLL_REST_AGENT_AUTH=signature", () => {
       headers: { authorization: `Bearer ${await agent.token()}` },
     });
     expect(balance.statusCode).toBe(200);
-    expect((await gateway.app.inject({ method: "GET", url: `/api/balance/${agent.wallet}/${providerId}` })).statusCode).toBe(401);
+    expect(
+      (await gateway.app.inject({ method: "GET", url: `/api/balance/${agent.wallet}/${providerId}` }))
+        .statusCode,
+    ).toBe(401);
 
     const history = await gateway.app.inject({
       method: "GET",

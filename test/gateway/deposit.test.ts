@@ -4,9 +4,21 @@ import { privateKeyToAddress } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChainVerifier } from "../../src/billing/chain-verify.js";
 import { creditDeposit } from "../../src/billing/ledger.js";
-import { deployTestToken, type LocalChain, mintTokens, startLocalChain, type TestToken, transferTokens } from "../../src/devchain/index.js";
+import {
+  deployTestToken,
+  type LocalChain,
+  mintTokens,
+  startLocalChain,
+  type TestToken,
+  transferTokens,
+} from "../../src/devchain/index.js";
 import type { TestDatabase } from "../support/database.js";
-import { createProviderDatabase, registerPricedProvider, startTestGateway, type TestGateway } from "../support/gateway.js";
+import {
+  createProviderDatabase,
+  registerPricedProvider,
+  startTestGateway,
+  type TestGateway,
+} from "../support/gateway.js";
 
 let chain: LocalChain;
 let token: TestToken;
@@ -31,7 +43,12 @@ beforeAll(async () => {
     await mintTokens(chain, deployer!.privateKey, t, stranger!.address, 1_000_000_000n);
   }
   gateway = await startTestGateway({
-    verifier: createChainVerifier({ rpcUrl: chain.rpcUrl, chainId: 8453, tokenAddress: token.address, minConfirmations: 1 }),
+    verifier: createChainVerifier({
+      rpcUrl: chain.rpcUrl,
+      chainId: 8453,
+      tokenAddress: token.address,
+      minConfirmations: 1,
+    }),
   });
   providerDb = await createProviderDatabase(5);
   provider = await registerPricedProvider(gateway, providerDb.url);
@@ -47,16 +64,28 @@ function deposit(body: Record<string, unknown>, app = gateway.app) {
 }
 
 async function balanceOf(wallet: string) {
-  return (await gateway.app.inject({ method: "GET", url: `/api/balance/${wallet}/${provider.providerId}` })).json();
+  return (
+    await gateway.app.inject({ method: "GET", url: `/api/balance/${wallet}/${provider.providerId}` })
+  ).json();
 }
 
 describe("POST /api/deposit", () => {
   it("credits a real transfer with its exact amount, once", async () => {
-    expect(await balanceOf(agent)).toEqual({ agentWallet: agent, providerId: provider.providerId, balance: "0", available: "0", updatedAt: null });
+    expect(await balanceOf(agent)).toEqual({
+      agentWallet: agent,
+      providerId: provider.providerId,
+      balance: "0",
+      available: "0",
+      updatedAt: null,
+    });
     const txHash = await transferTokens(chain, agentKey, token, provider.walletAddress as Hex, 12_345_678n);
     const res = await deposit({ txHash, agentWallet: agent, providerId: provider.providerId });
     expect(res.statusCode).toBe(200);
-    expect(res.json()).toEqual({ success: true, balance: "12.345678", transaction: { txHash, amount: "12.345678", verified: true } });
+    expect(res.json()).toEqual({
+      success: true,
+      balance: "12.345678",
+      transaction: { txHash, amount: "12.345678", verified: true },
+    });
     const balance = await balanceOf(agent.toLowerCase());
     expect(balance).toMatchObject({ agentWallet: agent, balance: "12.345678", available: "12.345678" });
     expect(new Date(balance.updatedAt).getTime()).toBeGreaterThan(Date.now() - 60_000);
@@ -65,7 +94,12 @@ describe("POST /api/deposit", () => {
     expect(replay.statusCode).toBe(409);
     expect(replay.json().error).toMatch(/already processed/);
 
-    const history = (await gateway.app.inject({ method: "GET", url: `/api/transactions/${agent}?providerId=${provider.providerId}` })).json();
+    const history = (
+      await gateway.app.inject({
+        method: "GET",
+        url: `/api/transactions/${agent}?providerId=${provider.providerId}`,
+      })
+    ).json();
     expect(history.agentWallet).toBe(agent);
     expect(history.transactions[0]).toMatchObject({
       type: "deposit",
@@ -76,15 +110,49 @@ describe("POST /api/deposit", () => {
       providerId: provider.providerId,
     });
     expect(Object.keys(history.transactions[0]).sort()).toEqual(
-      ["amount", "balanceAfter", "balanceBefore", "id", "metadata", "providerId", "timestamp", "txHash", "type"].sort(),
+      [
+        "amount",
+        "balanceAfter",
+        "balanceBefore",
+        "id",
+        "metadata",
+        "providerId",
+        "timestamp",
+        "txHash",
+        "type",
+      ].sort(),
     );
   });
 
   it.each([
-    ["wrong token contract", async () => transferTokens(chain, agentKey, otherToken, provider.walletAddress as Hex, 5_000_000n), /token contract/],
-    ["wrong recipient", async () => transferTokens(chain, agentKey, token, privateKeyToAddress(`0x${randomBytes(32).toString("hex")}`), 5_000_000n), /provider wallet/],
-    ["another sender", async () => transferTokens(chain, strangerKey, token, provider.walletAddress as Hex, 5_000_000n), /from the agent wallet/],
-    ["a reverted transaction", async () => transferTokens(chain, agentKey, token, provider.walletAddress as Hex, 10n ** 18n, { gas: 100_000n }), /revert/],
+    [
+      "wrong token contract",
+      async () => transferTokens(chain, agentKey, otherToken, provider.walletAddress as Hex, 5_000_000n),
+      /token contract/,
+    ],
+    [
+      "wrong recipient",
+      async () =>
+        transferTokens(
+          chain,
+          agentKey,
+          token,
+          privateKeyToAddress(`0x${randomBytes(32).toString("hex")}`),
+          5_000_000n,
+        ),
+      /provider wallet/,
+    ],
+    [
+      "another sender",
+      async () => transferTokens(chain, strangerKey, token, provider.walletAddress as Hex, 5_000_000n),
+      /from the agent wallet/,
+    ],
+    [
+      "a reverted transaction",
+      async () =>
+        transferTokens(chain, agentKey, token, provider.walletAddress as Hex, 10n ** 18n, { gas: 100_000n }),
+      /revert/,
+    ],
     ["an unknown hash", async () => `0x${randomBytes(32).toString("hex")}` as Hex, /not found/],
   ])("answers 402 for %s and credits nothing", async (_name, makeTx, message) => {
     const before = await balanceOf(agent);
@@ -97,7 +165,12 @@ describe("POST /api/deposit", () => {
 
   it("answers 402 until the transfer has enough confirmations, then credits it", async () => {
     const strict = await startTestGateway({
-      verifier: createChainVerifier({ rpcUrl: chain.rpcUrl, chainId: 8453, tokenAddress: token.address, minConfirmations: 3 }),
+      verifier: createChainVerifier({
+        rpcUrl: chain.rpcUrl,
+        chainId: 8453,
+        tokenAddress: token.address,
+        minConfirmations: 3,
+      }),
     });
     try {
       const p = await registerPricedProvider(strict, providerDb.url);
@@ -130,13 +203,23 @@ describe("POST /api/deposit", () => {
   });
 
   it("answers 404 for an unknown provider", async () => {
-    const res = await deposit({ txHash: `0x${"b".repeat(64)}`, agentWallet: agent, providerId: "00000000-0000-4000-8000-000000000000" });
+    const res = await deposit({
+      txHash: `0x${"b".repeat(64)}`,
+      agentWallet: agent,
+      providerId: "00000000-0000-4000-8000-000000000000",
+    });
     expect(res.statusCode).toBe(404);
   });
 
   it("answers 500 when the chain RPC is unreachable, and credits nothing", async () => {
     const offline = await startTestGateway({
-      verifier: createChainVerifier({ rpcUrl: "http://127.0.0.1:9", chainId: 8453, tokenAddress: token.address, minConfirmations: 1, rpcTimeoutMs: 1000 }),
+      verifier: createChainVerifier({
+        rpcUrl: "http://127.0.0.1:9",
+        chainId: 8453,
+        tokenAddress: token.address,
+        minConfirmations: 1,
+        rpcTimeoutMs: 1000,
+      }),
     });
     try {
       const p = await registerPricedProvider(offline, providerDb.url);
@@ -144,7 +227,9 @@ describe("POST /api/deposit", () => {
       const res = await deposit({ txHash, agentWallet: agent, providerId: p.providerId }, offline.app);
       expect(res.statusCode).toBe(500);
       expect(res.json().error).toMatch(/blockchain verification failed.*could not be reached/);
-      const balance = (await offline.app.inject({ method: "GET", url: `/api/balance/${agent}/${p.providerId}` })).json();
+      const balance = (
+        await offline.app.inject({ method: "GET", url: `/api/balance/${agent}/${p.providerId}` })
+      ).json();
       expect(balance.balance).toBe("0");
     } finally {
       await offline.close();
@@ -160,20 +245,41 @@ describe("POST /api/deposit", () => {
     const statuses = results.map((r) => r.statusCode).sort();
     expect(statuses.filter((s) => s === 200)).toHaveLength(1);
     expect(statuses.filter((s) => s === 409)).toHaveLength(49);
-    const balance = (await gateway.app.inject({ method: "GET", url: `/api/balance/${agent}/${p.providerId}` })).json();
+    const balance = (
+      await gateway.app.inject({ method: "GET", url: `/api/balance/${agent}/${p.providerId}` })
+    ).json();
     expect(balance.balance).toBe("3.000000");
   });
 });
 
 describe("GET /api/balance and /api/transactions", () => {
   it("validate their parameters", async () => {
-    expect((await gateway.app.inject({ method: "GET", url: `/api/balance/0x12/${provider.providerId}` })).statusCode).toBe(400);
-    expect((await gateway.app.inject({ method: "GET", url: `/api/balance/${agent}/nope` })).statusCode).toBe(400);
-    expect((await gateway.app.inject({ method: "GET", url: `/api/balance/${agent}/00000000-0000-4000-8000-000000000000` })).statusCode).toBe(404);
+    expect(
+      (await gateway.app.inject({ method: "GET", url: `/api/balance/0x12/${provider.providerId}` }))
+        .statusCode,
+    ).toBe(400);
+    expect((await gateway.app.inject({ method: "GET", url: `/api/balance/${agent}/nope` })).statusCode).toBe(
+      400,
+    );
+    expect(
+      (
+        await gateway.app.inject({
+          method: "GET",
+          url: `/api/balance/${agent}/00000000-0000-4000-8000-000000000000`,
+        })
+      ).statusCode,
+    ).toBe(404);
     expect((await gateway.app.inject({ method: "GET", url: "/api/transactions/0xzz" })).statusCode).toBe(400);
-    expect((await gateway.app.inject({ method: "GET", url: `/api/transactions/${agent}?limit=0` })).statusCode).toBe(400);
-    expect((await gateway.app.inject({ method: "GET", url: `/api/transactions/${agent}?limit=abc` })).statusCode).toBe(400);
-    expect((await gateway.app.inject({ method: "GET", url: `/api/transactions/${agent}?providerId=x` })).statusCode).toBe(400);
+    expect(
+      (await gateway.app.inject({ method: "GET", url: `/api/transactions/${agent}?limit=0` })).statusCode,
+    ).toBe(400);
+    expect(
+      (await gateway.app.inject({ method: "GET", url: `/api/transactions/${agent}?limit=abc` })).statusCode,
+    ).toBe(400);
+    expect(
+      (await gateway.app.inject({ method: "GET", url: `/api/transactions/${agent}?providerId=x` }))
+        .statusCode,
+    ).toBe(400);
   });
 
   it("limit defaults to 50 and is capped at 100, newest first", async () => {

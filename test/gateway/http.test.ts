@@ -32,19 +32,32 @@ describe("errors", () => {
   });
 
   it("answers a wrong content type with 415 {error}", async () => {
-    const res = await gateway.app.inject({ method: "POST", url: "/api/query", headers: { "content-type": "text/plain" }, payload: "SELECT 1" });
+    const res = await gateway.app.inject({
+      method: "POST",
+      url: "/api/query",
+      headers: { "content-type": "text/plain" },
+      payload: "SELECT 1",
+    });
     expect(res.statusCode).toBe(415);
     expect(res.json().error).toMatch(/application\/json/);
   });
 
   it("answers an oversize body with 413 {error}", async () => {
-    const res = await gateway.app.inject({ method: "POST", url: "/api/query", payload: { sql: "x".repeat(5000) } });
+    const res = await gateway.app.inject({
+      method: "POST",
+      url: "/api/query",
+      payload: { sql: "x".repeat(5000) },
+    });
     expect(res.statusCode).toBe(413);
     expect(res.json().error).toMatch(/too large/);
   });
 
   it("answers an empty JSON body with 400 {error}", async () => {
-    const res = await gateway.app.inject({ method: "POST", url: "/api/deposit", headers: { "content-type": "application/json" } });
+    const res = await gateway.app.inject({
+      method: "POST",
+      url: "/api/deposit",
+      headers: { "content-type": "application/json" },
+    });
     expect(res.statusCode).toBe(400);
     expect(res.json()).toHaveProperty("error");
   });
@@ -60,13 +73,21 @@ describe("CORS", () => {
     const res = await gateway.app.inject({
       method: "OPTIONS",
       url: "/api/query",
-      headers: { origin: "https://agent.example", "access-control-request-method": "POST", "access-control-request-headers": "content-type,x-api-key" },
+      headers: {
+        origin: "https://agent.example",
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "content-type,x-api-key",
+      },
     });
     expect(res.statusCode).toBe(204);
     expect(res.headers["access-control-allow-origin"]).toBe("*");
     expect(res.headers["access-control-allow-methods"]).toBe("GET, POST, PUT, DELETE, OPTIONS");
     expect(res.headers["access-control-allow-headers"]).toBe("Content-Type, X-API-Key");
-    const get = await gateway.app.inject({ method: "GET", url: "/api/health", headers: { origin: "https://x.example" } });
+    const get = await gateway.app.inject({
+      method: "GET",
+      url: "/api/health",
+      headers: { origin: "https://x.example" },
+    });
     expect(get.headers["access-control-allow-origin"]).toBe("*");
   });
 });
@@ -75,7 +96,12 @@ describe("rate limits", () => {
   it("limits the query endpoint to 20 per window per IP, with headers and a 429 body", async () => {
     const payload = { sql: "SELECT 1", agentWallet: "0x12", providerId: "x" };
     for (let i = 1; i <= 20; i++) {
-      const res = await limited.app.inject({ method: "POST", url: "/api/query", payload, remoteAddress: "10.0.0.1" });
+      const res = await limited.app.inject({
+        method: "POST",
+        url: "/api/query",
+        payload,
+        remoteAddress: "10.0.0.1",
+      });
       expect(res.statusCode).toBe(400);
       expect(res.headers["x-ratelimit-limit"]).toBe("20");
       expect(res.headers["x-ratelimit-remaining"]).toBe(String(20 - i));
@@ -83,7 +109,12 @@ describe("rate limits", () => {
       expect(reset).toBeGreaterThan(Date.now() / 1000 + 890);
       expect(reset).toBeLessThanOrEqual(Math.ceil(Date.now() / 1000) + 900);
     }
-    const res = await limited.app.inject({ method: "POST", url: "/api/query", payload, remoteAddress: "10.0.0.1" });
+    const res = await limited.app.inject({
+      method: "POST",
+      url: "/api/query",
+      payload,
+      remoteAddress: "10.0.0.1",
+    });
     expect(res.statusCode).toBe(429);
     const body = res.json();
     expect(Object.keys(body).sort()).toEqual(["error", "retryAfter"]);
@@ -93,21 +124,33 @@ describe("rate limits", () => {
     expect(res.headers["retry-after"]).toBe(String(body.retryAfter));
     expect(res.headers["x-ratelimit-remaining"]).toBe("0");
     // another client is not affected
-    const other = await limited.app.inject({ method: "POST", url: "/api/query", payload, remoteAddress: "10.0.0.2" });
+    const other = await limited.app.inject({
+      method: "POST",
+      url: "/api/query",
+      payload,
+      remoteAddress: "10.0.0.2",
+    });
     expect(other.statusCode).toBe(400);
   });
 
   it("limits deposits to 10 and general endpoints to 100 per window", async () => {
     const statuses: number[] = [];
     for (let i = 0; i < 11; i++) {
-      const res = await limited.app.inject({ method: "POST", url: "/api/deposit", payload: {}, remoteAddress: "10.0.1.1" });
+      const res = await limited.app.inject({
+        method: "POST",
+        url: "/api/deposit",
+        payload: {},
+        remoteAddress: "10.0.1.1",
+      });
       statuses.push(res.statusCode);
     }
     expect(statuses.slice(0, 10).every((s) => s === 400)).toBe(true);
     expect(statuses[10]).toBe(429);
     let last = 0;
     for (let i = 0; i < 101; i++) {
-      last = (await limited.app.inject({ method: "GET", url: "/api/transactions/0x12", remoteAddress: "10.0.1.1" })).statusCode;
+      last = (
+        await limited.app.inject({ method: "GET", url: "/api/transactions/0x12", remoteAddress: "10.0.1.1" })
+      ).statusCode;
       if (i === 99) expect(last).toBe(400);
     }
     expect(last).toBe(429);
@@ -135,9 +178,16 @@ describe("observability", () => {
     const res = await gateway.app.inject({ method: "GET", url: "/metrics" });
     expect(res.statusCode).toBe(200);
     expect(res.headers["content-type"]).toMatch(/text\/plain/);
-    expect(res.body).toMatch(/pgtoll_http_request_duration_seconds_count\{method="GET",route="\/api\/health",status_code="200"\} \d+/);
+    expect(res.body).toMatch(
+      /pgtoll_http_request_duration_seconds_count\{method="GET",route="\/api\/health",status_code="200"\} \d+/,
+    );
     expect(res.body).toContain("pgtoll_process_cpu_seconds_total");
-    for (const name of ["pgtoll_queries_total", "pgtoll_rows_metered_total", "pgtoll_charged_micro_usdc_total", "pgtoll_deposits_credited_total"]) {
+    for (const name of [
+      "pgtoll_queries_total",
+      "pgtoll_rows_metered_total",
+      "pgtoll_charged_micro_usdc_total",
+      "pgtoll_deposits_credited_total",
+    ]) {
       expect(res.body).toContain(`# TYPE ${name} counter`);
     }
   });
@@ -147,10 +197,22 @@ describe("observability", () => {
     expect(res.statusCode).toBe(200);
     const doc = res.json();
     expect(doc.openapi).toMatch(/^3\./);
-    for (const path of ["/api/providers/register", "/api/providers/{id}/pricing", "/api/balance/{wallet}/{providerId}", "/api/deposit", "/api/query", "/api/transactions/{wallet}", "/api/health"]) {
+    for (const path of [
+      "/api/providers/register",
+      "/api/providers/{id}/pricing",
+      "/api/balance/{wallet}/{providerId}",
+      "/api/deposit",
+      "/api/query",
+      "/api/transactions/{wallet}",
+      "/api/health",
+    ]) {
       expect(doc.paths).toHaveProperty([path]);
     }
-    expect(doc.paths["/api/query"].post.requestBody.content["application/json"].schema.required).toEqual(["sql", "agentWallet", "providerId"]);
+    expect(doc.paths["/api/query"].post.requestBody.content["application/json"].schema.required).toEqual([
+      "sql",
+      "agentWallet",
+      "providerId",
+    ]);
     const page = await gateway.app.inject({ method: "GET", url: "/docs/" });
     expect(page.statusCode).toBe(200);
     expect(page.body).toMatch(/swagger/i);

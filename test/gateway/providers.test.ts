@@ -2,7 +2,12 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TestDatabase } from "../support/database.js";
-import { createProviderDatabase, registerPricedProvider, startTestGateway, type TestGateway } from "../support/gateway.js";
+import {
+  createProviderDatabase,
+  registerPricedProvider,
+  startTestGateway,
+  type TestGateway,
+} from "../support/gateway.js";
 
 let gateway: TestGateway;
 let providerDb: TestDatabase;
@@ -26,11 +31,23 @@ function register(payload: Record<string, unknown>) {
 describe("POST /api/providers/register", () => {
   it("registers a provider, returns the record and a key once, and stores the connection string sealed", async () => {
     const walletAddress = wallet();
-    const res = await register({ name: " Acme data ", email: email(), walletAddress, connectionString: providerDb.url });
+    const res = await register({
+      name: " Acme data ",
+      email: email(),
+      walletAddress,
+      connectionString: providerDb.url,
+    });
     expect(res.statusCode).toBe(201);
     const body = res.json();
     expect(Object.keys(body).sort()).toEqual(["apiKey", "provider"]);
-    expect(Object.keys(body.provider).sort()).toEqual(["createdAt", "email", "id", "name", "provisionedByGateway", "walletAddress"]);
+    expect(Object.keys(body.provider).sort()).toEqual([
+      "createdAt",
+      "email",
+      "id",
+      "name",
+      "provisionedByGateway",
+      "walletAddress",
+    ]);
     expect(body.provider).toMatchObject({ name: "Acme data", provisionedByGateway: false });
     expect(body.provider.walletAddress.toLowerCase()).toBe(walletAddress);
     expect(body.provider.id).toMatch(/^[0-9a-f-]{36}$/);
@@ -40,7 +57,9 @@ describe("POST /api/providers/register", () => {
 
     const meta = new pg.Client({ connectionString: gateway.metaUrl });
     await meta.connect();
-    const { rows } = await meta.query("SELECT connection_secret, api_key_hash FROM providers WHERE id = $1", [body.provider.id]);
+    const { rows } = await meta.query("SELECT connection_secret, api_key_hash FROM providers WHERE id = $1", [
+      body.provider.id,
+    ]);
     await meta.end();
     expect(rows[0].connection_secret).toMatch(/^v1:/);
     expect(rows[0].connection_secret).not.toContain("127.0.0.1");
@@ -49,14 +68,14 @@ describe("POST /api/providers/register", () => {
   });
 
   it.each([
-    [{ name: "", email: "a@b.co", walletAddress: "0x" + "a".repeat(40) }, /name/],
-    [{ name: "   ", email: "a@b.co", walletAddress: "0x" + "a".repeat(40) }, /name/],
-    [{ name: "x", email: "not-an-email", walletAddress: "0x" + "a".repeat(40) }, /email/],
+    [{ name: "", email: "a@b.co", walletAddress: `0x${"a".repeat(40)}` }, /name/],
+    [{ name: "   ", email: "a@b.co", walletAddress: `0x${"a".repeat(40)}` }, /name/],
+    [{ name: "x", email: "not-an-email", walletAddress: `0x${"a".repeat(40)}` }, /email/],
     [{ name: "x", email: "a@b.co", walletAddress: "a".repeat(40) }, /walletAddress/],
-    [{ name: "x", email: "a@b.co", walletAddress: "0x" + "g".repeat(40) }, /walletAddress/],
-    [{ name: "x", email: "a@b.co", walletAddress: "0xAbCdEf" + "a".repeat(34) }, /walletAddress.*checksum/],
-    [{ email: "a@b.co", walletAddress: "0x" + "a".repeat(40) }, /name/],
-    [{ name: 5, email: "a@b.co", walletAddress: "0x" + "a".repeat(40) }, /name/],
+    [{ name: "x", email: "a@b.co", walletAddress: `0x${"g".repeat(40)}` }, /walletAddress/],
+    [{ name: "x", email: "a@b.co", walletAddress: `0xAbCdEf${"a".repeat(34)}` }, /walletAddress.*checksum/],
+    [{ email: "a@b.co", walletAddress: `0x${"a".repeat(40)}` }, /name/],
+    [{ name: 5, email: "a@b.co", walletAddress: `0x${"a".repeat(40)}` }, /name/],
   ])("rejects %j with 400", async (fields, message) => {
     const res = await register({ connectionString: providerDb.url, ...fields });
     expect(res.statusCode).toBe(400);
@@ -77,7 +96,12 @@ describe("POST /api/providers/register", () => {
   it("names the database error when the credentials are wrong, without the password", async () => {
     const url = new URL(providerDb.url);
     url.password = "wrong-password-123";
-    const res = await register({ name: "x", email: email(), walletAddress: wallet(), connectionString: url.toString() });
+    const res = await register({
+      name: "x",
+      email: email(),
+      walletAddress: wallet(),
+      connectionString: url.toString(),
+    });
     expect(res.statusCode).toBe(400);
     expect(res.json().error).toMatch(/password authentication failed/);
     expect(res.json().error).not.toContain("wrong-password-123");
@@ -89,7 +113,11 @@ describe("POST /api/providers/register", () => {
     const sameEmail = await register({ ...first, email: first.email.toUpperCase(), walletAddress: wallet() });
     expect(sameEmail.statusCode).toBe(409);
     expect(sameEmail.json().error).toMatch(/email/);
-    const sameWallet = await register({ ...first, email: email(), walletAddress: first.walletAddress.toUpperCase().replace("0X", "0x") });
+    const sameWallet = await register({
+      ...first,
+      email: email(),
+      walletAddress: first.walletAddress.toUpperCase().replace("0X", "0x"),
+    });
     expect(sameWallet.statusCode).toBe(409);
     expect(sameWallet.json().error).toMatch(/walletAddress/);
   });
@@ -97,7 +125,10 @@ describe("POST /api/providers/register", () => {
 
 describe("POST /api/providers/:id/pricing", () => {
   it("sets and updates pricing with the provider's own key", async () => {
-    const { providerId, apiKey } = await registerPricedProvider(gateway, providerDb.url, { basePricePer1000Rows: 0.5, markupMultiplier: 1.2 });
+    const { providerId, apiKey } = await registerPricedProvider(gateway, providerDb.url, {
+      basePricePer1000Rows: 0.5,
+      markupMultiplier: 1.2,
+    });
     const res = await gateway.app.inject({
       method: "POST",
       url: `/api/providers/${providerId}/pricing`,
@@ -106,7 +137,14 @@ describe("POST /api/providers/:id/pricing", () => {
     });
     expect(res.statusCode).toBe(200);
     const pricing = res.json();
-    expect(Object.keys(pricing).sort()).toEqual(["basePricePer1000Rows", "createdAt", "id", "markupMultiplier", "providerId", "updatedAt"]);
+    expect(Object.keys(pricing).sort()).toEqual([
+      "basePricePer1000Rows",
+      "createdAt",
+      "id",
+      "markupMultiplier",
+      "providerId",
+      "updatedAt",
+    ]);
     expect(pricing).toMatchObject({ providerId, basePricePer1000Rows: 2.123456, markupMultiplier: 1.5 });
     expect(new Date(pricing.updatedAt) >= new Date(pricing.createdAt)).toBe(true);
   });
@@ -116,7 +154,12 @@ describe("POST /api/providers/:id/pricing", () => {
     const b = await registerPricedProvider(gateway, providerDb.url);
     const payload = { basePricePer1000Rows: 1, markupMultiplier: 1 };
     const url = `/api/providers/${a.providerId}/pricing`;
-    for (const headers of [{}, { "x-api-key": "pgt_wrong" }, { "x-api-key": b.apiKey }, { "x-api-key": "" }]) {
+    for (const headers of [
+      {},
+      { "x-api-key": "pgt_wrong" },
+      { "x-api-key": b.apiKey },
+      { "x-api-key": "" },
+    ]) {
       const res = await gateway.app.inject({ method: "POST", url, headers, payload });
       expect(res.statusCode).toBe(401);
       expect(res.json().error).toMatch(/API key/);
@@ -132,7 +175,12 @@ describe("POST /api/providers/:id/pricing", () => {
       payload,
     });
     expect(unknown.statusCode).toBe(404);
-    const malformed = await gateway.app.inject({ method: "POST", url: "/api/providers/xyz/pricing", headers: { "x-api-key": "pgt_x" }, payload });
+    const malformed = await gateway.app.inject({
+      method: "POST",
+      url: "/api/providers/xyz/pricing",
+      headers: { "x-api-key": "pgt_x" },
+      payload,
+    });
     expect(malformed.statusCode).toBe(400);
   });
 
@@ -146,7 +194,12 @@ describe("POST /api/providers/:id/pricing", () => {
     [{ basePricePer1000Rows: 1 }],
   ])("answers 400 for pricing %j", async (payload) => {
     const { providerId, apiKey } = await registerPricedProvider(gateway, providerDb.url);
-    const res = await gateway.app.inject({ method: "POST", url: `/api/providers/${providerId}/pricing`, headers: { "x-api-key": apiKey }, payload });
+    const res = await gateway.app.inject({
+      method: "POST",
+      url: `/api/providers/${providerId}/pricing`,
+      headers: { "x-api-key": apiKey },
+      payload,
+    });
     expect(res.statusCode).toBe(400);
     expect(res.json().error).toMatch(/basePricePer1000Rows|markupMultiplier/);
   });

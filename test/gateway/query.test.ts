@@ -7,7 +7,12 @@ import { creditDeposit, getBalance, listLedgerEntries } from "../../src/billing/
 import { formatMicro } from "../../src/billing/money.js";
 import type { TestDatabase } from "../support/database.js";
 import { randomTxHash, randomWallet } from "../support/fixtures.js";
-import { createProviderDatabase, registerPricedProvider, startTestGateway, type TestGateway } from "../support/gateway.js";
+import {
+  createProviderDatabase,
+  registerPricedProvider,
+  startTestGateway,
+  type TestGateway,
+} from "../support/gateway.js";
 
 const casesFile = fileURLToPath(new URL("../../../shared/guard/cases.jsonl", import.meta.url));
 const guardCases = readFileSync(casesFile, "utf8")
@@ -27,7 +32,10 @@ const price = { priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_500_000n };
 beforeAll(async () => {
   gateway = await startTestGateway({ env: { PGTOLL_STATEMENT_TIMEOUT_MS: "10000", PGTOLL_ROW_CAP: "500" } });
   providerDb = await createProviderDatabase(200);
-  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, { basePricePer1000Rows: 1, markupMultiplier: 1.5 }));
+  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, {
+    basePricePer1000Rows: 1,
+    markupMultiplier: 1.5,
+  }));
   contractDb = await createProviderDatabase(200);
   ({ providerId: contractProviderId } = await registerPricedProvider(gateway, contractDb.url));
 });
@@ -40,13 +48,24 @@ afterAll(async () => {
 async function fundedAgent(amountMicro: bigint, provider = providerId): Promise<string> {
   const agent = randomWallet();
   if (amountMicro > 0n) {
-    await creditDeposit(gateway.ctx.db, { chainId: 8453, txHash: randomTxHash(), agentWallet: agent, providerId: provider, amountMicro, blockNumber: 1n });
+    await creditDeposit(gateway.ctx.db, {
+      chainId: 8453,
+      txHash: randomTxHash(),
+      agentWallet: agent,
+      providerId: provider,
+      amountMicro,
+      blockNumber: 1n,
+    });
   }
   return agent;
 }
 
 function query(agentWallet: string, sql: string, extra: Record<string, unknown> = {}) {
-  return gateway.app.inject({ method: "POST", url: "/api/query", payload: { sql, agentWallet, providerId, ...extra } });
+  return gateway.app.inject({
+    method: "POST",
+    url: "/api/query",
+    payload: { sql, agentWallet, providerId, ...extra },
+  });
 }
 
 async function itemCount(db = providerDb): Promise<number> {
@@ -59,7 +78,11 @@ async function itemCount(db = providerDb): Promise<number> {
 
 describe("POST /api/query: the guard contract", () => {
   const contractQuery = (agentWallet: string, sql: string, extra: Record<string, unknown> = {}) =>
-    gateway.app.inject({ method: "POST", url: "/api/query", payload: { sql, agentWallet, providerId: contractProviderId, ...extra } });
+    gateway.app.inject({
+      method: "POST",
+      url: "/api/query",
+      payload: { sql, agentWallet, providerId: contractProviderId, ...extra },
+    });
 
   it.each(guardCases.filter((c) => c.verdict !== "allow"))("$verdict: $sql", async ({ verdict, sql }) => {
     const agent = await fundedAgent(10_000_000n, contractProviderId);
@@ -78,7 +101,8 @@ describe("POST /api/query: the guard contract", () => {
     // unprepared statement), answered as 400 invalid SQL, never 403.
     expect([200, 400]).toContain(res.statusCode);
     if (res.statusCode === 400) expect(res.json().error).toMatch(/SQLSTATE/);
-    if (res.statusCode !== 200 && !/EXECUTE|FETCH|CLOSE|DEALLOCATE|SAVEPOINT/.test(sql)) throw new Error(`${sql}: ${res.body}`);
+    if (res.statusCode !== 200 && !/EXECUTE|FETCH|CLOSE|DEALLOCATE|SAVEPOINT/.test(sql))
+      throw new Error(`${sql}: ${res.body}`);
   });
 });
 
@@ -88,7 +112,13 @@ describe("POST /api/query: metering", () => {
     const res = await query(agent, "SELECT id, name FROM items WHERE id <= 7 ORDER BY id");
     expect(res.statusCode).toBe(200);
     const body = res.json();
-    expect(Object.keys(body).sort()).toEqual(["actualCost", "estimatedCost", "executionTime", "rowCount", "rows"]);
+    expect(Object.keys(body).sort()).toEqual([
+      "actualCost",
+      "estimatedCost",
+      "executionTime",
+      "rowCount",
+      "rows",
+    ]);
     expect(body.rowCount).toBe(7);
     expect(body.rows[0]).toEqual({ id: 1, name: "item 1" });
     expect(body.actualCost).toBe(formatMicro(costOfRows(7, price)));
@@ -98,7 +128,11 @@ describe("POST /api/query: metering", () => {
     const balance = await getBalance(gateway.ctx.db, agent, providerId);
     expect(balance).toMatchObject({ balanceMicro: 1_000_000n - 10_500n, reservedMicro: 0n });
     const [entry] = await listLedgerEntries(gateway.ctx.db, agent, { providerId, limit: 1 });
-    expect(entry).toMatchObject({ type: "query", amountMicro: -10_500n, metadata: { sql: "SELECT id, name FROM items WHERE id <= 7 ORDER BY id", rowCount: 7 } });
+    expect(entry).toMatchObject({
+      type: "query",
+      amountMicro: -10_500n,
+      metadata: { sql: "SELECT id, name FROM items WHERE id <= 7 ORDER BY id", rowCount: 7 },
+    });
   });
 
   it("estimates from the planner before running", async () => {
@@ -112,7 +146,11 @@ describe("POST /api/query: metering", () => {
     const agent = await fundedAgent(1_000_000n);
     const res = await query(agent, "UPDATE items SET name = name WHERE id <= 4");
     expect(res.statusCode).toBe(200);
-    expect(res.json()).toMatchObject({ rowCount: 4, rows: [], actualCost: formatMicro(costOfRows(4, price)) });
+    expect(res.json()).toMatchObject({
+      rowCount: 4,
+      rows: [],
+      actualCost: formatMicro(costOfRows(4, price)),
+    });
     const insert = await query(agent, "INSERT INTO orders (item_id) VALUES (1), (2) RETURNING id");
     expect(insert.json()).toMatchObject({ rowCount: 2, actualCost: formatMicro(costOfRows(2, price)) });
   });
@@ -128,7 +166,9 @@ describe("POST /api/query: metering", () => {
     const agent = await fundedAgent(1_000_000n);
     const one = await query(agent, "SELECT name FROM items WHERE id = $1", { params: [3] });
     expect(one.json().rows).toEqual([{ name: "item 3" }]);
-    const injection = await query(agent, "SELECT count(*) AS n FROM items WHERE name = $1", { params: ["x' OR '1'='1"] });
+    const injection = await query(agent, "SELECT count(*) AS n FROM items WHERE name = $1", {
+      params: ["x' OR '1'='1"],
+    });
     expect(injection.json().rows).toEqual([{ n: "0" }]);
     const several = await query(agent, "SELECT $1::int; SELECT 2", { params: [1] });
     expect(several.statusCode).toBe(400);
@@ -143,10 +183,16 @@ describe("POST /api/query: metering", () => {
     expect(await itemCount()).toBe(before);
     const read = await query(agent, "SELECT * FROM items LIMIT 3");
     expect(read.statusCode).toBe(402);
-    expect(await getBalance(gateway.ctx.db, agent, providerId)).toMatchObject({ balanceMicro: 3000n, reservedMicro: 0n });
+    expect(await getBalance(gateway.ctx.db, agent, providerId)).toMatchObject({
+      balanceMicro: 3000n,
+      reservedMicro: 0n,
+    });
     const fits = await query(agent, "SELECT * FROM items LIMIT 2");
     expect(fits.statusCode).toBe(200);
-    expect(await getBalance(gateway.ctx.db, agent, providerId)).toMatchObject({ balanceMicro: 0n, reservedMicro: 0n });
+    expect(await getBalance(gateway.ctx.db, agent, providerId)).toMatchObject({
+      balanceMicro: 0n,
+      reservedMicro: 0n,
+    });
   });
 
   it("refuses an agent with no balance before running anything", async () => {

@@ -1,5 +1,5 @@
-import { connect } from "node:net";
 import { mkdtemp, rm } from "node:fs/promises";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -40,7 +40,14 @@ describe.skipIf(!haveRedis)("rate limits shared through Redis", () => {
     const env = async () => {
       const dir = await mkdtemp(join(tmpdir(), "pgtoll-redis-"));
       dirs.push(dir);
-      return { PGTOLL_DATA_DIR: dir, PGTOLL_HTTP_PORT: "0", DATABASE_URL: db!.url, REDIS_URL, PGTOLL_RATE_LIMIT: "on", PGTOLL_TRUST_PROXY: "on" };
+      return {
+        PGTOLL_DATA_DIR: dir,
+        PGTOLL_HTTP_PORT: "0",
+        DATABASE_URL: db!.url,
+        REDIS_URL,
+        PGTOLL_RATE_LIMIT: "on",
+        PGTOLL_TRUST_PROXY: "on",
+      };
     };
     const a = runCli(["start"], await env());
     const b = runCli(["start"], await env());

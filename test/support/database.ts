@@ -44,7 +44,11 @@ export async function createTestDatabase(prefix = "t"): Promise<TestDatabase> {
 }
 
 /** A migrated metadata database and its pool. */
-export async function createMetadataDatabase(): Promise<{ db: TestDatabase; pool: pg.Pool; close(): Promise<void> }> {
+export async function createMetadataDatabase(): Promise<{
+  db: TestDatabase;
+  pool: pg.Pool;
+  close(): Promise<void>;
+}> {
   const db = await createTestDatabase("meta");
   const pool = createMetadataPool(db.url, 50);
   await migrate(pool);

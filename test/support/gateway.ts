@@ -52,7 +52,11 @@ export async function startTestGateway(
   const config = loadConfig({ PGTOLL_RATE_LIMIT: "off", ...overrides.env });
   if (overrides.chainId) config.chainId = overrides.chainId;
   const box = createSecretBox(randomBytes(32));
-  const upstream = new UpstreamPools({ box, size: config.providerPoolSize, statementTimeoutMs: config.statementTimeoutMs });
+  const upstream = new UpstreamPools({
+    box,
+    size: config.providerPoolSize,
+    statementTimeoutMs: config.statementTimeoutMs,
+  });
   const rateLimitStore = createMemoryStore();
   const ctx: GatewayContext = {
     config,
@@ -83,13 +87,21 @@ export async function startTestGateway(
 export async function registerPricedProvider(
   gateway: TestGateway,
   connectionString: string,
-  pricing: { basePricePer1000Rows: number; markupMultiplier: number } = { basePricePer1000Rows: 1, markupMultiplier: 1 },
+  pricing: { basePricePer1000Rows: number; markupMultiplier: number } = {
+    basePricePer1000Rows: 1,
+    markupMultiplier: 1,
+  },
   walletAddress = `0x${randomBytes(20).toString("hex")}`,
 ): Promise<{ providerId: string; apiKey: string; walletAddress: string }> {
   const registered = await gateway.app.inject({
     method: "POST",
     url: "/api/providers/register",
-    payload: { name: "Test data", email: `${randomBytes(6).toString("hex")}@example.com`, walletAddress, connectionString },
+    payload: {
+      name: "Test data",
+      email: `${randomBytes(6).toString("hex")}@example.com`,
+      walletAddress,
+      connectionString,
+    },
   });
   if (registered.statusCode !== 201) throw new Error(`register failed: ${registered.body}`);
   const { provider, apiKey } = registered.json();

@@ -40,7 +40,8 @@ export const errorsPlugin = fp(async (app: FastifyInstance) => {
     reply.code(404).send({ error: `route not found: ${request.method} ${request.url.split("?")[0]}` });
   });
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
+    const status =
+      error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
     if (status >= 500) {
       request.log.error({ err: error }, "request failed");
       const exposed = error instanceof HttpError || (error as { expose?: boolean }).expose === true;

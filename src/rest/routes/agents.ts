@@ -29,7 +29,10 @@ export async function agentRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
       const wallet = walletParam(request.params.wallet, "wallet address");
       const providerId = uuidParam(request.params.providerId, "provider id");
       await authenticateAgent(ctx, request, wallet, providerId);
-      const [balance, provider] = await Promise.all([getBalance(ctx.db, wallet, providerId), findProvider(ctx.db, providerId)]);
+      const [balance, provider] = await Promise.all([
+        getBalance(ctx.db, wallet, providerId),
+        findProvider(ctx.db, providerId),
+      ]);
       if (!provider) throw new HttpError(404, `provider ${providerId} not found`);
       const never = balance.updatedAt === null;
       return {
@@ -59,7 +62,9 @@ export async function agentRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     async (request) => {
       const wallet = walletParam(request.params.wallet, "wallet address");
       const providerId =
-        request.query.providerId === undefined ? undefined : uuidParam(request.query.providerId, "providerId");
+        request.query.providerId === undefined
+          ? undefined
+          : uuidParam(request.query.providerId, "providerId");
       await authenticateAgent(ctx, request, wallet, providerId);
       const requested = request.query.limit === undefined ? 50 : Number(request.query.limit);
       if (requested < 1) throw new HttpError(400, "invalid limit: must be a whole number of at least 1");

@@ -23,7 +23,14 @@ export async function depositRoutes(app: FastifyInstance, { ctx }: { ctx: Gatewa
         summary: "Credit an on-chain deposit",
         tags: ["agents"],
         body: DepositBody,
-        response: { 200: DepositResult, 400: ErrorBody, 402: ErrorBody, 404: ErrorBody, 409: ErrorBody, 500: ErrorBody },
+        response: {
+          200: DepositResult,
+          400: ErrorBody,
+          402: ErrorBody,
+          404: ErrorBody,
+          409: ErrorBody,
+          500: ErrorBody,
+        },
       },
     },
     async (request) => {
@@ -33,7 +40,10 @@ export async function depositRoutes(app: FastifyInstance, { ctx }: { ctx: Gatewa
       await authenticateAgent(ctx, request, agentWallet, providerId);
       const provider = await findProvider(ctx.db, providerId);
       if (!provider) throw new HttpError(404, `provider ${providerId} not found`);
-      const seen = await ctx.db.query("SELECT 1 FROM deposits WHERE chain_id = $1 AND tx_hash = $2", [ctx.config.chainId, txHash]);
+      const seen = await ctx.db.query("SELECT 1 FROM deposits WHERE chain_id = $1 AND tx_hash = $2", [
+        ctx.config.chainId,
+        txHash,
+      ]);
       if (seen.rowCount) throw new HttpError(409, `transaction ${txHash} was already processed`);
 
       let verification: Awaited<ReturnType<GatewayContext["verifier"]["verifyDeposit"]>>;
@@ -41,11 +51,15 @@ export async function depositRoutes(app: FastifyInstance, { ctx }: { ctx: Gatewa
         verification = await ctx.verifier.verifyDeposit(txHash, agentWallet, provider.walletAddress);
       } catch (error: unknown) {
         if (error instanceof ChainUnavailableError) {
-          throw new HttpError(500, `blockchain verification failed: ${error.message}; nothing was credited, retry later`);
+          throw new HttpError(
+            500,
+            `blockchain verification failed: ${error.message}; nothing was credited, retry later`,
+          );
         }
         throw error;
       }
-      if (!verification.ok) throw new HttpError(402, `deposit not accepted (${verification.reason}): ${verification.message}`);
+      if (!verification.ok)
+        throw new HttpError(402, `deposit not accepted (${verification.reason}): ${verification.message}`);
 
       const entry = await creditDeposit(ctx.db, {
         chainId: ctx.config.chainId,
@@ -58,7 +72,10 @@ export async function depositRoutes(app: FastifyInstance, { ctx }: { ctx: Gatewa
       if (!entry) throw new HttpError(409, `transaction ${txHash} was already processed`);
       ctx.metrics.depositsCredited.inc();
       ctx.metrics.depositedMicro.inc(Number(verification.amountMicro));
-      request.log.info({ providerId, txHash, amountMicro: verification.amountMicro.toString() }, "deposit credited");
+      request.log.info(
+        { providerId, txHash, amountMicro: verification.amountMicro.toString() },
+        "deposit credited",
+      );
       return {
         success: true as const,
         balance: formatMicro(entry.balanceAfterMicro),

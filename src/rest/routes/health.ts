@@ -8,17 +8,30 @@ const HEALTH_TIMEOUT_MS = 2000;
 export async function healthRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayContext }) {
   app.get(
     "/api/health",
-    { config: { rateLimit: false }, schema: { summary: "Liveness and database health", tags: ["health"], response: { 200: Health, 503: Health } } },
+    {
+      config: { rateLimit: false },
+      schema: {
+        summary: "Liveness and database health",
+        tags: ["health"],
+        response: { 200: Health, 503: Health },
+      },
+    },
     async (_request, reply) => {
       const timestamp = new Date().toISOString();
       try {
         await Promise.race([
           ctx.db.query("SELECT 1"),
-          new Promise((_, reject) => setTimeout(() => reject(new Error("timed out")), HEALTH_TIMEOUT_MS).unref()),
+          new Promise((_, reject) =>
+            setTimeout(() => reject(new Error("timed out")), HEALTH_TIMEOUT_MS).unref(),
+          ),
         ]);
         return { status: "healthy", timestamp };
       } catch (error) {
-        return reply.code(503).send({ status: "unhealthy", timestamp, error: `database unreachable: ${(error as Error).message}` });
+        return reply.code(503).send({
+          status: "unhealthy",
+          timestamp,
+          error: `database unreachable: ${(error as Error).message}`,
+        });
       }
     },
   );

@@ -1,3 +1,4 @@
+import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { PricingError, parsePricing } from "../../billing/pricing.js";
 import { apiKeyMatches } from "../../providers/api-key.js";
@@ -13,7 +14,6 @@ import type { GatewayContext } from "../context.js";
 import { HttpError } from "../plugins/errors.js";
 import { presentPricing, presentProvider } from "../present.js";
 import { ErrorBody, Pricing, PricingBody, Provider, RegisterBody } from "../schemas.js";
-import { Type } from "@sinclair/typebox";
 import { emailParam, uuidParam, walletParam } from "../validate.js";
 
 /** POST /api/providers/register and POST /api/providers/:id/pricing. */
@@ -41,11 +41,17 @@ export async function providerRoutes(app: FastifyInstance, { ctx }: { ctx: Gatew
       try {
         await verifyConnectionString(connectionString);
       } catch (error) {
-        if (error instanceof UpstreamConnectionError) throw new HttpError(400, `invalid connectionString: ${error.message}`);
+        if (error instanceof UpstreamConnectionError)
+          throw new HttpError(400, `invalid connectionString: ${error.message}`);
         throw error;
       }
       try {
-        const { provider, apiKey } = await registerProvider(ctx.db, ctx.box, { name, email, walletAddress, connectionString });
+        const { provider, apiKey } = await registerProvider(ctx.db, ctx.box, {
+          name,
+          email,
+          walletAddress,
+          connectionString,
+        });
         request.log.info({ providerId: provider.id }, "provider registered");
         return reply.code(201).send({ provider: presentProvider(provider), apiKey });
       } catch (error) {
@@ -69,11 +75,13 @@ export async function providerRoutes(app: FastifyInstance, { ctx }: { ctx: Gatew
     },
     async (request) => {
       const presented = request.headers["x-api-key"];
-      if (typeof presented !== "string" || presented === "") throw new HttpError(401, "missing API key: send it in the X-API-Key header");
+      if (typeof presented !== "string" || presented === "")
+        throw new HttpError(401, "missing API key: send it in the X-API-Key header");
       const providerId = uuidParam(request.params.id, "provider id");
       const provider = await findProvider(ctx.db, providerId);
       if (!provider) throw new HttpError(404, `provider ${providerId} not found`);
-      if (!apiKeyMatches(presented, provider.apiKeyHash)) throw new HttpError(401, "invalid API key for this provider");
+      if (!apiKeyMatches(presented, provider.apiKeyHash))
+        throw new HttpError(401, "invalid API key for this provider");
       let price: ReturnType<typeof parsePricing>;
       try {
         price = parsePricing(request.body.basePricePer1000Rows, request.body.markupMultiplier);

@@ -10,7 +10,12 @@ import { QueryError } from "../query-errors.js";
 import { ErrorBody, QueryBody, QueryResult } from "../schemas.js";
 import { uuidParam, walletParam } from "../validate.js";
 
-const OUTCOME_BY_STATUS: Record<number, string> = { 400: "invalid", 402: "insufficient_funds", 403: "denied", 404: "not_found" };
+const OUTCOME_BY_STATUS: Record<number, string> = {
+  400: "invalid",
+  402: "insufficient_funds",
+  403: "denied",
+  404: "not_found",
+};
 
 /** POST /api/query: metered SQL over HTTP (see metered-query.ts for the rules). */
 export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayContext }) {
@@ -49,7 +54,13 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
             statementTimeoutMs: ctx.config.statementTimeoutMs,
             reservationTtlSeconds: ctx.config.reservationTtlSeconds,
           },
-          { agentWallet, providerId, sql: request.body.sql, params: request.body.params, price: found.pricing },
+          {
+            agentWallet,
+            providerId,
+            sql: request.body.sql,
+            params: request.body.params,
+            price: found.pricing,
+          },
         );
         ctx.metrics.queries.labels("rest", "ok").inc();
         ctx.metrics.rowsMetered.labels("rest").inc(result.rowCount);
