@@ -45,7 +45,7 @@ const unusedVerifier: DepositVerifier = {
 
 /** The REST app in process, over a fresh migrated metadata database, with the given overrides. */
 export async function startTestGateway(
-  overrides: { verifier?: DepositVerifier; env?: Record<string, string>; chainId?: number } = {},
+  overrides: { verifier?: DepositVerifier; env?: Record<string, string>; chainId?: number; logger?: GatewayContext["logger"] } = {},
 ): Promise<TestGateway> {
   await loadGuard();
   const meta = await createMetadataDatabase();
@@ -66,7 +66,7 @@ export async function startTestGateway(
     verifier: overrides.verifier ?? unusedVerifier,
     rateLimitStore,
     metrics: createMetrics(),
-    logger: pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" }),
+    logger: overrides.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" }),
   };
   const app = await buildApp(ctx);
   await app.ready();
