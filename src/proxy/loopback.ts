@@ -1,0 +1,13 @@
+import { isIP } from "node:net";
+
+/**
+ * Whether a peer address is this machine's loopback (127.0.0.0/8, ::1, or 127.x mapped into IPv6): the only
+ * place from which the proxy asks for an agent token without TLS, since nothing on the wire can read it there.
+ * Anything else, including unparsable or missing addresses, is remote.
+ */
+export function isLoopback(address: string | undefined): boolean {
+  if (!address) return false;
+  if (address === "::1") return true;
+  const v4 = address.toLowerCase().startsWith("::ffff:") ? address.slice(7) : address;
+  return isIP(v4) === 4 && v4.startsWith("127.");
+}

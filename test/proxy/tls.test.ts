@@ -1,0 +1,323 @@
+import { execFileSync } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { type AddressInfo, createServer, type Server, type Socket, connect as tcpConnect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createSecureContext, type TLSSocket, connect as tlsConnect } from "node:tls";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { decodeAuthentication, decodeDataRow, decodeNoticeFields } from "../../src/proxy/backend-messages.js";
+import { runClientSession } from "../../src/proxy/client-session.js";
+import {
+  encodePasswordMessage,
+  encodeQuery,
+  encodeStartupMessage,
+  encodeTerminate,
+} from "../../src/proxy/serializer.js";
+import type { TestDatabase } from "../support/database.js";
+import {
+  createProviderDatabase,
+  registerPricedProvider,
+  startTestGateway,
+  type TestGateway,
+} from "../support/gateway.js";
+import { fundedTestAgent, startTestProxy, type TestAgent, type TestProxy } from "../support/proxy.js";
+import {
+  expectChargedPerStatement,
+  missingTool,
+  ODD_PRICING,
+  runProcess,
+  settleCharges,
+} from "../support/real-clients.js";
+
+const OPENSSL = "/usr/bin/openssl";
+const PSQL = "/usr/bin/psql";
+const skipReason = missingTool(OPENSSL, "apt-get install openssl");
+if (skipReason) console.warn(`skipping TLS tests: ${skipReason}`);
+const psqlMissing = missingTool(PSQL, "apt-get install postgresql-client");
+
+const SSL_REQUEST = 80877103;
+const GSSENC_REQUEST = 80877104;
+
+let gateway: TestGateway;
+let proxy: TestProxy;
+let providerDb: TestDatabase;
+let providerId: string;
+let dir: string;
+const FUNDS = 1_000_000n;
+
+function encryptionRequest(code: number): Buffer {
+  const request = Buffer.alloc(8);
+  request.writeInt32BE(8, 0);
+  request.writeInt32BE(code, 4);
+  return request;
+}
+
+/** Reads single bytes (encryption answers) and typed frames from a socket, by hand. */
+function wire(socket: Socket | TLSSocket) {
+  let buffered = Buffer.alloc(0);
+  let closed = false;
+  let wake: (() => void) | null = null;
+  const onData = (chunk: Buffer) => {
+    buffered = Buffer.concat([buffered, chunk]);
+    wake?.();
+  };
+  socket.on("data", onData);
+  socket.on("close", () => {
+    closed = true;
+    wake?.();
+  });
+  socket.on("error", () => {});
+  const until = async <T>(take: () => T | undefined): Promise<T> => {
+    for (;;) {
+      const value = take();
+      if (value !== undefined) return value;
+      if (closed) throw new Error("the proxy closed the connection");
+      await new Promise<void>((resolve) => (wake = resolve));
+      wake = null;
+    }
+  };
+  return {
+    byte: () =>
+      until(() => {
+        if (buffered.length < 1) return undefined;
+        const byte = String.fromCharCode(buffered[0]!);
+        buffered = buffered.subarray(1);
+        return byte;
+      }),
+    frame: () =>
+      until(() => {
+        if (buffered.length < 5) return undefined;
+        const end = 1 + buffered.readInt32BE(1);
+        if (buffered.length < end) return undefined;
+        const frame = {
+          code: String.fromCharCode(buffered[0]!),
+          payload: Buffer.from(buffered.subarray(5, end)),
+        };
+        buffered = buffered.subarray(end);
+        return frame;
+      }),
+    /** Stops reading, so that a TLS socket can take the connection over. */
+    detach: () => socket.off("data", onData),
+  };
+}
+
+/** Startup, agent token and one query on a socket whose encryption is already settled; returns the answer. */
+async function queryByHand(
+  socket: Socket | TLSSocket,
+  agent: TestAgent,
+  sql: string,
+): Promise<string | null> {
+  const conn = wire(socket);
+  socket.write(encodeStartupMessage({ user: agent.wallet, database: providerId }));
+  const ask = await conn.frame();
+  expect(ask.code).toBe("R");
+  expect(decodeAuthentication(ask.payload).type).toBe("cleartextPassword");
+  socket.write(encodePasswordMessage(await agent.token()));
+  for (let frame = await conn.frame(); frame.code !== "Z"; frame = await conn.frame()) {
+    if (frame.code === "E") throw new Error(decodeNoticeFields(frame.payload).message);
+  }
+  socket.write(encodeQuery(sql));
+  let value: string | null = null;
+  for (let frame = await conn.frame(); frame.code !== "Z"; frame = await conn.frame()) {
+    if (frame.code === "D") value = decodeDataRow(frame.payload)[0]?.toString("utf8") ?? null;
+    if (frame.code === "E") throw new Error(decodeNoticeFields(frame.payload).message);
+  }
+  socket.end(encodeTerminate());
+  return value;
+}
+
+function openSocket(port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = tcpConnect(port, "127.0.0.1", () => resolve(socket));
+    socket.once("error", reject);
+  });
+}
+
+describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "pgtoll-tls-"));
+    const [key, cert] = [join(dir, "key.pem"), join(dir, "cert.pem")];
+    execFileSync(
+      OPENSSL,
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        key,
+        "-out",
+        cert,
+        "-days",
+        "1",
+        "-subj",
+        "/CN=localhost",
+      ],
+      { stdio: "ignore" },
+    );
+    gateway = await startTestGateway();
+    proxy = await startTestProxy(gateway, {
+      tls: createSecureContext({ key: await readFile(key), cert: await readFile(cert) }),
+    });
+    providerDb = await createProviderDatabase(10);
+    ({ providerId } = await registerPricedProvider(gateway, providerDb.url, ODD_PRICING));
+  });
+  afterAll(async () => {
+    await proxy?.close();
+    await gateway?.close();
+    await providerDb?.drop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("serves node-postgres over TLS (ssl: { rejectUnauthorized: false })", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+    const client = new pg.Client({
+      host: "127.0.0.1",
+      port: proxy.port,
+      user: agent.wallet,
+      database: providerId,
+      password: await agent.token(),
+      ssl: { rejectUnauthorized: false },
+    });
+    await client.connect();
+    const stream = (client as unknown as { connection: { stream: Socket } }).connection.stream;
+    expect((stream as TLSSocket).encrypted).toBe(true);
+    expect((stream as TLSSocket).getPeerCertificate().subject?.CN).toBe("localhost");
+    expect((await client.query("SELECT id, name FROM items WHERE id IN (2, 4, 6) ORDER BY id")).rows).toEqual(
+      [
+        { id: 2, name: "item 2" },
+        { id: 4, name: "item 4" },
+        { id: 6, name: "item 6" },
+      ],
+    );
+    await client.end();
+    await settleCharges(proxy);
+    await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 3 }]);
+  });
+
+  it.skipIf(psqlMissing !== null)("serves psql with sslmode=require", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+    const result = await runProcess(
+      PSQL,
+      ["-X", "-A", "-t", "-c", "\\conninfo", "-c", "SELECT count(*) FROM items"],
+      {
+        env: {
+          PGHOST: "127.0.0.1",
+          PGPORT: String(proxy.port),
+          PGUSER: agent.wallet,
+          PGDATABASE: providerId,
+          PGPASSWORD: await agent.token(),
+          PGSSLMODE: "require",
+        },
+      },
+    );
+    expect(result.stderr).toBe("");
+    expect(result.stdout).toMatch(/SSL connection \(protocol: TLSv1\.[23],/);
+    expect(result.stdout.trim().split("\n").at(-1)).toBe("10");
+    await settleCharges(proxy);
+    await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [
+      { rows: 1, sql: "SELECT count(*) FROM items" },
+    ]);
+  });
+
+  // libpq sends GSSENCRequest only when it holds Kerberos credentials, so the request is made by hand.
+  it("answers GSSENCRequest with N and goes on, in the clear or with an SSLRequest next", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+
+    const plain = await openSocket(proxy.port);
+    const plainWire = wire(plain);
+    plain.write(encryptionRequest(GSSENC_REQUEST));
+    expect(await plainWire.byte()).toBe("N");
+    plainWire.detach();
+    expect(await queryByHand(plain, agent, "SELECT 'gss refused, clear text on loopback'")).toBe(
+      "gss refused, clear text on loopback",
+    );
+
+    // What libpq does with gssencmode=prefer and sslmode=require: GSS first, then TLS on the same socket.
+    const raw = await openSocket(proxy.port);
+    const rawWire = wire(raw);
+    raw.write(encryptionRequest(GSSENC_REQUEST));
+    expect(await rawWire.byte()).toBe("N");
+    raw.write(encryptionRequest(SSL_REQUEST));
+    expect(await rawWire.byte()).toBe("S");
+    rawWire.detach();
+    const secure = tlsConnect({ socket: raw, rejectUnauthorized: false });
+    await new Promise<void>((resolve, reject) => {
+      secure.once("secureConnect", resolve);
+      secure.once("error", reject);
+    });
+    expect(await queryByHand(secure, agent, "SELECT 'gss refused, then TLS'")).toBe("gss refused, then TLS");
+
+    await settleCharges(proxy);
+    await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }, { rows: 1 }]);
+  });
+
+  /**
+   * A client on another machine cannot be made here (the tests reach loopback only), so these sessions are run by
+   * `runClientSession` on real loopback sockets whose peer address reads as a remote one (203.0.113.7, a
+   * documentation address). The address rule itself is unit-tested in src/proxy/loopback.test.ts.
+   */
+  describe("a client that is not on loopback", () => {
+    let server: Server;
+    let port: number;
+    beforeAll(async () => {
+      server = createServer((socket) => {
+        Object.defineProperty(socket, "remoteAddress", { value: "203.0.113.7" });
+        void runClientSession(socket, proxy.ctx);
+      });
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      port = (server.address() as AddressInfo).port;
+    });
+    afterAll(async () => {
+      await new Promise((resolve) => server?.close(resolve));
+    });
+
+    it("is refused with 28000 before it is asked for its token, when it does not use TLS", async () => {
+      const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+      const socket = await openSocket(port);
+      const conn = wire(socket);
+      socket.write(encodeStartupMessage({ user: agent.wallet, database: providerId }));
+      const answer = await conn.frame();
+      expect(answer.code).toBe("E");
+      expect(decodeNoticeFields(answer.payload)).toMatchObject({
+        severity: "FATAL",
+        code: "28000",
+        message: "pgtoll accepts agent tokens only over TLS or from loopback",
+        hint: "connect with sslmode=require",
+      });
+
+      const client = new pg.Client({
+        host: "127.0.0.1",
+        port,
+        user: agent.wallet,
+        database: providerId,
+        password: await agent.token(),
+      });
+      client.on("error", () => {});
+      await expect(client.connect()).rejects.toMatchObject({ code: "28000" });
+    });
+
+    it("is served over TLS", async () => {
+      const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+      const client = new pg.Client({
+        host: "127.0.0.1",
+        port,
+        user: agent.wallet,
+        database: providerId,
+        password: await agent.token(),
+        ssl: { rejectUnauthorized: false },
+      });
+      await client.connect();
+      expect((await client.query("SELECT 'remote over TLS' AS via")).rows).toEqual([
+        { via: "remote over TLS" },
+      ]);
+      await client.end();
+      await settleCharges(proxy);
+      await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }]);
+    });
+  });
+});
