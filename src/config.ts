@@ -255,6 +255,38 @@ export const optionSpecs = {
     defaultText: "300",
     parse: integer("PGTOLL_RESERVATION_TTL_S", 300, 30, 86_400),
   },
+  projectsDatabaseUrl: {
+    env: "PGTOLL_PROJECTS_DATABASE_URL",
+    description:
+      "Superuser URL of the PostgreSQL cluster that hosts the management API's project databases and roles. Unset: the embedded cluster, or DATABASE_URL's server.",
+    parse: url("PGTOLL_PROJECTS_DATABASE_URL", ["postgres:", "postgresql:"]),
+  },
+  proxyHost: {
+    env: "PGTOLL_PROXY_HOST",
+    description: "Host name clients reach the wire proxy at; an endpoint's host is `<endpoint_id>.<this>`.",
+    defaultText: "localhost",
+    parse: (raw: string | undefined) => raw || "localhost",
+  },
+  proxyPublicPort: {
+    env: "PGTOLL_PROXY_PUBLIC_PORT",
+    description:
+      "Port clients reach the wire proxy on, written into connection URIs. Unset: PGTOLL_PROXY_PORT.",
+    parse: (raw: string | undefined) =>
+      raw ? integer("PGTOLL_PROXY_PUBLIC_PORT", 0, 1, 65535)(raw) : undefined,
+  },
+  region: {
+    env: "PGTOLL_REGION",
+    description: "Region id reported for every project of the management API (`region_id`).",
+    defaultText: "local",
+    parse: (raw: string | undefined) => raw || "local",
+  },
+  branchFenceGraceMs: {
+    env: "PGTOLL_BRANCH_FENCE_GRACE_MS",
+    description:
+      "How long creating a branch lets open transactions on the parent finish before ending their sessions.",
+    defaultText: "5000",
+    parse: integer("PGTOLL_BRANCH_FENCE_GRACE_MS", 5000, 0, 600_000),
+  },
 } satisfies Record<string, OptionSpec<unknown>>;
 
 type Specs = typeof optionSpecs;

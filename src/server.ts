@@ -3,6 +3,7 @@ import pg from "pg";
 import { createChainVerifier } from "./billing/chain-verify.js";
 import { releaseExpiredReservations } from "./billing/ledger.js";
 import type { Config } from "./config.js";
+import { controlSettingsFrom, maintenanceUrl } from "./control/settings.js";
 import { lockDataDir } from "./db/data-dir-lock.js";
 import { type EmbeddedCluster, startEmbeddedCluster } from "./db/embedded.js";
 import { migrate } from "./db/migrate.js";
@@ -105,7 +106,9 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     cleanups.push(() => rateLimitStore.close());
 
     const metrics = createMetrics();
-    const ctx: GatewayContext = { config, db, box, upstream, verifier, rateLimitStore, metrics, logger };
+    const tls = loadTls(config);
+    const management = controlSettingsFrom(config, embedded?.adminUrl ?? maintenanceUrl(databaseUrl), tls !== undefined);
+    const ctx: GatewayContext = { config, db, box, upstream, verifier, rateLimitStore, metrics, logger, management };
     const app = await buildApp(ctx);
     cleanups.push(() => app.close());
     const address = await app.listen({ host: config.host, port: config.httpPort });
@@ -124,7 +127,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         metrics: createProxyMetrics(metrics.registry),
         logger,
         check: createVerdictCache(),
-        tls: loadTls(config),
+        tls,
         statementTimeoutMs: config.statementTimeoutMs,
         reservationTtlSeconds: config.reservationTtlSeconds,
         reserveRows: config.proxyReserveRows,
@@ -135,6 +138,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       { host: config.host, port: config.proxyPort },
     );
     cleanups.push(() => proxy.close());
+    if (config.proxyPublicPort === undefined) management.proxyPort = proxy.port;
 
     await releaseExpiredReservations(db);
     const sweeper = setInterval(() => {

@@ -52,7 +52,12 @@ async function loadOrCreateCredentials(dir: string): Promise<ClusterCredentials>
  */
 export async function startEmbeddedCluster(
   dataDir: string,
-  options: { port?: number; log?: (line: string) => void } = {},
+  options: {
+    port?: number;
+    log?: (line: string) => void;
+    /** Extra `postgres` flags, after the defaults so they win (e.g. `["-c", "max_connections=1200"]`). */
+    postgresFlags?: string[];
+  } = {},
 ): Promise<EmbeddedCluster> {
   await mkdir(dataDir, { recursive: true });
   const runsAsRoot = userInfo().uid === 0;
@@ -81,6 +86,7 @@ export async function startEmbeddedCluster(
       "max_connections=300",
       "-c",
       "shared_buffers=128MB",
+      ...(options.postgresFlags ?? []),
     ],
     onLog: (message) => {
       lines.push(String(message));

@@ -1,5 +1,4 @@
 import type { Socket } from "node:net";
-import { isIP } from "node:net";
 import { TLSSocket, type SecureContext } from "node:tls";
 import type pg from "pg";
 import type { Logger } from "pino";
@@ -11,6 +10,7 @@ import type { SecretBox } from "../providers/secret-box.js";
 import { verifyAgentToken } from "./agent-token.js";
 import { type Frame, FRONTEND_MAX_FRAME_LENGTH, FrameReader } from "./frame-reader.js";
 import { decodePasswordMessage } from "./frontend-messages.js";
+import { isLoopback } from "./loopback.js";
 import { FrontendCode } from "./message-codes.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import { errorFrame, SqlState, StartupRefusal } from "./proxy-errors.js";
@@ -57,13 +57,6 @@ export interface ProxyContext {
   releases: Set<Promise<void>>;
 }
 
-function isLoopback(address: string | undefined): boolean {
-  if (!address) return false;
-  if (address === "::1") return true;
-  const v4 = address.startsWith("::ffff:") ? address.slice(7) : address;
-  return isIP(v4) === 4 && v4.startsWith("127.");
-}
-
 /** Reads startup-phase packets and then typed frames from a socket, with a deadline for the whole phase. */
 class StartupStream {
   #startup = new StartupReader();
@@ -74,6 +67,8 @@ class StartupStream {
   #chunks: Buffer[] = [];
   #mode: "startup" | "frames" = "startup";
   #packets: StartupPacket[] = [];
+  /** A malformed frame (bad length word) ends the startup; thrown by the next `nextFrame`. */
+  #failure: Error | undefined;
 
   constructor(public socket: Socket) {
     this.#attach(socket);
@@ -85,7 +80,7 @@ class StartupStream {
         const packet = this.#startup.feed(chunk);
         if (packet.kind !== "incomplete") this.#packets.push(packet);
       } else {
-        this.#frames.feed(chunk, (frame) => this.#pendingFrames.push({ code: frame.code, payload: Buffer.from(frame.payload), frame: Buffer.from(frame.frame) }));
+        this.#feedFrames(chunk);
       }
       this.#wake();
     });
@@ -93,6 +88,14 @@ class StartupStream {
       this.#closed = true;
       this.#wake();
     });
+  }
+
+  #feedFrames(chunk: Buffer): void {
+    try {
+      this.#frames.feed(chunk, (frame) => this.#pendingFrames.push({ code: frame.code, payload: Buffer.from(frame.payload), frame: Buffer.from(frame.frame) }));
+    } catch (error) {
+      this.#failure ??= error as Error;
+    }
   }
 
   #wake(): void {
@@ -105,6 +108,7 @@ class StartupStream {
     for (;;) {
       const value = take();
       if (value !== undefined) return value;
+      if (this.#failure) throw new StartupRefusal(SqlState.protocolViolation, this.#failure.message, "protocol");
       if (this.#closed) throw new StartupRefusal(SqlState.protocolViolation, "the client closed the connection during startup", "client_gone");
       await new Promise<void>((resolve) => (this.#waiter = resolve));
     }
@@ -117,11 +121,16 @@ class StartupStream {
   /** Switches to typed messages (after the StartupMessage), keeping bytes that came with it. */
   startFrames(rest: Buffer): void {
     this.#mode = "frames";
-    if (rest.length > 0) this.#frames.feed(rest, (frame) => this.#pendingFrames.push({ code: frame.code, payload: Buffer.from(frame.payload), frame: Buffer.from(frame.frame) }));
+    if (rest.length > 0) this.#feedFrames(rest);
   }
 
   nextFrame(): Promise<Frame> {
     return this.#until(() => this.#pendingFrames.shift());
+  }
+
+  /** Whether the client's socket closed (a paused socket notices only once it is read again). */
+  get closed(): boolean {
+    return this.#closed || this.socket.destroyed;
   }
 
   /** Continues on a TLS socket wrapped around the same TCP connection. */
@@ -174,6 +183,8 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
     }
     stream.socket.write(encodeAuthenticationCleartextPassword());
     const answer = await stream.nextFrame();
+    // Nothing more is read until the relay starts: a client cannot make us buffer while it waits for a slot.
+    stream.socket.pause();
     if (answer.code !== FrontendCode.PasswordMessage) {
       throw new StartupRefusal(SqlState.protocolViolation, "expected a password message", "protocol");
     }
@@ -211,6 +222,11 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
       throw error;
     }
     clearTimeout(deadline);
+    if (stream.closed) {
+      upstream.socket.end(encodeTerminate());
+      upstream.socket.destroy();
+      throw new StartupRefusal(SqlState.protocolViolation, "the client closed the connection during startup", "client_gone");
+    }
     const client = stream.socket;
     const early = stream.detach();
     const slot = releaseSlot;
@@ -219,6 +235,8 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
   } catch (error) {
     clearTimeout(deadline);
     releaseSlot?.();
+    // Read on, or the client's own close would never be noticed and the socket would stay open.
+    stream.socket.resume();
     const refusal =
       error instanceof StartupRefusal
         ? error
@@ -311,6 +329,7 @@ function startRelay(
     check: ctx.check,
     status: upstream.status,
     idleReleaseMs: ctx.idleReleaseMs,
+    drainTimeoutMs: ctx.statementTimeoutMs + 5000,
     cancelUpstream: () => void sendCancelRequest(upstream.target.host, upstream.target.port, upstream.processId, upstream.secretKey),
     onEnd: (reason) => {
       if (ended) return;
@@ -327,9 +346,9 @@ function startRelay(
       void release.finally(() => ctx.releases.delete(release));
     },
   });
-  client.on("close", () => relay.end("client closed"));
+  client.on("close", () => relay.clientGone());
   upstream.socket.on("close", () => {
-    if (!ended && !client.destroyed) {
+    if (!ended && !client.destroyed && !relay.closing) {
       client.write(errorFrame(SqlState.connectionFailure, "the provider's database closed the connection", { fatal: true }));
     }
     relay.end("upstream closed");

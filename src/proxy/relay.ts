@@ -10,6 +10,7 @@ import { BackendCode, FrontendCode } from "./message-codes.js";
 import { OutputBatch } from "./output-batch.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import { errorFrame, SqlState } from "./proxy-errors.js";
+import { encodeTerminate } from "./serializer.js";
 import type { SessionMeter } from "./session-meter.js";
 
 /** What the relay expects the upstream to answer next, in order. */
@@ -34,6 +35,8 @@ export interface RelayDeps {
   status: TransactionStatus;
   /** After this long idle outside a transaction the session gives back its unspent reservation. */
   idleReleaseMs: number;
+  /** How long a closing session waits for the upstream to finish what was forwarded (default 15 s). */
+  drainTimeoutMs?: number;
   onEnd(reason: string): void;
 }
 
@@ -59,6 +62,13 @@ export class Relay {
   /** Set when a result was cut off for lack of funds: upstream answers are dropped until ReadyForQuery. */
   #cutOff = false;
   #ended = false;
+  /**
+   * Set when the client is done while statements are still upstream: "terminated" (it sent Terminate; their
+   * results still go to it) or "gone" (its socket closed or it broke the protocol; they are cancelled). Either
+   * way nothing more is read from the client and the session ends once the upstream has answered and closed.
+   */
+  #closing: "terminated" | "gone" | undefined;
+  #drainTimer: NodeJS.Timeout | undefined;
   #rowsRelayed = 0;
   #idleTimer: NodeJS.Timeout | undefined;
 
@@ -70,21 +80,31 @@ export class Relay {
     return this.#status;
   }
 
+  /** True once the client sent Terminate or went away; the upstream closing is then expected. */
+  get closing(): boolean {
+    return this.#closing !== undefined;
+  }
+
   /** Starts relaying; `early` holds client frames that arrived with the password message. */
   start(early: Frame[] = []): void {
     const { client, upstream } = this.deps;
     this.#clientFrames.push(...early);
     client.on("data", (chunk: Buffer) => this.#receive(chunk, this.#fromClient, this.#clientFrames, () => this.#pumpClient()));
     upstream.on("data", (chunk: Buffer) => this.#receive(chunk, this.#fromUpstream, this.#upstreamFrames, () => this.#pumpUpstream()));
-    client.on("drain", () => upstream.resume());
-    upstream.on("drain", () => client.resume());
+    // A pass waiting for the ledger keeps its socket paused: resuming it early would queue a whole result here.
+    client.on("drain", () => {
+      if (!this.#upstreamBusy) upstream.resume();
+    });
+    upstream.on("drain", () => {
+      if (!this.#clientBusy) client.resume();
+    });
     upstream.resume();
     client.resume();
     if (early.length > 0) this.#pumpClient();
   }
 
   #receive(chunk: Buffer, reader: FrameReader, queue: Frame[], pump: () => void): void {
-    if (this.#ended) return;
+    if (this.#ended || (this.#closing && reader === this.#fromClient)) return;
     if (this.#idleTimer && reader === this.#fromClient) {
       clearTimeout(this.#idleTimer);
       this.#idleTimer = undefined;
@@ -101,9 +121,40 @@ export class Relay {
 
   #protocolFailure(side: "client" | "upstream", error: Error): void {
     this.deps.logger.debug({ err: error, side }, "protocol violation");
-    if (side === "client") this.deps.client.write(errorFrame(SqlState.protocolViolation, `invalid message from client: ${error.message}`, { fatal: true }));
-    else this.deps.client.write(errorFrame(SqlState.connectionFailure, "invalid message from the provider's database", { fatal: true }));
-    this.end(`${side} protocol violation`);
+    if (side === "client") {
+      this.deps.client.end(errorFrame(SqlState.protocolViolation, `invalid message from client: ${error.message}`, { fatal: true }));
+      this.#close("gone", "client protocol violation");
+      return;
+    }
+    this.deps.client.write(errorFrame(SqlState.connectionFailure, "invalid message from the provider's database", { fatal: true }));
+    this.end("upstream protocol violation");
+  }
+
+  /** The client's socket closed: statements it left upstream are cancelled and settled, then the session ends. */
+  clientGone(): void {
+    this.#close("gone", "client closed");
+  }
+
+  /**
+   * Ends the client's side of the session. With nothing upstream the session ends now; otherwise the upstream
+   * gets Terminate after what was forwarded and is read to its end, so that a write that ran is charged (writes
+   * are not free) and rows handed to the client are charged, bounded by `drainTimeoutMs`.
+   */
+  #close(how: "terminated" | "gone", reason: string): void {
+    if (this.#ended || this.#closing === "gone") return;
+    if (this.#units.length === 0 && !this.#upstreamBusy) return this.end(reason);
+    if (how === "gone") {
+      this.deps.cancelUpstream();
+      this.deps.upstream.resume();
+    }
+    if (!this.#closing) {
+      const { upstream } = this.deps;
+      this.#toUpstream.flushTo(upstream);
+      if (!upstream.destroyed) upstream.end(encodeTerminate());
+      this.#drainTimer = setTimeout(() => this.end(`${reason}; the upstream did not finish in time`), this.deps.drainTimeoutMs ?? 15_000);
+      this.#drainTimer.unref();
+    }
+    this.#closing = how;
   }
 
   /** Stops relaying; the session closes both sockets. Idempotent. */
@@ -111,6 +162,7 @@ export class Relay {
     if (this.#ended) return;
     this.#ended = true;
     clearTimeout(this.#idleTimer);
+    clearTimeout(this.#drainTimer);
     this.#flushRowsMetric();
     this.deps.onEnd(reason);
   }
@@ -121,7 +173,7 @@ export class Relay {
     if (this.#clientBusy) return;
     this.#clientBusy = true;
     try {
-      while (this.#clientFrames.length > 0 && !this.#ended) {
+      while (this.#clientFrames.length > 0 && !this.#ended && !this.#closing) {
         const frame = this.#clientFrames[0]!;
         const waiting = this.#handleClientFrame(frame);
         if (waiting) {
@@ -131,7 +183,8 @@ export class Relay {
             () => {
               this.#clientFrames.shift();
               this.#clientBusy = false;
-              this.deps.client.resume();
+              if (this.#closing) return;
+              if (!this.deps.upstream.writableNeedDrain) this.deps.client.resume();
               this.#pumpClient();
             },
             (error: unknown) => this.#internalFailure(error),
@@ -148,6 +201,8 @@ export class Relay {
   }
 
   #flushToUpstream(): void {
+    // Once closing, the upstream has had its Terminate: nothing may follow it.
+    if (this.#closing) return;
     if (!this.#toUpstream.flushTo(this.deps.upstream)) this.deps.client.pause();
   }
 
@@ -202,7 +257,7 @@ export class Relay {
         this.#refuse(errorFrame(SqlState.featureNotSupported, "the FunctionCall message is not supported by pgtoll; call the function in a query"), true);
         return;
       case FrontendCode.Terminate:
-        this.end("client terminated");
+        this.#close("terminated", "client terminated");
         return;
       default:
         // Describe, Flush, CopyData/CopyDone/CopyFail and the rest pass through; the upstream judges them.
@@ -252,7 +307,8 @@ export class Relay {
             () => {
               this.#upstreamFrames.shift();
               this.#upstreamBusy = false;
-              this.deps.upstream.resume();
+              // A slow client keeps the upstream paused: its 'drain' resumes it, not the ledger's answer.
+              if (this.#closing === "gone" || !this.deps.client.writableNeedDrain) this.deps.upstream.resume();
               this.#pumpUpstream();
             },
             (error: unknown) => this.#internalFailure(error),
@@ -269,7 +325,7 @@ export class Relay {
   }
 
   #flushToClient(): void {
-    if (!this.#toClient.flushTo(this.deps.client)) this.deps.upstream.pause();
+    if (!this.#toClient.flushTo(this.deps.client) && this.#closing !== "gone") this.deps.upstream.pause();
     this.#flushRowsMetric();
   }
 
@@ -303,7 +359,8 @@ export class Relay {
   }
 
   #onRow(frame: Frame): Promise<void> | undefined {
-    if (this.#cutOff) return;
+    // Rows for a client that is gone are neither delivered nor charged.
+    if (this.#cutOff || this.#closing === "gone") return;
     if (this.deps.meter.allowRow()) {
       this.#rowsRelayed++;
       this.#toClient.push(frame.frame);

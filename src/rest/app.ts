@@ -12,6 +12,7 @@ import { depositRoutes } from "./routes/deposit.js";
 import { healthRoutes } from "./routes/health.js";
 import { providerRoutes } from "./routes/providers.js";
 import { queryRoutes } from "./routes/query.js";
+import { managementApi } from "./v2/index.js";
 
 /**
  * The HTTP server: payment gateway routes under /api, /metrics, and the OpenAPI document at /docs, each
@@ -77,5 +78,6 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
   await app.register(depositRoutes, { ctx });
   await app.register(queryRoutes, { ctx });
   await app.register(healthRoutes, { ctx });
+  await app.register(managementApi, { prefix: "/api/v2", ctx });
   return app;
 }

@@ -2,6 +2,7 @@ import type pg from "pg";
 import type { Logger } from "pino";
 import type { DepositVerification } from "../billing/chain-verify.js";
 import type { Config } from "../config.js";
+import type { ControlSettings } from "../control/settings.js";
 import type { GuardPolicy } from "../guard/index.js";
 import type { SecretBox } from "../providers/secret-box.js";
 import type { UpstreamPools } from "../providers/upstream-pools.js";
@@ -38,4 +39,6 @@ export interface GatewayContext {
   metrics: Metrics;
   logger: Logger;
   policy?: GuardPolicy;
+  /** Settings of the management API v2 (/api/v2); without them it is not served. */
+  management?: ControlSettings;
 }

@@ -1,0 +1,111 @@
+import { execFileSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+
+/** The processes whose CPU time the benchmark attributes; absent ones count 0. */
+export interface CpuSources {
+  pgtollPid?: number;
+  pgbouncerPid?: number;
+  /** PostgreSQL's postmaster: its own time, its reaped backends' and its live backends'. */
+  postmasterPid?: number;
+}
+
+/** Cumulative CPU seconds at one instant. */
+export interface CpuSnapshot {
+  machineBusy: number;
+  pgtoll: number;
+  pgbouncer: number;
+  postgres: number;
+  /** This process's reaped children: pgbench (the only child that ends during a measurement). */
+  pgbench: number;
+  runner: number;
+}
+
+/** CPU seconds spent between two snapshots, per component; `other` is the rest of the machine. */
+export type CpuSpent = CpuSnapshot & { other: number };
+
+const TICKS_PER_SECOND = (() => {
+  try {
+    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** Fields after the command name of /proc/<pid>/stat: [state, ppid, ...]; utime is index 11. */
+function statFields(pid: number | string): string[] | null {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return text.slice(text.lastIndexOf(")") + 2).split(" ");
+  } catch {
+    return null;
+  }
+}
+
+function ownTicks(fields: string[] | null): number {
+  return fields ? Number(fields[11]) + Number(fields[12]) : 0;
+}
+
+function reapedChildTicks(fields: string[] | null): number {
+  return fields ? Number(fields[13]) + Number(fields[14]) : 0;
+}
+
+function machineBusyTicks(): number {
+  const line = readFileSync("/proc/stat", "utf8").split("\n")[0]!;
+  // cpu user nice system idle iowait irq softirq steal ...
+  const [user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number);
+  return user! + nice! + system! + irq! + softirq! + (steal ?? 0);
+}
+
+function postgresTicks(postmasterPid: number): number {
+  const postmaster = statFields(postmasterPid);
+  let ticks = ownTicks(postmaster) + reapedChildTicks(postmaster);
+  const parent = String(postmasterPid);
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const fields = statFields(entry);
+    if (fields?.[1] === parent) ticks += ownTicks(fields);
+  }
+  return ticks;
+}
+
+/** Reads cumulative CPU time of every source (Linux /proc); zeros where /proc is not there. */
+export function cpuSnapshot(sources: CpuSources): CpuSnapshot {
+  try {
+    const self = statFields("self");
+    const seconds = (ticks: number) => ticks / TICKS_PER_SECOND;
+    return {
+      machineBusy: seconds(machineBusyTicks()),
+      pgtoll: seconds(sources.pgtollPid ? ownTicks(statFields(sources.pgtollPid)) : 0),
+      pgbouncer: seconds(sources.pgbouncerPid ? ownTicks(statFields(sources.pgbouncerPid)) : 0),
+      postgres: seconds(sources.postmasterPid ? postgresTicks(sources.postmasterPid) : 0),
+      pgbench: seconds(reapedChildTicks(self)),
+      runner: seconds(ownTicks(self)),
+    };
+  } catch {
+    return { machineBusy: 0, pgtoll: 0, pgbouncer: 0, postgres: 0, pgbench: 0, runner: 0 };
+  }
+}
+
+export function cpuSpent(before: CpuSnapshot, after: CpuSnapshot): CpuSpent {
+  const d = (key: keyof CpuSnapshot) => Math.max(0, after[key] - before[key]);
+  const spent = {
+    machineBusy: d("machineBusy"),
+    pgtoll: d("pgtoll"),
+    pgbouncer: d("pgbouncer"),
+    postgres: d("postgres"),
+    pgbench: d("pgbench"),
+    runner: d("runner"),
+  };
+  const ours = spent.pgtoll + spent.pgbouncer + spent.postgres + spent.pgbench + spent.runner;
+  return { ...spent, other: Math.max(0, spent.machineBusy - ours) };
+}
+
+/** Reads the postmaster's pid from a data directory's postmaster.pid (first line). */
+export function postmasterPidOf(dataDir: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(`${dataDir}/postmaster.pid`, "utf8").split("\n")[0]);
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}

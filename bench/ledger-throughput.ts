@@ -1,0 +1,129 @@
+import { performance } from "node:perf_hooks";
+import type pg from "pg";
+import { ChargeWriter } from "../src/billing/charge-writer.js";
+import { reserveFunds, settleReservation } from "../src/billing/ledger.js";
+import { createMetadataPool } from "../src/db/pool.js";
+import { fundedAgent } from "./metered-agent.js";
+import { type Spread, spread } from "./stats.js";
+
+export type LedgerMode = "reserve-settle" | "charge-writer";
+
+export interface LedgerCell {
+  mode: LedgerMode;
+  sessions: number;
+  /** Settled charges (ledger entries written and committed) per second. */
+  chargesPerSecond: Spread;
+  /** After the runs: balance = sum of the agent's entries and no reservation left behind. */
+  consistent: boolean;
+}
+
+/** What one statement of one row costs at the benchmark's price (120 micro-USDC); its exact value is irrelevant. */
+const COST_MICRO = 120n;
+
+/**
+ * `sessions` loops for `durationS` seconds, each awaiting one durable charge at a time:
+ * - reserve-settle: reserveFunds then settleReservation per charge (the REST gateway's two round trips);
+ * - charge-writer: each session holds one reservation and awaits ChargeWriter.enqueue per charge (the wire
+ *   proxy's group commit: charges of concurrent sessions share a round trip).
+ * Every session is the same agent (one balance row), as when one agent opens many proxy sessions.
+ */
+async function measure(
+  db: pg.Pool,
+  mode: LedgerMode,
+  sessions: number,
+  agent: { wallet: string; providerId: string },
+  durationS: number,
+) {
+  const writer = new ChargeWriter(db, { ttlSeconds: 300 });
+  const target = { agentWallet: agent.wallet, providerId: agent.providerId };
+  const until = performance.now() + durationS * 1000;
+  let charges = 0;
+  const loop = async () => {
+    if (mode === "reserve-settle") {
+      while (performance.now() < until) {
+        const reservation = await reserveFunds(db, {
+          ...target,
+          minMicro: COST_MICRO,
+          maxMicro: COST_MICRO,
+          ttlSeconds: 300,
+        });
+        if (!reservation) throw new Error("the ledger benchmark's agent ran out of funds");
+        await settleReservation(db, reservation, COST_MICRO, { sql: "bench", rowCount: 1 });
+        charges++;
+      }
+      return;
+    }
+    const reservation = await reserveFunds(db, {
+      ...target,
+      minMicro: 1_000_000_000n,
+      maxMicro: 1_000_000_000n,
+      ttlSeconds: 300,
+    });
+    if (!reservation) throw new Error("the ledger benchmark's agent ran out of funds");
+    try {
+      while (performance.now() < until) {
+        await writer.enqueue({
+          reservationId: reservation.id,
+          ...target,
+          costMicro: COST_MICRO,
+          metadata: { sql: "bench", rowCount: 1 },
+        });
+        charges++;
+      }
+    } finally {
+      await settleReservation(db, reservation, 0n, {});
+    }
+  };
+  const started = performance.now();
+  await Promise.all(Array.from({ length: sessions }, loop));
+  return charges / ((performance.now() - started) / 1000);
+}
+
+async function isConsistent(db: pg.Pool, agent: { wallet: string; providerId: string }): Promise<boolean> {
+  const { rows } = await db.query<{ ok: boolean }>(
+    `SELECT b.balance_micro = (SELECT sum(amount_micro) FROM ledger_entries e WHERE e.agent_wallet = b.agent_wallet AND e.provider_id = b.provider_id)
+            AND b.reserved_micro = 0
+            AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.agent_wallet = b.agent_wallet AND r.provider_id = b.provider_id) AS ok
+       FROM balances b WHERE b.agent_wallet = $1 AND b.provider_id = $2`,
+    [agent.wallet, agent.providerId],
+  );
+  return rows[0]?.ok === true;
+}
+
+/** The ledger alone, from this process, against pgtoll's metadata database: settled charges per second. */
+export async function runLedgerThroughput(options: {
+  metaUrl: string;
+  providerId: string;
+  sessions: number[];
+  runs: number;
+  durationS: number;
+  log(line: string): void;
+}): Promise<LedgerCell[]> {
+  const cells: LedgerCell[] = [];
+  const db = createMetadataPool(options.metaUrl, Math.max(...options.sessions, 1));
+  try {
+    for (const mode of ["reserve-settle", "charge-writer"] as const) {
+      for (const sessions of options.sessions) {
+        const agent = await fundedAgent(db, options.providerId);
+        const rates: number[] = [];
+        await measure(db, mode, sessions, agent, 0.5);
+        for (let run = 1; run <= options.runs; run++) {
+          const rate = await measure(db, mode, sessions, agent, options.durationS);
+          rates.push(rate);
+          options.log(
+            `ledger ${mode.padEnd(14)} sessions=${String(sessions).padEnd(3)} run ${run}/${options.runs}: ${rate.toFixed(0)} charges/s`,
+          );
+        }
+        cells.push({
+          mode,
+          sessions,
+          chargesPerSecond: spread(rates),
+          consistent: await isConsistent(db, agent),
+        });
+      }
+    }
+  } finally {
+    await db.end();
+  }
+  return cells;
+}

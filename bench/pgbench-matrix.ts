@@ -1,0 +1,154 @@
+import { cpus } from "node:os";
+import { performance } from "node:perf_hooks";
+import type { PgEndpoint } from "./bench-cluster.js";
+import { type CpuSnapshot, type CpuSpent, cpuSpent } from "./cpu-usage.js";
+import { type BuiltinScript, type Protocol, runPgbench } from "./pgbench.js";
+import { type LatencySummary, type Spread, spread, summariseLatency } from "./stats.js";
+
+export type TargetName = "direct" | "pgbouncer" | "pgtoll";
+
+export interface PgbenchTarget {
+  name: TargetName;
+  endpoint: PgEndpoint;
+}
+
+/** One (target, clients, protocol) cell: TPS over the repetitions and latency pooled over them. */
+export interface PgbenchCell {
+  target: TargetName;
+  script: BuiltinScript;
+  clients: number;
+  protocol: Protocol;
+  tps: Spread;
+  latency: LatencySummary;
+  transactions: number;
+  /**
+   * CPU microseconds per transaction by process over the measured runs (pgbench included), and how busy
+   * the whole machine was (1 = every core); `other` is CPU used by processes outside the benchmark.
+   */
+  cpuUsPerTransaction: Record<keyof CpuSpent, number>;
+  machineUtilisation: number;
+  /** Repetitions that failed (their numbers are left out); `error` quotes the first failure. */
+  failedRuns: number;
+  /** Why pgbench failed (e.g. pgtoll denied a statement, or closed a session): pgbench's own message. */
+  error?: string;
+}
+
+export interface MatrixOptions {
+  pgbench: string;
+  script: BuiltinScript;
+  targets: PgbenchTarget[];
+  clients: number[];
+  protocols: Protocol[];
+  runs: number;
+  durationS: number;
+  warmupS: number;
+  maxThreads: number;
+  scratchDir: string;
+  /** Cumulative CPU time of the processes involved, read before and after each run. */
+  sampleCpu(): CpuSnapshot;
+  log(line: string): void;
+}
+
+/**
+ * Runs pgbench for every (clients, protocol, target), `runs` times. Targets are interleaved inside each
+ * repetition (direct, pgbouncer, pgtoll, direct, ...) so that drift over the run (ledger growth, page cache,
+ * thermal) lands on all of them alike. A failed repetition is counted and left out of the numbers.
+ */
+export async function runPgbenchMatrix(options: MatrixOptions): Promise<PgbenchCell[]> {
+  const cells = new Map<
+    string,
+    { cell: PgbenchCell; tps: number[]; latencies: Float64Array[]; cpu: CpuSpent[]; wallS: number }
+  >();
+  const keyOf = (target: TargetName, clients: number, protocol: Protocol) =>
+    `${target}/${clients}/${protocol}`;
+  for (const target of options.targets) {
+    for (const clients of options.clients) {
+      for (const protocol of options.protocols) {
+        cells.set(keyOf(target.name, clients, protocol), {
+          cell: {
+            target: target.name,
+            script: options.script,
+            clients,
+            protocol,
+            tps: spread([]),
+            latency: { p50Us: Number.NaN, p99Us: Number.NaN, samples: 0 },
+            transactions: 0,
+            cpuUsPerTransaction: perTransaction([], 0),
+            machineUtilisation: Number.NaN,
+            failedRuns: 0,
+          },
+          tps: [],
+          latencies: [],
+          cpu: [],
+          wallS: 0,
+        });
+      }
+    }
+  }
+  const common = { script: options.script, maxThreads: options.maxThreads, scratchDir: options.scratchDir };
+
+  // Warm-up (unmeasured): page cache, PostgreSQL's caches, the JIT of pgtoll's hot paths.
+  const warmClients = Math.max(...options.clients.filter((c) => c <= 10), 1);
+  for (const target of options.targets) {
+    for (const protocol of options.protocols) {
+      await runPgbench(options.pgbench, target.endpoint, {
+        ...common,
+        protocol,
+        clients: warmClients,
+        durationS: options.warmupS,
+      }).catch(() => {});
+    }
+  }
+
+  for (let run = 1; run <= options.runs; run++) {
+    for (const clients of options.clients) {
+      for (const protocol of options.protocols) {
+        for (const target of options.targets) {
+          const entry = cells.get(keyOf(target.name, clients, protocol))!;
+          const label = `${options.script} ${target.name.padEnd(9)} c=${String(clients).padEnd(3)} ${protocol.padEnd(8)} run ${run}/${options.runs}`;
+          try {
+            const before = options.sampleCpu();
+            const started = performance.now();
+            const result = await runPgbench(options.pgbench, target.endpoint, {
+              ...common,
+              protocol,
+              clients,
+              durationS: options.durationS,
+            });
+            entry.wallS += (performance.now() - started) / 1000;
+            entry.cpu.push(cpuSpent(before, options.sampleCpu()));
+            entry.tps.push(result.tps);
+            entry.latencies.push(result.latenciesUs);
+            entry.cell.transactions += result.transactions;
+            options.log(`${label}: ${result.tps.toFixed(0)} tps`);
+          } catch (error) {
+            const detail = (error as { detail?: string }).detail;
+            const message = detail ? `${(error as Error).message}: ${detail}` : (error as Error).message;
+            entry.cell.failedRuns++;
+            entry.cell.error ??= message;
+            options.log(`${label}: FAILED ${message}`);
+          }
+        }
+      }
+    }
+  }
+
+  return [...cells.values()].map(({ cell, tps, latencies, cpu, wallS }) => ({
+    ...cell,
+    tps: spread(tps),
+    latency: summariseLatency(latencies),
+    cpuUsPerTransaction: perTransaction(cpu, cell.transactions),
+    machineUtilisation: cpu.reduce((sum, c) => sum + c.machineBusy, 0) / wallS / cpus().length,
+  }));
+}
+
+/** Sums CPU seconds over runs and divides by transactions, in microseconds. */
+function perTransaction(spent: CpuSpent[], transactions: number): Record<keyof CpuSpent, number> {
+  const keys = ["machineBusy", "pgtoll", "pgbouncer", "postgres", "pgbench", "runner", "other"] as const;
+  const out = {} as Record<keyof CpuSpent, number>;
+  for (const key of keys) {
+    const seconds = spent.reduce((sum, c) => sum + c[key], 0);
+    out[key] = transactions > 0 ? (seconds * 1e6) / transactions : Number.NaN;
+  }
+  return out;
+}

@@ -1,0 +1,163 @@
+import type { GuardResult } from "./guard-throughput.js";
+import type { IdleMemoryResult } from "./idle-memory.js";
+import type { LedgerCell } from "./ledger-throughput.js";
+import type { MachineInfo } from "./machine.js";
+import type { PgbenchCell, TargetName } from "./pgbench-matrix.js";
+import type { RestResult } from "./rest-query.js";
+import type { BenchSettings } from "./settings.js";
+import type { Spread } from "./stats.js";
+import type { TargetCheck } from "./targets.js";
+
+/** Everything one `npm run bench` measured; written as JSON to bench/results/. */
+export interface BenchResult {
+  startedAt: string;
+  finishedAt: string;
+  settings: BenchSettings;
+  machine: MachineInfo;
+  /** How pgtoll was set up for the run (pricing, pool sizes, log level). */
+  pgtoll: Record<string, unknown>;
+  selectOnly: PgbenchCell[];
+  writeMix: PgbenchCell[];
+  rest: RestResult | null;
+  guard: GuardResult | null;
+  ledger: LedgerCell[];
+  memory: IdleMemoryResult | null;
+  targets: TargetCheck[];
+  cpuProfile: string | null;
+}
+
+const int = (n: number) => (Number.isFinite(n) ? Math.round(n).toString() : "-");
+const fixed = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(digits) : "-");
+const spreadText = (s: Spread) =>
+  s.values.length === 0 ? "-" : `${int(s.median)} [${int(s.min)}-${int(s.max)}]`;
+
+function pgbenchTable(title: string, cells: PgbenchCell[]): string[] {
+  if (cells.length === 0) return [];
+  const targets = [...new Set(cells.map((c) => c.target))] as TargetName[];
+  const rows = [...new Set(cells.map((c) => `${c.clients}/${c.protocol}`))];
+  const width = 36;
+  const lines = [
+    title,
+    `${"clients protocol".padEnd(17)}| ${targets.map((t) => t.padEnd(width)).join("| ")}`,
+  ];
+  lines.push(
+    `${"".padEnd(17)}| ${targets.map(() => "TPS median [min-max]  p50/p99 us".padEnd(width)).join("| ")}`,
+  );
+  for (const row of rows) {
+    const [clients, protocol] = row.split("/");
+    const texts = targets.map((target) => {
+      const c = cells.find((x) => x.target === target && `${x.clients}/${x.protocol}` === row);
+      if (!c) return "";
+      if (c.tps.values.length === 0) return "FAILED (see below)";
+      const failed = c.failedRuns > 0 ? ` (${c.failedRuns} failed)` : "";
+      return `${spreadText(c.tps)}  ${int(c.latency.p50Us)}/${int(c.latency.p99Us)}${failed}`;
+    });
+    lines.push(
+      `${clients!.padStart(7)} ${protocol!.padEnd(9)}| ${texts.map((t) => t.padEnd(width)).join("| ")}`,
+    );
+  }
+  lines.push(
+    "CPU us per transaction: proxy (pgtoll or PgBouncer) / postgres / pgbench / other processes; machine busy %",
+  );
+  for (const row of rows) {
+    const [clients, protocol] = row.split("/");
+    const texts = targets.map((target) => {
+      const c = cells.find((x) => x.target === target && `${x.clients}/${x.protocol}` === row);
+      if (!c || c.tps.values.length === 0) return "";
+      const u = c.cpuUsPerTransaction;
+      const proxy = target === "pgtoll" ? u.pgtoll : target === "pgbouncer" ? u.pgbouncer : 0;
+      return `${int(proxy)} / ${int(u.postgres)} / ${int(u.pgbench)} / ${int(u.other)}  ${int(c.machineUtilisation * 100)}%`;
+    });
+    lines.push(
+      `${clients!.padStart(7)} ${protocol!.padEnd(9)}| ${texts.map((t) => t.padEnd(width)).join("| ")}`,
+    );
+  }
+  for (const c of cells.filter((x) => x.error)) {
+    lines.push(
+      `  ${c.target} c=${c.clients} ${c.protocol}, ${c.failedRuns} run(s) failed; first: ${c.error}`,
+    );
+  }
+  return [...lines, ""];
+}
+
+/** The human-readable report: machine, every measurement, then the targets with met / NOT MET. */
+export function formatReport(result: BenchResult): string {
+  const { machine, settings } = result;
+  const out: string[] = [
+    "pgtoll benchmark",
+    `machine: ${machine.cpuModel}, ${machine.cores} cores, ${machine.memoryGiB} GiB, Linux ${machine.kernel}`,
+    `software: Node ${machine.node}; ${machine.postgres.split(",")[0]}; ${machine.pgbench}; ${machine.pgbouncer ?? "no PgBouncer"}`,
+    `postgres settings: ${Object.entries(machine.postgresSettings)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(", ")}; disk 8 kB write+fdatasync ${machine.fdatasyncUs ?? "?"} us`,
+    `load average before the run: ${machine.loadAverageAtStart.join(" ")}${machine.loadAverageAtStart[0]! > 1 ? "  (other work was running: numbers are noisy)" : ""}`,
+    `runs: ${settings.runs} x ${settings.durationS} s per configuration (warm-up ${settings.warmupS} s)${settings.quick ? " [quick]" : ""}; pgbench -j <= ${settings.pgbenchThreads}`,
+    `pgtoll: ${Object.entries(result.pgtoll)
+      .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`)
+      .join(", ")}`,
+    "",
+  ];
+  out.push(
+    ...pgbenchTable(
+      `pgbench select-only (-S, scale ${settings.scale}); latency from pgbench's per-transaction log (-l), pooled over the runs`,
+      result.selectOnly,
+    ),
+  );
+  out.push(
+    ...pgbenchTable(
+      "pgbench tpcb-like (metered write mix: BEGIN, 3 UPDATE ... WHERE, SELECT, INSERT, END)",
+      result.writeMix,
+    ),
+  );
+  if (result.rest) {
+    out.push(
+      `POST /api/query (autocannon, ${result.rest.connections} connections, pool ${result.rest.poolSize}): ${result.rest.sql}`,
+      `${"side".padEnd(10)}| ${"req/s median [min-max]".padEnd(26)}| p50/p99 us`,
+    );
+    for (const side of result.rest.sides) {
+      if (side.error) out.push(`${side.name.padEnd(10)}| FAILED: ${side.error}`);
+      else
+        out.push(
+          `${side.name.padEnd(10)}| ${spreadText(side.rps).padEnd(26)}| ${int(side.latency.p50Us)}/${int(side.latency.p99Us)}${side.failures ? `  (${side.failures} failed requests)` : ""}`,
+        );
+    }
+    out.push("");
+  }
+  if (result.guard) {
+    const g = result.guard;
+    out.push(
+      "guard alone (checkSql, no verdict cache)",
+      `  cases.jsonl (${g.cases} cases): ${spreadText(g.casesPerSecond)} statements/s (${fixed(g.casesUsPerCall, 1)} us each)`,
+      `  pgbench select, new literal each: ${spreadText(g.pgbenchSelectPerSecond)} statements/s (${fixed(g.pgbenchSelectUsPerCall, 1)} us each)`,
+      "",
+    );
+  }
+  if (result.ledger.length > 0) {
+    out.push(
+      "ledger alone (one agent, N concurrent sessions each awaiting one durable charge at a time): charges/s",
+    );
+    for (const c of result.ledger) {
+      out.push(
+        `  ${c.mode.padEnd(15)} sessions=${String(c.sessions).padEnd(4)} ${spreadText(c.chargesPerSecond)}${c.consistent ? "" : "  LEDGER INCONSISTENT"}`,
+      );
+    }
+    out.push("");
+  }
+  if (result.memory) {
+    const m = result.memory;
+    out.push(
+      `idle agent sessions through the proxy (own pgtoll process): ${m.opened}/${m.requested} open`,
+      `  RSS ${fixed(m.rssBeforeKiB / 1024, 1)} MiB -> ${fixed(m.rssAfterKiB / 1024, 1)} MiB (+${fixed(m.deltaMB, 1)} MB, ${fixed(m.kibPerSession, 1)} KiB/session); after closing: ${fixed(m.rssAfterCloseKiB / 1024, 1)} MiB`,
+      ...(m.error ? [`  ${m.error}`] : []),
+      "",
+    );
+  }
+  out.push("targets (issue 5), from this run's medians");
+  for (const t of result.targets) {
+    const status = t.met === null ? "n/a" : t.met ? "met" : "NOT MET";
+    const value = t.value === null ? "-" : t.unit ? `${fixed(t.value, 1)} ${t.unit}` : fixed(t.value, 2);
+    out.push(`  ${t.name.padEnd(50)} ${value.padStart(10)}   target ${t.target.padEnd(10)} ${status}`);
+  }
+  if (result.cpuProfile) out.push("", `CPU profile of the pgtoll process: ${result.cpuProfile}`);
+  return out.join("\n");
+}

@@ -1,0 +1,182 @@
+import { join } from "node:path";
+import autocannon, { type AutocannonRequest } from "autocannon";
+import { spawnNodeUntilReady, stopChild } from "./ready-child.js";
+import { type LatencySummary, type Spread, spread, summariseLatency } from "./stats.js";
+
+/** The statement both servers run: pgbench's select-only query, with a bound parameter. */
+export const REST_SQL = "SELECT abalance FROM pgbench_accounts WHERE aid = $1";
+
+export interface RestSide {
+  name: "baseline" | "pgtoll";
+  url: string;
+  rps: Spread;
+  latency: LatencySummary;
+  requests: number;
+  /** Non-2xx responses and socket errors over all repetitions (any makes the numbers suspect). */
+  failures: number;
+  error?: string;
+}
+
+export interface RestResult {
+  sql: string;
+  connections: number;
+  poolSize: number;
+  sides: RestSide[];
+}
+
+export interface RestOptions {
+  root: string;
+  scratchDir: string;
+  pgtollHttpUrl: string;
+  /** The provider's database, for the baseline's own pool. */
+  dataUrl: string;
+  agentWallet: string;
+  providerId: string;
+  accounts: number;
+  connections: number;
+  poolSize: number;
+  runs: number;
+  durationS: number;
+  warmupS: number;
+  log(line: string): void;
+}
+
+function randomAid(accounts: number): number {
+  return 1 + Math.floor(Math.random() * accounts);
+}
+
+/** One autocannon measurement; latencies are taken from every response (ms, hrtime) rather than its histogram. */
+async function measure(
+  url: string,
+  body: (aid: number) => string,
+  accounts: number,
+  connections: number,
+  durationS: number,
+) {
+  const request: AutocannonRequest = {
+    method: "POST",
+    path: "/api/query",
+    headers: { "content-type": "application/json" },
+    setupRequest: (req) => ({ ...req, body: body(randomAid(accounts)) }),
+  };
+  const latenciesUs: number[] = [];
+  let failures = 0;
+  const instance = autocannon({ url, connections, duration: durationS, requests: [request], timeout: 30 });
+  instance.on("response", (_client: unknown, statusCode: number, _bytes: number, responseTimeMs: number) => {
+    if (statusCode >= 200 && statusCode < 300) latenciesUs.push(responseTimeMs * 1000);
+    else failures++;
+  });
+  const result = await instance;
+  const ok = latenciesUs.length;
+  return {
+    rps: ok / result.duration,
+    latenciesUs: Float64Array.from(latenciesUs),
+    requests: ok,
+    failures: failures + result.errors + result.timeouts,
+  };
+}
+
+/** Checks one request by hand first, so a misconfigured side fails with its response instead of a 0 in the table. */
+async function probe(url: string, body: string): Promise<void> {
+  const response = await fetch(`${url}/api/query`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body,
+  });
+  const text = await response.text();
+  if (response.status !== 200)
+    throw new Error(`POST ${url}/api/query answered ${response.status}: ${text.slice(0, 300)}`);
+}
+
+/**
+ * `POST /api/query` on pgtoll (guard, planner estimate, reservation, execution, settlement) against a bare
+ * fastify + node-postgres route running the same statement, both in their own process with the same pool size,
+ * driven by autocannon from this process. Repetitions alternate between the two.
+ */
+export async function runRestQuery(options: RestOptions): Promise<RestResult> {
+  const baseline = await spawnNodeUntilReady(["--import", "tsx", "bench/baseline-server.ts"], {
+    cwd: options.root,
+    env: {
+      ...process.env,
+      BASELINE_DATABASE_URL: options.dataUrl,
+      BASELINE_POOL_SIZE: String(options.poolSize),
+    },
+    logFile: join(options.scratchDir, "baseline.log"),
+    readyPrefix: "baseline ready ",
+  });
+  try {
+    const sides = [
+      {
+        name: "baseline" as const,
+        url: baseline.line.split(/\s+/)[2]!,
+        body: (aid: number) => JSON.stringify({ sql: REST_SQL, params: [aid] }),
+      },
+      {
+        name: "pgtoll" as const,
+        url: options.pgtollHttpUrl,
+        body: (aid: number) =>
+          JSON.stringify({
+            agentWallet: options.agentWallet,
+            providerId: options.providerId,
+            sql: REST_SQL,
+            params: [aid],
+          }),
+      },
+    ];
+    const collected = sides.map(() => ({
+      rps: [] as number[],
+      latencies: [] as Float64Array[],
+      requests: 0,
+      failures: 0,
+      error: undefined as string | undefined,
+    }));
+    for (const [i, side] of sides.entries()) {
+      try {
+        await probe(side.url, side.body(1));
+        await measure(side.url, side.body, options.accounts, options.connections, options.warmupS);
+      } catch (error) {
+        collected[i]!.error = (error as Error).message;
+        options.log(`rest ${side.name}: FAILED ${collected[i]!.error}`);
+      }
+    }
+    for (let run = 1; run <= options.runs; run++) {
+      for (const [i, side] of sides.entries()) {
+        const into = collected[i]!;
+        if (into.error) continue;
+        const result = await measure(
+          side.url,
+          side.body,
+          options.accounts,
+          options.connections,
+          options.durationS,
+        );
+        into.rps.push(result.rps);
+        into.latencies.push(result.latenciesUs);
+        into.requests += result.requests;
+        into.failures += result.failures;
+        options.log(
+          `rest ${side.name.padEnd(8)} run ${run}/${options.runs}: ${result.rps.toFixed(0)} req/s${result.failures ? ` (${result.failures} failed)` : ""}`,
+        );
+      }
+    }
+    return {
+      sql: REST_SQL,
+      connections: options.connections,
+      poolSize: options.poolSize,
+      sides: sides.map((side, i) => {
+        const c = collected[i]!;
+        return {
+          name: side.name,
+          url: side.url,
+          rps: spread(c.rps),
+          latency: summariseLatency(c.latencies),
+          requests: c.requests,
+          failures: c.failures,
+          ...(c.error ? { error: c.error } : {}),
+        };
+      }),
+    };
+  } finally {
+    await stopChild(baseline.child, 5000);
+  }
+}

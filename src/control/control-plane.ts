@@ -1,0 +1,95 @@
+import type pg from "pg";
+import type { Logger } from "pino";
+import type { SecretBox } from "../providers/secret-box.js";
+import { connectProjectCluster, type ProjectCluster } from "./cluster.js";
+import { processDropQueue } from "./drop-queue.js";
+import { InstanceLease } from "./instance-lease.js";
+import { adoptOrphanedOperations, OperationRunner } from "./operation-runner.js";
+import { type ControlSettings, DEFAULT_OPERATION_WAIT_MS } from "./settings.js";
+
+const SWEEP_INTERVAL_MS = 10_000;
+
+/**
+ * The management plane of one pgtoll process: the metadata database, the cluster that hosts projects, the
+ * secret box that seals role passwords, and the runner of this process's operations. On start it takes over
+ * the operations of processes that died (including this process's previous life), and keeps doing so, along
+ * with finishing queued drops, every 10 seconds.
+ */
+export class ControlPlane {
+  readonly runner: OperationRunner;
+  #sweeper: NodeJS.Timeout | undefined;
+
+  private constructor(
+    readonly db: pg.Pool,
+    readonly cluster: ProjectCluster,
+    readonly box: SecretBox,
+    readonly settings: ControlSettings,
+    readonly logger: Logger,
+    private readonly lease: InstanceLease,
+  ) {
+    this.runner = new OperationRunner(
+      { db, cluster, box, fenceGraceMs: settings.fenceGraceMs },
+      lease.id,
+      logger,
+    );
+  }
+
+  static async start(
+    db: pg.Pool,
+    box: SecretBox,
+    settings: ControlSettings,
+    logger: Logger,
+  ): Promise<ControlPlane> {
+    const cluster = connectProjectCluster(settings.clusterUrl);
+    let lease: InstanceLease;
+    try {
+      lease = await InstanceLease.acquire(db);
+    } catch (error) {
+      await cluster.close();
+      throw error;
+    }
+    const plane = new ControlPlane(db, cluster, box, settings, logger, lease);
+    await plane.sweep();
+    plane.#sweeper = setInterval(() => void plane.sweep(), SWEEP_INTERVAL_MS);
+    plane.#sweeper.unref();
+    return plane;
+  }
+
+  get instanceId(): number {
+    return this.lease.id;
+  }
+
+  get operationWaitMs(): number {
+    return this.settings.operationWaitMs ?? DEFAULT_OPERATION_WAIT_MS;
+  }
+
+  /** Takes over orphaned operations and retries queued drops. Never throws. */
+  async sweep(): Promise<void> {
+    try {
+      const projects = await adoptOrphanedOperations(this.db, this.lease.id, (id) => this.lease.isAlive(id));
+      if (projects.length) this.logger.warn({ projects }, "took over the operations of a stopped process");
+      for (const project of projects) void this.runner.kick(project);
+      await processDropQueue(this.db, this.cluster);
+    } catch (error) {
+      this.logger.warn({ err: error }, "management sweep failed");
+    }
+  }
+
+  /** Runs the project's operations and waits for them up to the configured time. */
+  settle(projectId: string): Promise<void> {
+    return this.runner.settle(projectId, this.operationWaitMs);
+  }
+
+  /**
+   * Stops: waits for running operations, gives the lease up and closes the cluster pool. `abandon` does not
+   * wait: operations are left as they are and their cluster work is cut off, as a crash would (tests use it to
+   * check that another process takes them over).
+   */
+  async stop(options: { abandon?: boolean } = {}): Promise<void> {
+    clearInterval(this.#sweeper);
+    const stopped = this.runner.stop(options.abandon);
+    if (!options.abandon) await stopped;
+    this.lease.release();
+    await this.cluster.close();
+  }
+}

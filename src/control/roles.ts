@@ -1,0 +1,183 @@
+import { projectFor } from "./access.js";
+import { changeProject } from "./change.js";
+import { conflict, preconditionFailed } from "./control-error.js";
+import type { ControlPlane } from "./control-plane.js";
+import { queueDrops } from "./drop-queue.js";
+import { newRolePassword } from "./ids.js";
+import { databasesOf, getBranch, getRole, rolesOf } from "./lookups.js";
+import { checkRoleName, physicalRoleName } from "./names.js";
+import type { Principal } from "./principal.js";
+import type { RoleRow } from "./rows.js";
+import type { Queryable } from "./sql.js";
+
+export async function listRoles(
+  db: Queryable,
+  principal: Principal,
+  projectId: string,
+  branchId: string,
+): Promise<RoleRow[]> {
+  await projectFor(db, principal, projectId);
+  await getBranch(db, projectId, branchId);
+  return rolesOf(db, branchId);
+}
+
+export async function readRole(
+  db: Queryable,
+  principal: Principal,
+  projectId: string,
+  branchId: string,
+  name: string,
+) {
+  await projectFor(db, principal, projectId);
+  await getBranch(db, projectId, branchId);
+  return getRole(db, branchId, name);
+}
+
+/**
+ * Creates a role on the branch: a real PostgreSQL role, named `<project role prefix>_<name>` on the cluster,
+ * that may connect to the branch's databases. A role name is one role per project: when another branch of
+ * the project already has it, this branch gets the same role (and password). Returns its password.
+ */
+export async function createRole(
+  plane: ControlPlane,
+  principal: Principal,
+  projectId: string,
+  branchId: string,
+  input: { name: string; no_login?: boolean },
+) {
+  let password: string | undefined;
+  const { operations } = await changeProject(plane, principal, projectId, async (client, { project }) => {
+    const name = checkRoleName(input.name, project.rolePrefix);
+    await getBranch(client, projectId, branchId, true);
+    const { rowCount: onBranch } = await client.query(
+      "SELECT 1 FROM branch_roles WHERE branch_id = $1 AND name = $2",
+      [branchId, name],
+    );
+    if (onBranch) throw conflict(`role ${name} already exists on branch ${branchId}`);
+    const { rows: existing } = await client.query(
+      "SELECT password_sealed, no_login FROM project_roles WHERE project_id = $1 AND name = $2",
+      [projectId, name],
+    );
+    if (existing[0]) {
+      password = existing[0].password_sealed ? plane.box.open(existing[0].password_sealed) : undefined;
+    } else {
+      password = input.no_login ? undefined : newRolePassword();
+      await client.query(
+        "INSERT INTO project_roles (project_id, name, physical_name, password_sealed, no_login) VALUES ($1, $2, $3, $4, $5)",
+        [
+          projectId,
+          name,
+          physicalRoleName(project.rolePrefix, name),
+          password ? plane.box.seal(password) : null,
+          input.no_login ?? false,
+        ],
+      );
+    }
+    await client.query("INSERT INTO branch_roles (branch_id, project_id, name) VALUES ($1, $2, $3)", [
+      branchId,
+      projectId,
+      name,
+    ]);
+    return {
+      result: undefined,
+      planned: [{ action: "apply_config", branchId, step: { kind: "create_role", branchId, name } }],
+    };
+  });
+  return { role: await getRole(plane.db, branchId, input.name), password, operations };
+}
+
+/**
+ * Removes a role from the branch: what it owns in the branch's databases goes to each database's owner and it
+ * may no longer connect to them. The real role is dropped once no branch has it. A role that owns one of the
+ * branch's databases, or a protected role, cannot be removed (409).
+ */
+export async function deleteRole(
+  plane: ControlPlane,
+  principal: Principal,
+  projectId: string,
+  branchId: string,
+  name: string,
+) {
+  const { result, operations } = await changeProject(plane, principal, projectId, async (client) => {
+    const role = await getRole(client, branchId, name);
+    if (role.protected) throw conflict(`role ${name} is protected`);
+    const databases = await databasesOf(client, branchId);
+    const owned = databases.find((database) => database.ownerName === name);
+    if (owned)
+      throw conflict(
+        `role ${name} owns database ${owned.name}: delete the database or give it another owner first`,
+      );
+    await client.query("DELETE FROM branch_roles WHERE branch_id = $1 AND name = $2", [branchId, name]);
+    const { rowCount: elsewhere } = await client.query(
+      "SELECT 1 FROM branch_roles WHERE project_id = $1 AND name = $2 LIMIT 1",
+      [projectId, name],
+    );
+    if (!elsewhere) {
+      await client.query("DELETE FROM project_roles WHERE project_id = $1 AND name = $2", [projectId, name]);
+      await queueDrops(client, [{ kind: "role", physicalName: role.physicalName }]);
+    }
+    return {
+      result: role,
+      planned: [
+        {
+          action: "apply_config",
+          branchId,
+          step: {
+            kind: "detach_role",
+            physicalName: role.physicalName,
+            databases: databases.map((d) => d.physicalName),
+          },
+        },
+      ],
+    };
+  });
+  return { role: result, operations };
+}
+
+/** The role's password (412 when the project does not store passwords, or the role cannot log in). */
+export async function revealPassword(
+  plane: ControlPlane,
+  principal: Principal,
+  projectId: string,
+  branchId: string,
+  name: string,
+) {
+  const { project } = await projectFor(plane.db, principal, projectId);
+  await getBranch(plane.db, projectId, branchId);
+  const role = await getRole(plane.db, branchId, name);
+  if (!project.storePasswords)
+    throw preconditionFailed(`project ${projectId} does not store passwords: reset the password instead`);
+  if (!role.passwordSealed) throw preconditionFailed(`role ${name} cannot log in: it has no password`);
+  return plane.box.open(role.passwordSealed);
+}
+
+/**
+ * Gives the role a new password, on the cluster too. A role is one PostgreSQL role per project, so the new
+ * password holds on every branch that has it.
+ */
+export async function resetPassword(
+  plane: ControlPlane,
+  principal: Principal,
+  projectId: string,
+  branchId: string,
+  name: string,
+) {
+  const password = newRolePassword();
+  const { operations } = await changeProject(plane, principal, projectId, async (client) => {
+    const role = await getRole(client, branchId, name);
+    if (role.noLogin) throw preconditionFailed(`role ${name} cannot log in: it has no password`);
+    await client.query(
+      "UPDATE project_roles SET password_sealed = $3, updated_at = clock_timestamp() WHERE project_id = $1 AND name = $2",
+      [projectId, name, plane.box.seal(password)],
+    );
+    await client.query(
+      "UPDATE branch_roles SET updated_at = clock_timestamp() WHERE branch_id = $1 AND name = $2",
+      [branchId, name],
+    );
+    return {
+      result: undefined,
+      planned: [{ action: "apply_config", branchId, step: { kind: "set_password", projectId, name } }],
+    };
+  });
+  return { role: await getRole(plane.db, branchId, name), password, operations };
+}

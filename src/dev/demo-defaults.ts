@@ -1,0 +1,22 @@
+/** What `pgtoll dev` sets up: the sample provider, its price, and the demo agent's money. */
+
+/** The sample provider's registration. The email tells `pgtoll dev` which provider of a data directory is its own. */
+export const SAMPLE_PROVIDER = {
+  name: "Airports sample (pgtoll dev)",
+  email: "airports-sample@example.com",
+} as const;
+
+/** 0.05 USDC per 1000 rows with a 1.2 markup: 0.00006 USDC (60 micro-USDC) a row. */
+export const DEMO_PRICE = { basePricePer1000Rows: 0.05, markupMultiplier: 1.2 } as const;
+
+/** Minted to the demo agent on each fresh chain, in micro-USDC (1000 USDC). */
+export const DEMO_MINT_MICRO = 1_000_000_000n;
+
+/** Sent on chain to the provider and deposited at each start, in micro-USDC (10 USDC). */
+export const DEMO_DEPOSIT_MICRO = 10_000_000n;
+
+/**
+ * Indexes of hardhat's dev accounts. WARNING: their private keys are public knowledge; `pgtoll dev` prints
+ * the demo agent's. Never send real funds to them.
+ */
+export const DEV_ACCOUNT = { funder: 0, provider: 1, agent: 2 } as const;

@@ -1,0 +1,140 @@
+import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
+import { createSecretBox, loadSecretKey } from "../providers/secret-box.js";
+import { AGENT_TOKEN_LIFETIME_S, createAgentToken } from "../proxy/agent-token.js";
+import { startServer } from "../server.js";
+import { planDemoChain, startDemoChain } from "./demo-chain.js";
+import { DEMO_DEPOSIT_MICRO, DEMO_PRICE, DEV_ACCOUNT, SAMPLE_PROVIDER } from "./demo-defaults.js";
+import { fundDemoAgent } from "./demo-funding.js";
+import { removeDevState, writeDevState } from "./dev-state.js";
+import { dialUrl } from "./dial-address.js";
+import type { DevStackInfo } from "./instructions.js";
+import { prepareSampleDatabase } from "./sample-database.js";
+import { ensureSampleProvider } from "./sample-provider.js";
+
+const lower = (address: string) => address.toLowerCase() as `0x${string}`;
+
+/** Thrown by {@link startDevStack} when it was asked to stop before it was up; everything started is stopped. */
+export class DevStackInterrupted extends Error {
+  override name = "DevStackInterrupted";
+}
+
+export interface DevStack {
+  /** What the walk-through prints, minus the CLI invocation and data directory flag. */
+  info: Omit<DevStackInfo, "cli" | "dataDirFlag">;
+  /** Stops pgtoll (proxy, REST API, embedded PostgreSQL) and the chain. Safe to call more than once. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the whole dev stack in this process: a fresh local chain with the dev USDC, pgtoll itself verifying
+ * deposits against that chain and token (1 confirmation), the sample database, the sample provider (registered
+ * and priced through pgtoll's REST API), and a real on-chain deposit for the demo agent, credited through
+ * `POST /api/deposit`. `stopRequested` is polled between steps; when it turns true the steps already done are
+ * undone and {@link DevStackInterrupted} is thrown. A failed step undoes the earlier ones too.
+ */
+export async function startDevStack(
+  config: Config,
+  logger: Logger,
+  stopRequested: () => boolean,
+): Promise<DevStack> {
+  const cleanups: (() => Promise<void>)[] = [];
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      for (const cleanup of cleanups.reverse()) {
+        try {
+          await cleanup();
+        } catch (error) {
+          logger.warn({ err: error }, "error while stopping the dev stack");
+        }
+      }
+    })();
+    return stopping;
+  };
+  const step = () => {
+    if (stopRequested()) throw new DevStackInterrupted("stopped while starting");
+  };
+
+  try {
+    // The chain and pgtoll start side by side: the plan tells pgtoll the chain's URL and token beforehand.
+    const plan = await planDemoChain(config.chainId);
+    const [chainStart, serverStart] = await Promise.allSettled([
+      startDemoChain(plan),
+      startServer(
+        { ...config, rpcUrl: plan.rpcUrl, tokenAddress: lower(plan.tokenAddress), minConfirmations: 1 },
+        logger,
+      ),
+    ]);
+    if (chainStart.status === "fulfilled") cleanups.push(() => chainStart.value.chain.stop());
+    if (serverStart.status === "fulfilled") cleanups.push(() => serverStart.value.stop());
+    if (chainStart.status === "rejected") throw chainStart.reason;
+    if (serverStart.status === "rejected") throw serverStart.reason;
+    const demo = chainStart.value;
+    const server = serverStart.value;
+    logger.info({ rpcUrl: plan.rpcUrl, token: plan.tokenAddress }, "local chain started");
+    step();
+
+    const sample = await prepareSampleDatabase(server.embedded?.adminUrl ?? server.databaseUrl);
+    step();
+    const httpUrl = dialUrl(server.httpUrl).origin;
+    const provider = await ensureSampleProvider({
+      httpUrl,
+      databaseUrl: server.databaseUrl,
+      box: createSecretBox(await loadSecretKey(config.secretKey, config.dataDir)),
+      walletAddress: demo.provider.address.toLowerCase(),
+      connectionString: sample.connectionString,
+    });
+    step();
+
+    const agentWallet = demo.agent.address.toLowerCase();
+    const agentToken = await createAgentToken(demo.agent.privateKey, provider.id);
+    const restAuth = config.restAgentAuth === "signature";
+    const deposit = await fundDemoAgent({
+      endpoint: demo.chain,
+      token: demo.token.address,
+      agentKey: demo.agent.privateKey,
+      agentWallet,
+      providerWallet: demo.provider.address,
+      providerId: provider.id,
+      amountMicro: DEMO_DEPOSIT_MICRO,
+      httpUrl,
+      headers: restAuth ? { authorization: `Bearer ${agentToken}` } : {},
+    });
+    step();
+
+    await writeDevState(config.dataDir, {
+      rpcUrl: demo.chain.rpcUrl,
+      chainId: demo.chain.chainId,
+      tokenAddress: demo.token.address,
+      agentAccountIndex: DEV_ACCOUNT.agent,
+      providerId: provider.id,
+      providerWallet: demo.provider.address,
+    });
+    cleanups.push(() => removeDevState(config.dataDir));
+
+    return {
+      info: {
+        httpUrl: server.httpUrl,
+        proxyUrl: server.proxyUrl,
+        tls: Boolean(config.tlsCert && config.tlsKey),
+        rpcUrl: demo.chain.rpcUrl,
+        chainId: demo.chain.chainId,
+        tokenAddress: demo.token.address,
+        provider: { id: provider.id, name: SAMPLE_PROVIDER.name, registered: provider.registered },
+        price: DEMO_PRICE,
+        database: sample.database,
+        tables: sample.tables,
+        agent: { wallet: agentWallet, privateKey: demo.agent.privateKey, accountIndex: DEV_ACCOUNT.agent },
+        deposit: { txHash: deposit.txHash, amountMicro: DEMO_DEPOSIT_MICRO, balance: deposit.balance },
+        agentToken,
+        tokenLifetimeMinutes: AGENT_TOKEN_LIFETIME_S / 60,
+        ...(restAuth ? { restBearer: agentToken } : {}),
+      },
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}

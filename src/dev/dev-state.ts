@@ -1,0 +1,38 @@
+import { existsSync } from "node:fs";
+import { readFile, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+
+/**
+ * What a running `pgtoll dev` tells other commands of the same data directory (`pgtoll dev-transfer`) about its
+ * chain. Written once the stack is up, removed when it stops. Holds no key: the agent is named by its index
+ * among hardhat's dev accounts.
+ */
+export interface DevState {
+  rpcUrl: string;
+  chainId: number;
+  tokenAddress: `0x${string}`;
+  agentAccountIndex: number;
+  providerId: string;
+  providerWallet: `0x${string}`;
+}
+
+const FILE = "dev-stack.json";
+
+export function devStatePath(dataDir: string): string {
+  return join(dataDir, FILE);
+}
+
+export async function writeDevState(dataDir: string, state: DevState): Promise<void> {
+  await writeFile(devStatePath(dataDir), `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
+}
+
+/** The state of the `pgtoll dev` running on `dataDir`, or null when none is. */
+export async function readDevState(dataDir: string): Promise<DevState | null> {
+  const file = devStatePath(dataDir);
+  if (!existsSync(file)) return null;
+  return JSON.parse(await readFile(file, "utf8")) as DevState;
+}
+
+export async function removeDevState(dataDir: string): Promise<void> {
+  await rm(devStatePath(dataDir), { force: true });
+}

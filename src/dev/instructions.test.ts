@@ -1,0 +1,64 @@
+import { describe, expect, it } from "vitest";
+import { dialHost } from "./dial-address.js";
+import { type DevStackInfo, formatDevInstructions } from "./instructions.js";
+
+const PROVIDER = "55792bf5-7cd0-448b-9eae-6f25e67a053b";
+const WALLET = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc";
+
+const info: DevStackInfo = {
+  httpUrl: "http://0.0.0.0:3000",
+  proxyUrl: "postgres://0.0.0.0:6543",
+  tls: false,
+  rpcUrl: "http://127.0.0.1:8545",
+  chainId: 8453,
+  tokenAddress: "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+  provider: { id: PROVIDER, name: "Airports sample (pgtoll dev)", registered: true },
+  price: { basePricePer1000Rows: 0.05, markupMultiplier: 1.2 },
+  database: "pgtoll_sample",
+  tables: [{ table: "airports", rows: 5210 }],
+  agent: { wallet: WALLET, privateKey: "0xkey", accountIndex: 2 },
+  deposit: { txHash: "0xabc", amountMicro: 10_000_000n, balance: "10.000000" },
+  agentToken: "pgtoll1.1.0xsig",
+  tokenLifetimeMinutes: 60,
+  cli: "node dist/cli.js",
+  dataDirFlag: " --data-dir '/tmp/my dir'",
+};
+
+const lines = (text: string) => text.split("\n").map((line) => line.trim());
+
+describe("formatDevInstructions", () => {
+  it("prints a psql line for the proxy, dialing loopback when pgtoll listens on all addresses", () => {
+    expect(lines(formatDevInstructions(info))).toContain(
+      `PGPASSWORD=pgtoll1.1.0xsig psql "host=127.0.0.1 port=6543 user=${WALLET} dbname=${PROVIDER} sslmode=disable"`,
+    );
+    expect(formatDevInstructions({ ...info, tls: true })).toContain("sslmode=require");
+  });
+
+  it("states the price per 1000 rows by the cost rule", () => {
+    expect(formatDevInstructions(info)).toContain("1000 rows cost 0.060000 USDC");
+  });
+
+  it("makes the deposit line send a transfer with the data directory, and curl carry a token only in signature mode", () => {
+    const text = formatDevInstructions(info);
+    const deposit = lines(text).find((line) => line.includes("/api/deposit"));
+    expect(deposit).toBe(
+      `curl -s -w '\\n' http://127.0.0.1:3000/api/deposit -H 'Content-Type: application/json' -d '{"txHash":"'$(node dist/cli.js dev-transfer --amount 5 --data-dir '/tmp/my dir')'","agentWallet":"${WALLET}","providerId":"${PROVIDER}"}'`,
+    );
+    expect(text).not.toContain("Authorization");
+    const signed = formatDevInstructions({ ...info, restBearer: "pgtoll1.2.0xsig" });
+    const curls = lines(signed).filter((line) => line.startsWith("curl "));
+    expect(curls).toHaveLength(4);
+    for (const curl of curls) expect(curl).toContain("-H 'Authorization: Bearer pgtoll1.2.0xsig'");
+  });
+});
+
+describe("dialHost", () => {
+  it.each([
+    ["0.0.0.0", "127.0.0.1"],
+    ["[::]", "::1"],
+    ["[::1]", "::1"],
+    ["10.0.0.5", "10.0.0.5"],
+  ])("%s -> %s", (host, dialed) => {
+    expect(dialHost(host)).toBe(dialed);
+  });
+});

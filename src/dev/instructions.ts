@@ -1,0 +1,82 @@
+import { costOfRows } from "../billing/cost.js";
+import { formatMicro } from "../billing/money.js";
+import { parsePricing } from "../billing/pricing.js";
+import type { TableCount } from "./airports-tables.js";
+import { dialHost, dialUrl } from "./dial-address.js";
+import { shellQuote } from "./shell-quote.js";
+
+/** Everything the printed walk-through names. */
+export interface DevStackInfo {
+  httpUrl: string;
+  proxyUrl: string;
+  /** The proxy offers TLS (PGTOLL_TLS_CERT/KEY): psql is told sslmode=require instead of disable. */
+  tls: boolean;
+  rpcUrl: string;
+  chainId: number;
+  tokenAddress: string;
+  provider: { id: string; name: string; registered: boolean };
+  price: { basePricePer1000Rows: number; markupMultiplier: number };
+  database: string;
+  tables: TableCount[];
+  agent: { wallet: string; privateKey: string; accountIndex: number };
+  deposit: { txHash: string; amountMicro: bigint; balance: string };
+  /** An agent token made at start, for the psql line. */
+  agentToken: string;
+  tokenLifetimeMinutes: number;
+  /** The shell words that run this CLI (see cliInvocation). */
+  cli: string;
+  /** `--data-dir DIR` when the data directory is not the default one, else "". */
+  dataDirFlag: string;
+  /** Set when the REST gateway wants agent tokens (PGTOLL_REST_AGENT_AUTH=signature). */
+  restBearer?: string;
+}
+
+/** The text `pgtoll dev` prints after its ready line: a summary, then commands that work as printed. */
+export function formatDevInstructions(info: DevStackInfo): string {
+  const http = dialUrl(info.httpUrl).origin;
+  const proxy = dialUrl(info.proxyUrl);
+  const wallet = info.agent.wallet;
+  const providerId = info.provider.id;
+  const price = parsePricing(info.price.basePricePer1000Rows, info.price.markupMultiplier);
+  const conninfo = `host=${dialHost(proxy.hostname)} port=${proxy.port} user=${wallet} dbname=${providerId} sslmode=${info.tls ? "require" : "disable"}`;
+  const tokenCommand = `PGTOLL_AGENT_KEY=${info.agent.privateKey} ${info.cli} agent-token --provider ${providerId}`;
+  const auth = info.restBearer ? ` -H ${shellQuote(`Authorization: Bearer ${info.restBearer}`)}` : "";
+  const curl = `curl -s -w '\\n'${auth}`;
+  const json = (body: Record<string, string>) =>
+    `-H 'Content-Type: application/json' -d ${shellQuote(JSON.stringify(body))}`;
+  const transfer = `${info.cli} dev-transfer --amount 5${info.dataDirFlag}`;
+  const depositBody = `'${JSON.stringify({ txHash: "@TX@", agentWallet: wallet, providerId }).replace("@TX@", `'$(${transfer})'`)}'`;
+  const tables = info.tables.map((t) => `${t.table} (${t.rows} rows)`).join(", ");
+
+  return [
+    "",
+    "pgtoll dev is up: pgtoll, its embedded PostgreSQL and a local chain. Ctrl-C stops them all.",
+    "",
+    `  chain        ${info.rpcUrl}, chain id ${info.chainId}, dev USDC (6 decimals) at ${info.tokenAddress}`,
+    `  provider     ${info.provider.name}, id ${providerId} (${info.provider.registered ? "registered now" : "registered by an earlier run, reused"})`,
+    `  price        ${info.price.basePricePer1000Rows} USDC per 1000 rows x ${info.price.markupMultiplier} markup: 1000 rows cost ${formatMicro(costOfRows(1000, price))} USDC`,
+    `  data         ${tables} in database ${info.database}`,
+    `  demo agent   ${wallet} (hardhat dev account #${info.agent.accountIndex}; its key is public: never use it on a real network)`,
+    `  deposit      ${formatMicro(info.deposit.amountMicro)} USDC sent on chain (tx ${info.deposit.txHash}), credited: balance ${info.deposit.balance} USDC`,
+    "",
+    "Run these from this directory.",
+    "",
+    `psql through the wire proxy; the password is an agent token, valid for ${info.tokenLifetimeMinutes} minutes:`,
+    `  PGPASSWORD=${info.agentToken} psql "${conninfo}"`,
+    "  then try: SELECT iata_code, name, municipality FROM airports WHERE iso_country = 'NZ' ORDER BY iata_code;",
+    "",
+    "When the token has expired (psql: 28P01), make a fresh one with the agent's key, or connect with one in one go:",
+    `  ${tokenCommand}`,
+    `  PGPASSWORD=$(${tokenCommand}) psql "${conninfo}"`,
+    "",
+    "REST gateway: balance, a query, the ledger:",
+    `  ${curl} ${http}/api/balance/${wallet}/${providerId}`,
+    `  ${curl} ${http}/api/query ${json({ sql: "SELECT iata_code, name, elevation_ft FROM airports ORDER BY elevation_ft DESC NULLS LAST LIMIT 5", agentWallet: wallet, providerId })}`,
+    `  ${curl} '${http}/api/transactions/${wallet}?providerId=${providerId}&limit=10'`,
+    "",
+    "Deposit more: send 5 dev USDC on the local chain from the agent to the provider, then credit the transfer:",
+    `  ${curl} ${http}/api/deposit -H 'Content-Type: application/json' -d ${depositBody}`,
+    `  (${transfer} alone sends a transfer and prints its hash)`,
+    "",
+  ].join("\n");
+}

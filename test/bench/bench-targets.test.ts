@@ -1,0 +1,97 @@
+import { describe, expect, it } from "vitest";
+import type { PgbenchCell } from "../../bench/pgbench-matrix.js";
+import { percentile, spread, summariseLatency } from "../../bench/stats.js";
+import { checkTargets } from "../../bench/targets.js";
+
+function cell(
+  target: PgbenchCell["target"],
+  clients: number,
+  protocol: PgbenchCell["protocol"],
+  tps: number[],
+  p50Us = 100,
+): PgbenchCell {
+  return {
+    target,
+    script: "select-only",
+    clients,
+    protocol,
+    tps: spread(tps),
+    latency: { p50Us, p99Us: p50Us * 3, samples: 100 },
+    transactions: 100,
+    cpuUsPerTransaction: {
+      machineBusy: 0,
+      pgtoll: 0,
+      pgbouncer: 0,
+      postgres: 0,
+      pgbench: 0,
+      runner: 0,
+      other: 0,
+    },
+    machineUtilisation: 0,
+    failedRuns: 0,
+  };
+}
+
+describe("bench statistics", () => {
+  it("takes min, median and max over the runs", () => {
+    expect(spread([30, 10, 20])).toMatchObject({ min: 10, median: 20, max: 30 });
+    expect(spread([4, 1, 3, 2]).median).toBe(2.5);
+    expect(Number.isNaN(spread([]).median)).toBe(true);
+  });
+
+  it("uses nearest-rank percentiles", () => {
+    const sorted = Float64Array.from({ length: 100 }, (_, i) => i + 1);
+    expect(percentile(sorted, 50)).toBe(50);
+    expect(percentile(sorted, 99)).toBe(99);
+    expect(percentile(Float64Array.of(7), 99)).toBe(7);
+  });
+
+  it("pools latencies of every run before taking percentiles", () => {
+    const summary = summariseLatency([Float64Array.of(300, 100), Float64Array.of(200, 400)]);
+    expect(summary).toEqual({ p50Us: 200, p99Us: 400, samples: 4 });
+  });
+});
+
+describe("bench targets", () => {
+  const select = [
+    cell("direct", 10, "simple", [1000, 1100, 900]),
+    cell("pgtoll", 10, "simple", [600, 500, 400]),
+    cell("pgbouncer", 10, "simple", [450]),
+    cell("direct", 1, "simple", [100], 80),
+    cell("pgtoll", 1, "simple", [90], 300),
+  ];
+
+  it("compares medians and marks each target", () => {
+    const targets = checkTargets(select, null, null);
+    const byName = (name: string) => targets.find((t) => t.name === name)!;
+    expect(byName("pgtoll / direct TPS, 10 clients, simple")).toMatchObject({ value: 0.5, met: true });
+    expect(byName("pgtoll / PgBouncer TPS, 10 clients, simple").met).toBe(true);
+    expect(byName("p50 latency added by pgtoll, 1 client, simple")).toMatchObject({ value: 220, met: false });
+  });
+
+  it("says n/a for what the run did not measure", () => {
+    const targets = checkTargets(select, null, null);
+    expect(targets.find((t) => t.name === "pgtoll / direct TPS, 10 clients, prepared")).toMatchObject({
+      value: null,
+      met: null,
+    });
+    expect(targets.find((t) => t.name.startsWith("proxy RSS"))?.met).toBeNull();
+  });
+
+  it("holds memory to 100 MB per 1 000 idle sessions", () => {
+    const memory = {
+      requested: 1000,
+      opened: 500,
+      rssBeforeKiB: 0,
+      rssAfterKiB: 0,
+      rssAfterCloseKiB: 0,
+      deltaMB: 60,
+      mbPer1000: 120,
+      kibPerSession: 0,
+    };
+    expect(checkTargets([], null, memory).find((t) => t.name.startsWith("proxy RSS"))).toMatchObject({
+      value: 120,
+      met: false,
+    });
+  });
+});

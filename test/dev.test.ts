@@ -1,0 +1,202 @@
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, describe, expect, it } from "vitest";
+import { costOfRows } from "../src/billing/cost.js";
+import { formatMicro, parseMicro } from "../src/billing/money.js";
+import { parsePricing } from "../src/billing/pricing.js";
+import { DEMO_DEPOSIT_MICRO, DEMO_PRICE } from "../src/dev/demo-defaults.js";
+import { verifyAgentToken } from "../src/proxy/agent-token.js";
+import { type CliProcess, runCli } from "./support/cli.js";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const price = parsePricing(DEMO_PRICE.basePricePer1000Rows, DEMO_PRICE.markupMultiplier);
+const LAST_LINE = /alone sends a transfer and prints its hash/;
+
+/** The environment a person's shell would have: none of the test's own PostgreSQL or pgtoll settings. */
+function cleanEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !/^(PG|DATABASE_URL|LOG_LEVEL)/.test(name)),
+  );
+}
+
+/** Runs one printed line through `sh -c` from the repository root, as a person pasting it would. */
+function sh(line: string, input = ""): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn("sh", ["-c", line], { cwd: root, env: cleanEnv(), stdio: ["pipe", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+    child.stdout.on("data", (chunk) => (stdout += chunk));
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    child.once("error", reject);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+    child.stdin.end(input);
+  });
+}
+
+async function json(line: string): Promise<Record<string, unknown>> {
+  const result = await sh(line);
+  expect(result.stderr).toBe("");
+  expect(result.code).toBe(0);
+  return JSON.parse(result.stdout) as Record<string, unknown>;
+}
+
+/** The walk-through's commands, found by what they start with or call. */
+function parse(output: string) {
+  const lines = output.split("\n").map((line) => line.trim());
+  const find = (test: (line: string) => boolean, what: string) => {
+    const line = lines.find(test);
+    if (!line) throw new Error(`pgtoll dev printed no ${what} line:\n${output}`);
+    return line;
+  };
+  const psql = find((l) => l.startsWith("PGPASSWORD=pgtoll1."), "psql");
+  const curl = (path: string) => find((l) => l.startsWith("curl ") && l.includes(path), path);
+  return {
+    ready: find((l) => l.startsWith("pgtoll ready "), "ready"),
+    psql,
+    freshPsql: find((l) => l.startsWith("PGPASSWORD=$("), "fresh-token psql"),
+    agentToken: find((l) => l.startsWith("PGTOLL_AGENT_KEY="), "agent-token"),
+    balance: curl("/api/balance/"),
+    query: curl("/api/query"),
+    transactions: curl("/api/transactions/"),
+    deposit: curl("/api/deposit"),
+    providerId: /dbname=([0-9a-f-]{36})/.exec(psql)?.[1] ?? "",
+    wallet: /user=(0x[0-9a-f]{40})/.exec(psql)?.[1] ?? "",
+    provider: find((l) => l.startsWith("provider "), "provider summary"),
+    depositSummary: find((l) => l.startsWith("deposit "), "deposit summary"),
+  };
+}
+
+async function balanceOf(line: string): Promise<bigint> {
+  const body = await json(line);
+  return parseMicro(String(body.balance)) ?? -1n;
+}
+
+/** Proxy charges are written just after the session's statements: waits until the balance moves to `expected`. */
+async function balanceBecomes(line: string, expected: bigint): Promise<bigint> {
+  const deadline = Date.now() + 10_000;
+  let balance = await balanceOf(line);
+  while (balance !== expected && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 200));
+    balance = await balanceOf(line);
+  }
+  return balance;
+}
+
+async function stopped(cli: CliProcess, signal: NodeJS.Signals): Promise<number | null> {
+  cli.child.kill(signal);
+  return cli.exited;
+}
+
+const dirs: string[] = [];
+const running: CliProcess[] = [];
+afterAll(async () => {
+  for (const cli of running) cli.child.kill("SIGKILL");
+  for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+});
+
+describe("pgtoll dev", () => {
+  it("prints psql, agent-token and curl commands that work as printed, and restarts on the same data directory", async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), "pgtoll-dev-"));
+    dirs.push(dataDir);
+    const env = {
+      PGTOLL_DATA_DIR: dataDir,
+      PGTOLL_HTTP_PORT: "0",
+      PGTOLL_PROXY_PORT: "0",
+      DATABASE_URL: "",
+      LOG_LEVEL: "",
+    };
+
+    const first = runCli(["dev"], env);
+    running.push(first);
+    await first.waitFor(LAST_LINE, 120_000);
+    const run = parse(first.stdout());
+    expect(run.ready).toMatch(/^pgtoll ready http:\/\/127\.0\.0\.1:\d+ postgres:\/\/127\.0\.0\.1:\d+$/);
+    expect(run.provider).toContain("registered now");
+    expect(existsSync(join(dataDir, "dev-stack.json"))).toBe(true);
+
+    // The demo deposit is on the books.
+    const funded = await balanceOf(run.balance);
+    expect(funded).toBe(DEMO_DEPOSIT_MICRO);
+
+    // psql through the wire proxy gets real rows, and the balance falls by exactly the cost rule.
+    const psql = await sh(
+      run.psql,
+      "SELECT iata_code, name FROM airports WHERE iata_code IN ('AKL', 'WLG', 'ZQN') ORDER BY iata_code;\n",
+    );
+    expect(psql.stderr).toBe("");
+    expect(psql.code).toBe(0);
+    expect(psql.stdout).toMatch(/AKL\s+\|\s+Auckland International Airport/);
+    expect(psql.stdout).toMatch(/WLG\s+\|\s+Wellington International Airport/);
+    expect(psql.stdout).toMatch(/ZQN\s+\|\s+Queenstown International Airport/);
+    expect(psql.stdout).toContain("(3 rows)");
+    const afterPsql = funded - costOfRows(3, price);
+    expect(await balanceBecomes(run.balance, afterPsql)).toBe(afterPsql);
+
+    // REST query, charged by the same rule.
+    const query = await json(run.query);
+    expect(query.rowCount).toBe(5);
+    expect((query.rows as { iata_code: string }[])[0]?.iata_code).toBe("DCY");
+    expect(query.actualCost).toBe(formatMicro(costOfRows(5, price)));
+    const afterQuery = afterPsql - costOfRows(5, price);
+    expect(await balanceOf(run.balance)).toBe(afterQuery);
+
+    // A fresh token from the printed agent-token command, and the one-go psql line that uses it.
+    const token = await sh(run.agentToken);
+    expect(token.stderr).toBe("");
+    expect(token.stdout).toMatch(/^pgtoll1\.\d+\.0x[0-9a-f]{130}\n$/);
+    expect(await verifyAgentToken(token.stdout.trim(), run.wallet, run.providerId)).toEqual({ ok: true });
+    const fresh = await sh(run.freshPsql, "SELECT count(*) FROM airports;\n");
+    expect(fresh.stderr).toBe("");
+    expect(fresh.stdout).toMatch(/^\s+5210$/m);
+    const afterFresh = afterQuery - costOfRows(1, price);
+    expect(await balanceBecomes(run.balance, afterFresh)).toBe(afterFresh);
+
+    // A new on-chain transfer, made by the printed dev-transfer command, credited by the printed deposit line.
+    const deposit = await json(run.deposit);
+    expect(deposit.success).toBe(true);
+    expect(deposit.transaction).toMatchObject({ amount: "5.000000", verified: true });
+    const afterDeposit = afterFresh + 5_000_000n;
+    expect(deposit.balance).toBe(formatMicro(afterDeposit));
+
+    // The ledger lists all of it, newest first.
+    const ledger = (await json(run.transactions)).transactions as {
+      type: string;
+      amount: string;
+      txHash: string | null;
+    }[];
+    expect(ledger.map((e) => [e.type, e.amount])).toEqual([
+      ["deposit", "5.000000"],
+      ["query", formatMicro(-costOfRows(1, price))],
+      ["query", formatMicro(-costOfRows(5, price))],
+      ["query", formatMicro(-costOfRows(3, price))],
+      ["deposit", formatMicro(DEMO_DEPOSIT_MICRO)],
+    ]);
+    expect(run.depositSummary).toContain(ledger[4]?.txHash ?? "missing");
+
+    expect(await stopped(first, "SIGTERM")).toBe(0);
+    for (const file of ["dev-stack.json", "pgtoll.pid", "postgres/postmaster.pid"]) {
+      expect(existsSync(join(dataDir, file))).toBe(false);
+    }
+
+    // Again on the same data directory: same provider, balance kept, a new deposit on the new chain.
+    const second = runCli(["dev"], env);
+    running.push(second);
+    await second.waitFor(LAST_LINE, 120_000);
+    const rerun = parse(second.stdout());
+    expect(rerun.providerId).toBe(run.providerId);
+    expect(rerun.provider).toContain("registered by an earlier run, reused");
+    expect(await balanceOf(rerun.balance)).toBe(afterDeposit + DEMO_DEPOSIT_MICRO);
+    const again = await sh(rerun.psql, "SELECT count(*) FROM countries;\n");
+    expect(again.stderr).toBe("");
+    expect(again.stdout).toMatch(/^\s+248$/m);
+    expect(await stopped(second, "SIGINT")).toBe(0);
+  }, 240_000);
+});

@@ -1,0 +1,128 @@
+import { createApiClient, EndpointType } from "@neondatabase/api-client";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ManagementHarness, startManagement } from "./support.js";
+
+let h: ManagementHarness;
+let api: ReturnType<typeof createApiClient>;
+let orgId: string;
+
+beforeAll(async () => {
+  h = await startManagement();
+  const account = await h.bootstrap("Client Org");
+  orgId = account.orgId!;
+  const address = await h.app.listen({ host: "127.0.0.1", port: 0 });
+  api = createApiClient({ apiKey: account.key, baseURL: `${address}/api/v2` });
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+describe("@neondatabase/api-client against pgtoll", () => {
+  it("drives projects, branches, endpoints, roles, databases and operations", async () => {
+    const { data: created, status } = await api.createProject({ project: { name: "sdk", org_id: orgId } });
+    expect(status).toBe(201);
+    const projectId = created.project.id;
+    expect(created.connection_uris[0]!.connection_uri).toContain(created.endpoints[0]!.host);
+
+    const { data: list } = await api.listProjects({ limit: 10, org_id: orgId });
+    expect(list.projects.map((p) => p.id)).toContain(projectId);
+    const { data: one } = await api.getProject(projectId);
+    expect(one.project).toMatchObject({ id: projectId, name: "sdk", org_id: orgId });
+
+    const { data: branch } = await api.createProjectBranch(projectId, {
+      branch: { name: "feature", init_source: "schema-only" },
+      endpoints: [{ type: EndpointType.ReadWrite }],
+    });
+    expect(branch.branch).toMatchObject({
+      name: "feature",
+      init_source: "schema-only",
+      current_state: "ready",
+    });
+    expect(branch.endpoints?.[0]).toMatchObject({ type: "read_write", current_state: "active" });
+    const { data: branches } = await api.listProjectBranches({ projectId });
+    expect(branches.branches.map((b) => b.name).sort()).toEqual(["feature", "main"]);
+
+    const { data: role } = await api.createProjectBranchRole(projectId, branch.branch.id, {
+      role: { name: "writer" },
+    });
+    expect(role.role.password).toBeTruthy();
+    const { data: revealed } = await api.getProjectBranchRolePassword(projectId, branch.branch.id, "writer");
+    expect(revealed.password).toBe(role.role.password);
+    const { data: reset } = await api.resetProjectBranchRolePassword(projectId, branch.branch.id, "writer");
+    expect(reset.role.password).not.toBe(role.role.password);
+    const { data: database } = await api.createProjectBranchDatabase(projectId, branch.branch.id, {
+      database: { name: "reports", owner_name: "writer" },
+    });
+    expect(database.database).toMatchObject({ name: "reports", owner_name: "writer" });
+    const { data: uri } = await api.getConnectionUri({
+      projectId,
+      branch_id: branch.branch.id,
+      database_name: "reports",
+      role_name: "writer",
+    });
+    expect(decodeURIComponent(new URL(uri.uri).password)).toBe(reset.role.password);
+
+    const endpointId = branch.endpoints![0]!.id;
+    const { data: suspended } = await api.suspendProjectEndpoint(projectId, endpointId);
+    expect(suspended.endpoint.current_state).toBe("idle");
+    const { data: started } = await api.startProjectEndpoint(projectId, endpointId);
+    expect(started.endpoint.current_state).toBe("active");
+    const { data: endpoints } = await api.listProjectEndpoints(projectId);
+    expect(endpoints.endpoints).toHaveLength(2);
+
+    const { data: operations } = await api.listProjectOperations({ projectId, limit: 100 });
+    expect(operations.operations.length).toBeGreaterThanOrEqual(8);
+    expect(operations.operations.every((op) => op.status === "finished")).toBe(true);
+    const { data: operation } = await api.getProjectOperation(projectId, operations.operations[0]!.id);
+    expect(operation.operation.id).toBe(operations.operations[0]!.id);
+
+    const { data: deletedBranch } = await api.deleteProjectBranch({ projectId, branchId: branch.branch.id });
+    expect(deletedBranch.branch.id).toBe(branch.branch.id);
+    const { data: deleted } = await api.deleteProject(projectId);
+    expect(deleted.project.id).toBe(projectId);
+  });
+
+  it("manages API keys and reports errors as {code, message}", async () => {
+    const { data: key } = await api.createApiKey({ key_name: "sdk" });
+    expect(key).toMatchObject({ name: "sdk", key: expect.any(String) });
+    const { data: keys } = await api.listApiKeys();
+    expect(keys.map((k) => k.id)).toContain(key.id);
+    const { data: orgKey } = await api.createOrgApiKey(orgId, { key_name: "org" });
+    const { data: orgKeys } = await api.listOrgApiKeys(orgId);
+    expect(orgKeys.map((k) => k.id)).toContain(orgKey.id);
+    expect((await api.revokeOrgApiKey(orgId, orgKey.id)).data.revoked).toBe(true);
+    expect((await api.revokeApiKey(key.id)).data.revoked).toBe(true);
+
+    const failure = await api
+      .getProject("no-such-project-7")
+      .catch((error: { response: { status: number; data: unknown } }) => error.response);
+    expect(failure.status).toBe(404);
+    expect(failure.data).toMatchObject({ code: "NOT_FOUND", message: expect.any(String) });
+    const { data: me } = await api.getCurrentUserInfo();
+    expect(me.email).toMatch(/@example\.com$/);
+    const { data: orgs } = await api.getCurrentUserOrganizations();
+    expect(orgs.organizations.map((o) => o.id)).toEqual([orgId]);
+  });
+});
+
+describe("form-encoded bodies", () => {
+  it("are accepted as the spec says, with values converted to the schema's types", async () => {
+    const { key } = await h.bootstrap();
+    const response = await h.app.inject({
+      method: "POST",
+      url: "/api/v2/projects",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/x-www-form-urlencoded" },
+      payload: "project[name]=formed&project[store_passwords]=false&project[history_retention_seconds]=0",
+    });
+    expect(response.statusCode, response.body).toBe(201);
+    expect(response.json().project).toMatchObject({ name: "formed", store_passwords: false });
+    const other = await h.app.inject({
+      method: "POST",
+      url: "/api/v2/api_keys",
+      headers: { authorization: `Bearer ${key}`, "content-type": "text/csv" },
+      payload: "a,b",
+    });
+    expect(other.statusCode).toBe(415);
+    expect(other.json().code).toBe("UNSUPPORTED_MEDIA_TYPE");
+  });
+});

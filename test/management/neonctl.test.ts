@@ -1,0 +1,198 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { passwordMatches, resolveEndpoint } from "../../src/control/resolve-endpoint.js";
+import { query } from "./physical.js";
+import { clusterUrl, type ManagementHarness, startManagement } from "./support.js";
+
+const neonctlBin = fileURLToPath(new URL("../../node_modules/neonctl/bin/cli.js", import.meta.url));
+
+let h: ManagementHarness;
+let key: string;
+let apiHost: string;
+let configDir: string;
+
+beforeAll(async () => {
+  h = await startManagement();
+  key = (await h.bootstrap()).key;
+  const address = await h.app.listen({ host: "127.0.0.1", port: 0 });
+  apiHost = `${address}/api/v2`;
+  configDir = await mkdtemp(join(tmpdir(), "pgtoll-neonctl-"));
+});
+afterAll(async () => {
+  await h?.close();
+  if (configDir) await rm(configDir, { recursive: true, force: true });
+});
+
+/** Runs neonctl against this server, as a user would: `--api-host … --api-key …`. */
+function neonctl(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const all = [
+    neonctlBin,
+    ...args,
+    "--api-host",
+    apiHost,
+    "--api-key",
+    key,
+    "--no-analytics",
+    "--config-dir",
+    configDir,
+    "--no-color",
+  ];
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      all,
+      { env: { ...process.env, CI: "true", NEON_API_KEY: "" }, timeout: 60_000, cwd: configDir },
+      (error, stdout, stderr) =>
+        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: neonctl prints whatever JSON the API answered
+async function json<T = any>(args: string[]): Promise<T> {
+  const result = await neonctl([...args, "--output", "json"]);
+  if (result.code !== 0)
+    throw new Error(`neonctl ${args.join(" ")} exited ${result.code}: ${result.stderr}${result.stdout}`);
+  return JSON.parse(result.stdout) as T;
+}
+
+describe("neonctl (Neon's CLI) against pgtoll", () => {
+  it("manages projects, branches of both kinds, databases and roles, and prints a working connection string", async () => {
+    const created = await json(["projects", "create", "--name", "from-neonctl"]);
+    const projectId = created.project.id as string;
+    expect(JSON.stringify(created)).toMatch(/"connection_uri":"postgresql:\/\/neondb_owner:/);
+    const [[main], listed] = await Promise.all([
+      json(["branches", "list", "--project-id", projectId]),
+      json(["projects", "list"]),
+    ]);
+    expect(main).toMatchObject({ name: "main", default: true });
+    expect(listed.projects.map((p: { id: string }) => p.id)).toContain(projectId);
+    const mainId = main.id as string;
+    await query(
+      h,
+      mainId,
+      "CREATE TABLE notes (id int PRIMARY KEY, body text); INSERT INTO notes VALUES (1, 'from main')",
+    );
+
+    const data = await json(["branches", "create", "--project-id", projectId, "--name", "data"]);
+    expect(data.branch).toMatchObject({ name: "data", parent_id: mainId, current_state: "ready" });
+    const schemaOnly = await json([
+      "branches",
+      "create",
+      "--project-id",
+      projectId,
+      "--name",
+      "shape",
+      "--schema-only",
+    ]);
+    expect(schemaOnly.branch).toMatchObject({ name: "shape", init_source: "schema-only" });
+    expect(await query(h, schemaOnly.branch.id, "SELECT count(*)::int AS n FROM notes")).toEqual([{ n: 0 }]);
+
+    const database = await json([
+      "databases",
+      "create",
+      "--project-id",
+      projectId,
+      "--branch",
+      "data",
+      "--name",
+      "extra",
+    ]);
+    expect(database).toMatchObject({ name: "extra", owner_name: "neondb_owner" });
+    const role = await json([
+      "roles",
+      "create",
+      "--project-id",
+      projectId,
+      "--branch",
+      "data",
+      "--name",
+      "app",
+    ]);
+    expect(role).toMatchObject({ name: "app" });
+    const [databases, roles, cs] = await Promise.all([
+      json(["databases", "list", "--project-id", projectId, "--branch", "data"]),
+      json(["roles", "list", "--project-id", projectId, "--branch", "data"]),
+      neonctl([
+        "connection-string",
+        "data",
+        "--project-id",
+        projectId,
+        "--role-name",
+        "neondb_owner",
+        "--database-name",
+        "neondb",
+        "--ssl",
+        "omit",
+      ]),
+    ]);
+    expect(databases.map((d: { name: string }) => d.name)).toEqual(["neondb", "extra"]);
+    expect(roles.map((r: { name: string }) => r.name)).toEqual(["neondb_owner", "app"]);
+
+    // the connection string names the data branch's endpoint, the role's password and the database
+    expect(cs.code, cs.stderr).toBe(0);
+    const uri = new URL(cs.stdout.trim());
+    const endpointId = uri.hostname.split(".")[0]!;
+    expect(uri.hostname).toBe(`${endpointId}.localhost`);
+    const target = await resolveEndpoint(h.meta, h.box, clusterUrl(), endpointId, {
+      role: "neondb_owner",
+      database: "neondb",
+    });
+    expect(target).toMatchObject({ branchId: data.branch.id, refusal: null });
+    expect(passwordMatches(target!, decodeURIComponent(uri.password))).toBe(true);
+    // psql, connected where the proxy connects that endpoint, finds the parent's data in the data branch
+    const upstream = target!.upstream!;
+    const found = await psql(upstream, "SELECT body FROM notes");
+    expect(found.trim()).toBe("from main");
+
+    expect(
+      (await neonctl(["roles", "delete", "app", "--project-id", projectId, "--branch", "data"])).code,
+    ).toBe(0);
+    expect(
+      (await neonctl(["databases", "delete", "extra", "--project-id", projectId, "--branch", "data"])).code,
+    ).toBe(0);
+    expect((await neonctl(["branches", "delete", "shape", "--project-id", projectId])).code).toBe(0);
+    expect((await neonctl(["branches", "delete", "data", "--project-id", projectId])).code).toBe(0);
+    const left = (await h.call(key, "GET", `/projects/${projectId}/branches`)).json().branches;
+    expect(left.map((b: { name: string }) => b.name)).toEqual(["main"]);
+    expect((await neonctl(["projects", "delete", projectId])).code).toBe(0);
+    expect((await h.call(key, "GET", `/projects/${projectId}`)).statusCode).toBe(404);
+  }, 240_000);
+
+  it("reports the API's errors", async () => {
+    const missing = await neonctl(["projects", "get", "no-such-project-42"]);
+    expect(missing.code).not.toBe(0);
+    expect(missing.stderr).toMatch(/project no-such-project-42 not found/);
+  }, 60_000);
+});
+
+/** Runs one query with the system psql, unaligned and without headers. */
+function psql(
+  target: { host: string; port: number; database: string; user: string; password: string },
+  sql: string,
+): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      "psql",
+      [
+        "-h",
+        target.host,
+        "-p",
+        String(target.port),
+        "-U",
+        target.user,
+        "-d",
+        target.database,
+        "-At",
+        "-c",
+        sql,
+      ],
+      { env: { ...process.env, PGPASSWORD: target.password, PGSSLMODE: "disable" }, timeout: 30_000 },
+      (error, stdout, stderr) => (error ? reject(new Error(`psql failed: ${stderr}`)) : resolve(stdout)),
+    );
+  });
+}
