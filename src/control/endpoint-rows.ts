@@ -1,7 +1,7 @@
+import { computeUnits } from "./compute-units.js";
 import { badRequest, conflict } from "./control-error.js";
 import { newEndpointId } from "./ids.js";
 import type { PlannedOperation } from "./operations.js";
-import { computeUnits } from "./projects.js";
 import type { EndpointType, ProjectRow } from "./rows.js";
 import { type Queryable, sqlState } from "./sql.js";
 

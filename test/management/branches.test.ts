@@ -214,6 +214,20 @@ describe("branches", () => {
     ).toBe(400);
   });
 
+  it("creates a branch of the default branch, named after its id, from a request without a body", async () => {
+    const { projectId, mainId } = await newProject(1);
+    const response = await h.app.inject({
+      method: "POST",
+      url: `/api/v2/projects/${projectId}/branches`,
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(response.statusCode, response.body).toBe(201);
+    const created = response.json();
+    expect(created.branch).toMatchObject({ parent_id: mainId, name: created.branch.id });
+    expect(created.endpoints).toEqual([]);
+    expect(created).not.toHaveProperty("connection_uris");
+  });
+
   it("keeps projects apart: a project's role cannot connect to another project's databases", async () => {
     const one = await newProject(1);
     const two = await newProject(1);

@@ -1,7 +1,7 @@
 import pg from "pg";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createBranch } from "../../src/control/branches.js";
+import { createBranch } from "../../src/control/branch-create.js";
 import { ControlPlane } from "../../src/control/control-plane.js";
 import { getOperation } from "../../src/control/operations.js";
 import type { Principal } from "../../src/control/principal.js";

@@ -1,15 +1,11 @@
 import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { projectFor } from "../../control/access.js";
-import {
-  createBranch,
-  deleteBranch,
-  listBranches,
-  readBranch,
-  restoreBranch,
-  setDefaultBranch,
-  updateBranch,
-} from "../../control/branches.js";
+import { createBranch } from "../../control/branch-create.js";
+import { deleteBranch } from "../../control/branch-delete.js";
+import { listBranches, readBranch } from "../../control/branch-list.js";
+import { restoreBranch } from "../../control/branch-restore.js";
+import { setDefaultBranch, updateBranch } from "../../control/branch-update.js";
 import { databasesOf, endpointsOfBranch, rolesOf } from "../../control/lookups.js";
 import type { BranchRow } from "../../control/rows.js";
 import { describeBranches } from "../../control/views.js";
@@ -47,13 +43,13 @@ export async function branchRoutes(app: FastifyInstance, { plane }: RouteOptions
         tags: tags.branches,
         summary: "Create a branch: a copy of its parent's databases (schema and data, or schema only)",
         params: ProjectParams,
-        body: Type.Optional(BranchCreateBody),
+        body: BranchCreateBody,
         response: { 201: BranchCreated, ...errorResponses },
       },
     },
     async (request, reply) => {
       const { project_id } = typed(ProjectParams, request.params);
-      const body = typed(BranchCreateBody, request.body ?? {});
+      const body = typed(BranchCreateBody, request.body);
       const { branch, operations } = await createBranch(plane, principalOf(request), project_id, body);
       const [endpoints, roles, databases] = await Promise.all([
         endpointsOfBranch(db, branch.id),

@@ -2,14 +2,9 @@ import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { connectionTarget } from "../../control/connection-target.js";
 import { connectionUri } from "../../control/connection-uri.js";
-import {
-  createProject,
-  deleteProject,
-  getProject,
-  listProjects,
-  loadProject,
-  updateProject,
-} from "../../control/projects.js";
+import { createProject } from "../../control/project-create.js";
+import { listProjects } from "../../control/project-list.js";
+import { deleteProject, getProject, loadProject, updateProject } from "../../control/projects.js";
 import { describeBranches, describeProjects } from "../../control/views.js";
 import { principalOf } from "./authentication.js";
 import {

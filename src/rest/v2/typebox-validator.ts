@@ -12,16 +12,15 @@ import { FORM_ENCODED } from "./body-parsers.js";
 export const typeboxValidator: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
   const check = TypeCompiler.Compile(schema);
   const convert = httpPart === "querystring" || httpPart === "params";
+  // A body whose fields are all optional may be left out altogether (POST /branches with no body).
+  const omittable = httpPart === "body" && schema.type === "object" && !schema.required?.length;
   return (data: unknown) => {
+    if (omittable && (data === undefined || data === null)) return { value: {} };
     const form = typeof data === "object" && data !== null && FORM_ENCODED in data;
     const value = convert || form ? Value.Convert(schema, data) : data;
     if (check.Check(value)) return { value };
     const first = check.Errors(value).First();
-    const path = first?.path ? first.path.replace(/^\//, "").replace(/\//g, ".") : httpPart;
-    return {
-      error: new Error(
-        `${httpPart === "body" ? "body" : httpPart} ${path}: ${first?.message ?? "is invalid"}`,
-      ),
-    };
+    const path = first?.path ? ` ${first.path.replace(/^\//, "").replace(/\//g, ".")}` : "";
+    return { error: new Error(`${httpPart}${path}: ${first?.message ?? "is invalid"}`) };
   };
 };
