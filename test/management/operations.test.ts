@@ -161,15 +161,17 @@ describe("operations", () => {
     await eventually(async () =>
       (await getOperation(h.meta, projectId, operations[0]!.id)).status === "running" ? true : undefined,
     );
-    await a.stop({ abandon: true });
-    const orphan = await getOperation(h.meta, projectId, operations[0]!.id);
-    expect(orphan.status).toBe("running");
     const parent = await physicalOf(h, mainId);
     const admin = new pg.Client({ connectionString: clusterUrl() });
     await admin.connect();
     const allowsConnections = async () =>
       (await admin.query("SELECT datallowconn FROM pg_database WHERE datname = $1", [parent.database]))
         .rows[0].datallowconn as boolean;
+    // The operation is running once its fence is up: new connections to the parent are refused.
+    await eventually(async () => ((await allowsConnections()) ? undefined : true));
+    await a.stop({ abandon: true });
+    const orphan = await getOperation(h.meta, projectId, operations[0]!.id);
+    expect(orphan.status).toBe("running");
     expect(await allowsConnections()).toBe(false);
 
     // process B starts: it takes the operation over at once and runs it again from the start

@@ -16,7 +16,8 @@ export interface CliProcess {
 export function runCli(args: string[], env: Record<string, string | undefined> = {}): CliProcess {
   const child = spawn(process.execPath, ["--import", "tsx", "src/cli.ts", ...args], {
     cwd: root,
-    env: { ...process.env, LOG_LEVEL: "warn", ...env },
+    // Port 0 for the proxy unless a test names one: test files run in parallel.
+    env: { ...process.env, LOG_LEVEL: "warn", PGTOLL_PROXY_PORT: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
