@@ -35,20 +35,30 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
   });
 
   await app.register(errorsPlugin);
+  // The gateway's CORS is the spec's; the management API (Neon's shape) also needs Authorization and PATCH.
+  const exposedHeaders = [
+    "X-RateLimit-Limit",
+    "X-RateLimit-Remaining",
+    "X-RateLimit-Reset",
+    "Retry-After",
+    "X-Request-Id",
+  ];
+  const gatewayHeaders =
+    ctx.config.restAgentAuth === "signature"
+      ? ["Content-Type", "X-API-Key", "Authorization"]
+      : ["Content-Type", "X-API-Key"];
   await app.register(cors, {
-    origin: "*",
-    methods: ["GET", "POST", "PUT", "DELETE", "OPTIONS"],
-    allowedHeaders:
-      ctx.config.restAgentAuth === "signature"
-        ? ["Content-Type", "X-API-Key", "Authorization"]
-        : ["Content-Type", "X-API-Key"],
-    exposedHeaders: [
-      "X-RateLimit-Limit",
-      "X-RateLimit-Remaining",
-      "X-RateLimit-Reset",
-      "Retry-After",
-      "X-Request-Id",
-    ],
+    delegator: (request, callback) => {
+      const management = request.url.startsWith("/api/v2/");
+      callback(null, {
+        origin: "*",
+        methods: management
+          ? ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+          : ["GET", "POST", "PUT", "DELETE", "OPTIONS"],
+        allowedHeaders: management ? ["Content-Type", "Authorization", "Accept"] : gatewayHeaders,
+        exposedHeaders,
+      });
+    },
   });
   await app.register(metricsPlugin, { metrics: ctx.metrics });
   await app.register(rateLimitPlugin, {
