@@ -153,4 +153,23 @@ describe("node-postgres through the proxy", () => {
       code: "28P01",
     });
   });
+
+  it("exports its metrics at /metrics", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const client = await connect(agent);
+    await client.query("SELECT id FROM items WHERE id <= 3");
+    await client.query("DROP TABLE items").catch(() => {});
+    await closeAndSettle(client);
+    const body = (await gateway.app.inject({ method: "GET", url: "/metrics" })).body;
+    const value = (pattern: RegExp) => Number(pattern.exec(body)?.[1] ?? Number.NaN);
+    expect(value(/^pgtoll_proxy_sessions_total (\d+)/m)).toBeGreaterThan(0);
+    expect(value(/^pgtoll_proxy_sessions_active (\d+)/m)).toBe(0);
+    expect(value(/^pgtoll_proxy_statements_total\{verdict="allow"\} (\d+)/m)).toBeGreaterThan(0);
+    expect(value(/^pgtoll_proxy_statements_total\{verdict="deny"\} (\d+)/m)).toBeGreaterThan(0);
+    expect(value(/^pgtoll_proxy_rows_relayed_total (\d+)/m)).toBeGreaterThanOrEqual(3);
+    expect(value(/^pgtoll_proxy_bytes_relayed_total\{direction="upstream_to_client"\} (\d+)/m)).toBeGreaterThan(0);
+    expect(value(/^pgtoll_proxy_charged_micro_usdc_total (\d+)/m)).toBeGreaterThan(0);
+    expect(value(/^pgtoll_proxy_sessions_refused_total\{reason="bad_token"\} (\d+)/m)).toBeGreaterThan(0);
+    expect(body).toMatch(/^pgtoll_proxy_upstream_latency_seconds_count \d+/m);
+  });
 });
