@@ -64,7 +64,6 @@ class StartupStream {
   #pendingFrames: Frame[] = [];
   #waiter: (() => void) | null = null;
   #closed = false;
-  #chunks: Buffer[] = [];
   #mode: "startup" | "frames" = "startup";
   #packets: StartupPacket[] = [];
   /** A malformed frame (bad length word) ends the startup; thrown by the next `nextFrame`. */
@@ -74,25 +73,38 @@ class StartupStream {
     this.#attach(socket);
   }
 
+  readonly #onData = (chunk: Buffer): void => {
+    if (this.#mode === "startup") {
+      const packet = this.#startup.feed(chunk);
+      if (packet.kind !== "incomplete") this.#packets.push(packet);
+    } else {
+      this.#feedFrames(chunk);
+    }
+    this.#wake();
+  };
+
+  readonly #onClose = (): void => {
+    this.#closed = true;
+    this.#wake();
+  };
+
   #attach(socket: Socket): void {
-    socket.on("data", (chunk: Buffer) => {
-      if (this.#mode === "startup") {
-        const packet = this.#startup.feed(chunk);
-        if (packet.kind !== "incomplete") this.#packets.push(packet);
-      } else {
-        this.#feedFrames(chunk);
-      }
-      this.#wake();
-    });
-    socket.on("close", () => {
-      this.#closed = true;
-      this.#wake();
-    });
+    socket.on("data", this.#onData);
+    socket.on("close", this.#onClose);
+  }
+
+  /** Removes only our listeners: others (the server's bookkeeping of open sockets) stay. */
+  #release(socket: Socket): void {
+    socket.removeListener("data", this.#onData);
+    socket.removeListener("close", this.#onClose);
   }
 
   #feedFrames(chunk: Buffer): void {
     try {
-      this.#frames.feed(chunk, (frame) => this.#pendingFrames.push({ code: frame.code, payload: Buffer.from(frame.payload), frame: Buffer.from(frame.frame) }));
+      // Copies: the frames outlive this chunk.
+      this.#frames.feed(chunk, ({ code, payload, frame }) =>
+        this.#pendingFrames.push({ code, payload: Buffer.from(payload), frame: Buffer.from(frame) }),
+      );
     } catch (error) {
       this.#failure ??= error as Error;
     }
@@ -108,7 +120,9 @@ class StartupStream {
     for (;;) {
       const value = take();
       if (value !== undefined) return value;
-      if (this.#failure) throw new StartupRefusal(SqlState.protocolViolation, this.#failure.message, "protocol");
+      if (this.#failure) {
+        throw new StartupRefusal(SqlState.protocolViolation, this.#failure.message, "protocol");
+      }
       if (this.#closed) throw new StartupRefusal(SqlState.protocolViolation, "the client closed the connection during startup", "client_gone");
       await new Promise<void>((resolve) => (this.#waiter = resolve));
     }
@@ -135,8 +149,7 @@ class StartupStream {
 
   /** Continues on a TLS socket wrapped around the same TCP connection. */
   upgrade(secure: TLSSocket): void {
-    this.socket.removeAllListeners("data");
-    this.socket.removeAllListeners("close");
+    this.#release(this.socket);
     this.socket = secure;
     this.#startup = new StartupReader();
     this.#attach(secure);
@@ -144,8 +157,7 @@ class StartupStream {
 
   /** Frames already read past the password message, for the relay. */
   detach(): Frame[] {
-    this.socket.removeAllListeners("data");
-    this.socket.removeAllListeners("close");
+    this.#release(this.socket);
     this.socket.pause();
     return this.#pendingFrames.splice(0);
   }
@@ -225,7 +237,8 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
     if (stream.closed) {
       upstream.socket.end(encodeTerminate());
       upstream.socket.destroy();
-      throw new StartupRefusal(SqlState.protocolViolation, "the client closed the connection during startup", "client_gone");
+      const message = "the client closed the connection during startup";
+      throw new StartupRefusal(SqlState.protocolViolation, message, "client_gone");
     }
     const client = stream.socket;
     const early = stream.detach();
@@ -320,6 +333,7 @@ function startRelay(
   upstream.socket.on("error", () => {});
   const log = ctx.logger.child({ session: key.processId, providerId });
   let ended = false;
+  let settled: () => void = () => {};
   const relay: Relay = new Relay({
     client,
     upstream: upstream.socket,
@@ -344,9 +358,17 @@ function startRelay(
       const release = meter.release().catch((error) => log.error({ err: error }, "could not release the session's reservation"));
       ctx.releases.add(release);
       void release.finally(() => ctx.releases.delete(release));
+      settled();
     },
   });
-  client.on("close", () => relay.clientGone());
+  client.on("close", () => {
+    relay.clientGone();
+    // A session still settling what its client left upstream is waited for at shutdown, like a release.
+    if (ended) return;
+    const settling = new Promise<void>((resolve) => (settled = resolve));
+    ctx.releases.add(settling);
+    void settling.then(() => ctx.releases.delete(settling));
+  });
   upstream.socket.on("close", () => {
     if (!ended && !client.destroyed && !relay.closing) {
       client.write(errorFrame(SqlState.connectionFailure, "the provider's database closed the connection", { fatal: true }));

@@ -35,9 +35,15 @@ export async function startProxyServer(ctx: ProxyContext, options: { host: strin
     port,
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Sessions hear of their socket's close after the server does, then settle what they left upstream.
+      const gone = [...sockets]
+        .filter((socket) => !socket.closed)
+        .map((socket) => new Promise<void>((resolve) => socket.once("close", () => resolve())));
       for (const socket of sockets) socket.destroy();
       await closed;
-      await Promise.all(ctx.releases);
+      await Promise.all(gone);
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      while (ctx.releases.size > 0) await Promise.all(ctx.releases);
       await ctx.chargeWriter.flush();
     },
   };

@@ -64,8 +64,9 @@ export class Relay {
   #ended = false;
   /**
    * Set when the client is done while statements are still upstream: "terminated" (it sent Terminate; their
-   * results still go to it) or "gone" (its socket closed or it broke the protocol; they are cancelled). Either
-   * way nothing more is read from the client and the session ends once the upstream has answered and closed.
+   * results still go to it) or "gone" (its socket closed or it broke the protocol; they are cancelled).
+   * Either way nothing more is read from the client and the session ends once the upstream has answered and
+   * closed.
    */
   #closing: "terminated" | "gone" | undefined;
   #drainTimer: NodeJS.Timeout | undefined;
@@ -91,7 +92,7 @@ export class Relay {
     this.#clientFrames.push(...early);
     client.on("data", (chunk: Buffer) => this.#receive(chunk, this.#fromClient, this.#clientFrames, () => this.#pumpClient()));
     upstream.on("data", (chunk: Buffer) => this.#receive(chunk, this.#fromUpstream, this.#upstreamFrames, () => this.#pumpUpstream()));
-    // A pass waiting for the ledger keeps its socket paused: resuming it early would queue a whole result here.
+    // A pass waiting for the ledger keeps its socket paused: resuming it early would queue a whole result.
     client.on("drain", () => {
       if (!this.#upstreamBusy) upstream.resume();
     });
@@ -122,27 +123,45 @@ export class Relay {
   #protocolFailure(side: "client" | "upstream", error: Error): void {
     this.deps.logger.debug({ err: error, side }, "protocol violation");
     if (side === "client") {
-      this.deps.client.end(errorFrame(SqlState.protocolViolation, `invalid message from client: ${error.message}`, { fatal: true }));
+      const message = `invalid message from client: ${error.message}`;
+      this.deps.client.end(errorFrame(SqlState.protocolViolation, message, { fatal: true }));
       this.#close("gone", "client protocol violation");
       return;
     }
-    this.deps.client.write(errorFrame(SqlState.connectionFailure, "invalid message from the provider's database", { fatal: true }));
+    const message = "invalid message from the provider's database";
+    this.deps.client.write(errorFrame(SqlState.connectionFailure, message, { fatal: true }));
     this.end("upstream protocol violation");
   }
 
-  /** The client's socket closed: statements it left upstream are cancelled and settled, then the session ends. */
+  /** The client's socket closed: what it left upstream is cancelled and settled, then the session ends. */
   clientGone(): void {
     this.#close("gone", "client closed");
   }
 
   /**
-   * Ends the client's side of the session. With nothing upstream the session ends now; otherwise the upstream
-   * gets Terminate after what was forwarded and is read to its end, so that a write that ran is charged (writes
-   * are not free) and rows handed to the client are charged, bounded by `drainTimeoutMs`.
+   * Ends the client's side of the session. With nothing upstream the session ends now; otherwise the
+   * upstream gets Terminate after what was forwarded and is read to its end, so that a write that ran is
+   * charged (writes are not free) and rows handed to the client are charged, bounded by `drainTimeoutMs`.
    */
   #close(how: "terminated" | "gone", reason: string): void {
     if (this.#ended || this.#closing === "gone") return;
-    if (this.#units.length === 0 && !this.#upstreamBusy) return this.end(reason);
+    if (this.#units.length === 0 && !this.#upstreamBusy) {
+      this.end(reason);
+      return;
+    }
+    if (how === "gone" && !this.#units.some((unit) => this.#mayWrite(unit))) {
+      // Only reads are left: charge the rows already handed over and drop the upstream, rather than read (and
+      // parse) the rest of a result that may fill megabytes of socket buffers. The cancel stops a statement
+      // that sends nothing for a while (the server would notice the closed socket only when it next writes).
+      this.deps.cancelUpstream();
+      const head = this.#units[0];
+      const rows = this.deps.meter.statementRows;
+      if (rows > 0) {
+        void this.deps.meter.endStatement(rows, { sql: sqlOf(head), rowCount: rows, failed: true });
+      }
+      this.end(reason);
+      return;
+    }
     if (how === "gone") {
       this.deps.cancelUpstream();
       this.deps.upstream.resume();
@@ -151,10 +170,21 @@ export class Relay {
       const { upstream } = this.deps;
       this.#toUpstream.flushTo(upstream);
       if (!upstream.destroyed) upstream.end(encodeTerminate());
-      this.#drainTimer = setTimeout(() => this.end(`${reason}; the upstream did not finish in time`), this.deps.drainTimeoutMs ?? 15_000);
+      const timeoutMs = this.deps.drainTimeoutMs ?? 15_000;
+      const late = `${reason}; the upstream did not finish in time`;
+      this.#drainTimer = setTimeout(() => this.end(late), timeoutMs);
       this.#drainTimer.unref();
     }
     this.#closing = how;
+  }
+
+  /** Whether a unit still upstream may be a write, whose affected rows are charged when it completes. */
+  #mayWrite(unit: Unit): boolean {
+    const mayWrite = (statement: GuardedStatement) => isWrite(statement) || statement.command === "EXECUTE";
+    if (unit.kind === "simple") return unit.statements.slice(unit.index).some(mayWrite);
+    if (unit.kind !== "execute" || unit.sql === "") return false;
+    const verdict = this.deps.check(unit.sql);
+    return verdict.kind !== "allow" || verdict.statements.some(mayWrite);
   }
 
   /** Stops relaying; the session closes both sockets. Idempotent. */
@@ -308,7 +338,8 @@ export class Relay {
               this.#upstreamFrames.shift();
               this.#upstreamBusy = false;
               // A slow client keeps the upstream paused: its 'drain' resumes it, not the ledger's answer.
-              if (this.#closing === "gone" || !this.deps.client.writableNeedDrain) this.deps.upstream.resume();
+              const clientWaiting = this.#closing !== "gone" && this.deps.client.writableNeedDrain;
+              if (!clientWaiting) this.deps.upstream.resume();
               this.#pumpUpstream();
             },
             (error: unknown) => this.#internalFailure(error),

@@ -24,6 +24,8 @@ export class SessionMeter {
   #statementRows = 0;
   #rowLimit = 0;
   #charges: Promise<void>[] = [];
+  /** Reservation calls in flight: `release` waits for them, or one made just after it would stay held. */
+  readonly #ledgerCalls = new Set<Promise<unknown>>();
   readonly #chunkMicro: bigint;
   readonly #free: boolean;
 
@@ -73,17 +75,21 @@ export class SessionMeter {
     const maxDelta = minDelta > this.#chunkMicro ? minDelta : this.#chunkMicro;
     let added: bigint;
     if (!this.#reservation) {
-      this.#reservation = await reserveFunds(this.ledger, {
-        agentWallet: this.agentWallet,
-        providerId: this.providerId,
-        minMicro: minDelta,
-        maxMicro: maxDelta,
-        ttlSeconds: this.options.reservationTtlSeconds,
-      });
+      this.#reservation = await this.#ledgerCall(
+        reserveFunds(this.ledger, {
+          agentWallet: this.agentWallet,
+          providerId: this.providerId,
+          minMicro: minDelta,
+          maxMicro: maxDelta,
+          ttlSeconds: this.options.reservationTtlSeconds,
+        }),
+      );
       added = this.#reservation?.amountMicro ?? 0n;
       if (!this.#reservation || added < minDelta) return false;
     } else {
-      added = await extendReservation(this.ledger, this.#reservation, minDelta, maxDelta, this.options.reservationTtlSeconds);
+      const ttl = this.options.reservationTtlSeconds;
+      const reservation = this.#reservation;
+      added = await this.#ledgerCall(extendReservation(this.ledger, reservation, minDelta, maxDelta, ttl));
       if (added < minDelta) return false;
     }
     this.#unspent += added;
@@ -106,15 +112,20 @@ export class SessionMeter {
 
   async #endCostlyStatement(cost: bigint, metadata: Record<string, unknown>): Promise<{ unpaidMicro: bigint }> {
     if (this.#reservation) {
-      this.#unspent += await extendReservation(this.ledger, this.#reservation, 0n, cost - this.#unspent, this.options.reservationTtlSeconds);
+      const ttl = this.options.reservationTtlSeconds;
+      const missing = cost - this.#unspent;
+      const reservation = this.#reservation;
+      this.#unspent += await this.#ledgerCall(extendReservation(this.ledger, reservation, 0n, missing, ttl));
     } else {
-      this.#reservation = await reserveFunds(this.ledger, {
-        agentWallet: this.agentWallet,
-        providerId: this.providerId,
-        minMicro: 0n,
-        maxMicro: cost,
-        ttlSeconds: this.options.reservationTtlSeconds,
-      });
+      this.#reservation = await this.#ledgerCall(
+        reserveFunds(this.ledger, {
+          agentWallet: this.agentWallet,
+          providerId: this.providerId,
+          minMicro: 0n,
+          maxMicro: cost,
+          ttlSeconds: this.options.reservationTtlSeconds,
+        }),
+      );
       this.#unspent += this.#reservation?.amountMicro ?? 0n;
     }
     // The balance never goes below zero: what it cannot cover is recorded, not charged.
@@ -142,8 +153,23 @@ export class SessionMeter {
     this.#rowLimit = this.#free ? Number.MAX_SAFE_INTEGER : Number(rowsAffordable(this.#unspent, this.price));
   }
 
-  /** Waits for this session's charges to be written, then gives back what the reservation still holds. */
+  #ledgerCall<T>(call: Promise<T>): Promise<T> {
+    this.#ledgerCalls.add(call);
+    const done = () => this.#ledgerCalls.delete(call);
+    call.then(done, done);
+    return call;
+  }
+
+  /**
+   * Waits for reservation calls in flight and this session's charges to be written, then gives back what the
+   * reservation still holds.
+   */
   async release(): Promise<void> {
+    // A statement may still be settling (a costly write): give it the moment it needs to queue its charge.
+    while (this.#ledgerCalls.size > 0) {
+      await Promise.allSettled([...this.#ledgerCalls]);
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
     const charges = this.#charges;
     this.#charges = [];
     await Promise.allSettled(charges);

@@ -4,13 +4,31 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { costOfRows } from "../../src/billing/cost.js";
 import { getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
 import { FrontendCode, StartupCode } from "../../src/proxy/message-codes.js";
-import { encodeFrame, encodeQuery, encodeStartupMessage, encodeSync, encodeTerminate } from "../../src/proxy/serializer.js";
 import { startProxyServer } from "../../src/proxy/proxy-server.js";
+import {
+  encodeFrame,
+  encodeQuery,
+  encodeStartupMessage,
+  encodeSync,
+  encodeTerminate,
+} from "../../src/proxy/serializer.js";
 import { UpstreamSlots } from "../../src/proxy/upstream-slots.js";
 import type { TestDatabase } from "../support/database.js";
-import { createProviderDatabase, registerPricedProvider, startTestGateway, type TestGateway } from "../support/gateway.js";
+import {
+  createProviderDatabase,
+  registerPricedProvider,
+  startTestGateway,
+  type TestGateway,
+} from "../support/gateway.js";
 import { fundedTestAgent, startTestProxy, type TestAgent, type TestProxy } from "../support/proxy.js";
-import { commandTags, firstColumn, firstError, frontend, startupPacket, WireClient } from "../support/wire-client.js";
+import {
+  commandTags,
+  firstColumn,
+  firstError,
+  frontend,
+  startupPacket,
+  WireClient,
+} from "../support/wire-client.js";
 
 /*
  * The proxy against clients that misbehave: every case talks raw bytes over TCP, and after each one the proxy
@@ -36,11 +54,13 @@ let rawToken: string;
 
 beforeAll(async () => {
   gateway = await startTestGateway();
-  // Reservations in chunks of 20000 rows: large results still wait on the ledger now and then. A generous
-  // statement timeout: a result held up by a slow client counts against it.
-  proxy = await startTestProxy(gateway, { startupTimeoutMs: 3000, reserveRows: 20_000, statementTimeoutMs: 30_000 });
+  // A generous statement timeout: a result held up by a slow client counts against it.
+  proxy = await startTestProxy(gateway, { startupTimeoutMs: 3000, statementTimeoutMs: 30_000 });
   providerDb = await createProviderDatabase(300);
-  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, { basePricePer1000Rows: 0.001, markupMultiplier: 1 }));
+  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, {
+    basePricePer1000Rows: 0.001,
+    markupMultiplier: 1,
+  }));
   observer = new pg.Client({ connectionString: providerDb.url, application_name: "robust-observer" });
   await observer.connect();
   healthyAgent = await fundedTestAgent(gateway, providerId, 10_000_000n);
@@ -80,7 +100,9 @@ async function expectHealthy(): Promise<void> {
   expect((await healthy.query("SELECT count(*)::int AS n FROM items")).rows).toEqual([{ n: 300 }]);
   const fresh = await connectHealthy();
   try {
-    expect((await fresh.query("SELECT name FROM items WHERE id = $1", [42])).rows).toEqual([{ name: "item 42" }]);
+    expect((await fresh.query("SELECT name FROM items WHERE id = $1", [42])).rows).toEqual([
+      { name: "item 42" },
+    ]);
   } finally {
     await fresh.end();
   }
@@ -131,7 +153,10 @@ async function rawSession(): Promise<WireClient> {
 async function expectRefused(client: WireClient, code: string, message?: RegExp): Promise<void> {
   const messages = await client.untilClosed();
   expect(messages.map((m) => m.type)).toEqual(["E"]);
-  expect(firstError(messages)).toMatchObject({ code, ...(message ? { message: expect.stringMatching(message) } : {}) });
+  expect(firstError(messages)).toMatchObject({
+    code,
+    ...(message ? { message: expect.stringMatching(message) } : {}),
+  });
   expect(client.malformed).toBeUndefined();
 }
 
@@ -145,10 +170,17 @@ async function expectUsable(client: WireClient): Promise<void> {
 function proxySideOf(client: WireClient): Socket {
   const handles = (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles();
   const found = handles.find(
-    (h): h is Socket => h instanceof Socket && h.localPort === proxy.port && h.remotePort === client.socket.localPort,
+    (h): h is Socket =>
+      h instanceof Socket && h.localPort === proxy.port && h.remotePort === client.socket.localPort,
   );
   if (!found) throw new Error("the proxy's socket for this client was not found");
   return found;
+}
+
+/** Bytes the proxy has read from upstream sessions. */
+async function relayedFromUpstream(): Promise<number> {
+  const { values } = await proxy.ctx.metrics.bytesRelayed.get();
+  return values.find((v) => v.labels.direction === "upstream_to_client")?.value ?? 0;
 }
 
 async function balanceOf(agent: TestAgent): Promise<bigint> {
@@ -159,7 +191,10 @@ async function balanceOf(agent: TestAgent): Promise<bigint> {
 
 describe("startup phase", () => {
   it("answers garbage instead of a startup packet with 08P01 and closes", async () => {
-    for (const garbage of [Buffer.from("GET / HTTP/1.1\r\nHost: example\r\n\r\n"), Buffer.from([0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4])]) {
+    for (const garbage of [
+      Buffer.from("GET / HTTP/1.1\r\nHost: example\r\n\r\n"),
+      Buffer.from([0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4]),
+    ]) {
       const client = await WireClient.connect(proxy.port);
       client.send(garbage);
       await expectRefused(client, "08P01", /invalid length of startup packet/);
@@ -270,18 +305,40 @@ describe("startup phase", () => {
   it("leaks nothing when clients vanish during authentication and upstream connect", async () => {
     const clients = await Promise.all(Array.from({ length: 12 }, () => WireClient.connect(proxy.port)));
     for (const [i, client] of clients.entries()) {
-      client.send(encodeStartupMessage(rawParams()), encodeFrame(FrontendCode.PasswordMessage, Buffer.from(`${rawToken}\0`)));
+      client.send(
+        encodeStartupMessage(rawParams()),
+        encodeFrame(FrontendCode.PasswordMessage, Buffer.from(`${rawToken}\0`)),
+      );
       // Vanish at staggered points: before the proxy reads, while it verifies, while it connects upstream.
       setTimeout(() => client.destroy(), i * 3);
     }
     await Promise.all(clients.map((c) => c.closed));
   });
 
+  it("leaves no reservation held when a client vanishes while its first statement is being funded", async () => {
+    for (let i = 0; i < 8; i++) {
+      const client = await rawSession();
+      // The statement and the close arrive together: the session ends while the ledger reserves funds for it.
+      client.send(encodeQuery("SELECT id FROM items"));
+      client.destroy();
+      await client.closed;
+    }
+  });
+
   it("does not read a client that floods while its session waits for an upstream slot", async () => {
     // A second listener sharing everything but a single upstream slot.
     const slots = new UpstreamSlots(1, 5000);
-    const narrow = await startProxyServer({ ...proxy.ctx, slots, releases: new Set() }, { host: "127.0.0.1", port: 0 });
-    const holder = new pg.Client({ host: "127.0.0.1", port: narrow.port, user: healthyAgent.wallet, database: providerId, password: await healthyAgent.token() });
+    const narrow = await startProxyServer(
+      { ...proxy.ctx, slots, releases: new Set() },
+      { host: "127.0.0.1", port: 0 },
+    );
+    const holder = new pg.Client({
+      host: "127.0.0.1",
+      port: narrow.port,
+      user: healthyAgent.wallet,
+      database: providerId,
+      password: await healthyAgent.token(),
+    });
     await holder.connect();
     const flooder = await WireClient.connect(narrow.port);
     try {
@@ -371,7 +428,12 @@ describe("ready phase", () => {
     expect(firstError(await client.until("Z"))).toMatchObject({ code: "34000" });
     client.send(frontend.describe("S", "nope"), frontend.close("P", "nope"), encodeSync());
     expect(firstError(await client.until("Z"))).toMatchObject({ code: "26000" });
-    client.send(frontend.parse("s1", "SELECT $1::int + 1"), frontend.bind("p1", "s1", ["41"]), frontend.execute("p1"), encodeSync());
+    client.send(
+      frontend.parse("s1", "SELECT $1::int + 1"),
+      frontend.bind("p1", "s1", ["41"]),
+      frontend.execute("p1"),
+      encodeSync(),
+    );
     expect(firstColumn(await client.until("Z"))).toEqual(["42"]);
     await expectUsable(client);
     client.destroy();
@@ -387,8 +449,21 @@ describe("ready phase", () => {
       ready += (await client.until("Z")).filter((m) => m.type === "Z").length;
     }
     // Syncs interleaved with a pipelined query keep their order.
-    client.send(encodeSync(), frontend.parse("", "SELECT 7"), encodeSync(), encodeSync(), frontend.bind("", ""), frontend.execute(""), encodeSync());
-    const messages = [...(await client.until("Z")), ...(await client.until("Z")), ...(await client.until("Z")), ...(await client.until("Z"))];
+    client.send(
+      encodeSync(),
+      frontend.parse("", "SELECT 7"),
+      encodeSync(),
+      encodeSync(),
+      frontend.bind("", ""),
+      frontend.execute(""),
+      encodeSync(),
+    );
+    const messages = [
+      ...(await client.until("Z")),
+      ...(await client.until("Z")),
+      ...(await client.until("Z")),
+      ...(await client.until("Z")),
+    ];
     expect(messages.map((m) => m.type).join("")).toBe("Z1ZZ2CZ");
     expect(client.rowsReceived).toBe(1);
     client.dropRows = false;
@@ -409,7 +484,11 @@ describe("ready phase", () => {
     client.send(frontend.functionCall(1299 /* now() */));
     const messages = await client.until("Z");
     expect(messages.map((m) => m.type)).toEqual(["E", "Z"]);
-    expect(firstError(messages)).toMatchObject({ code: "0A000", severity: "ERROR", message: expect.stringMatching(/FunctionCall message is not supported/) });
+    expect(firstError(messages)).toMatchObject({
+      code: "0A000",
+      severity: "ERROR",
+      message: expect.stringMatching(/FunctionCall message is not supported/),
+    });
     // Also inside a transaction, where the refusal aborts it like any failed statement.
     client.send(encodeQuery("BEGIN"), frontend.functionCall(1299));
     await client.until("Z");
@@ -423,7 +502,13 @@ describe("ready phase", () => {
 
   it("closes cleanly on Terminate in the middle of a pipeline", async () => {
     const client = await rawSession();
-    client.send(frontend.parse("", "SELECT id FROM items"), frontend.bind("", ""), frontend.execute(""), encodeTerminate(), encodeQuery("SELECT 1"));
+    client.send(
+      frontend.parse("", "SELECT id FROM items"),
+      frontend.bind("", ""),
+      frontend.execute(""),
+      encodeTerminate(),
+      encodeQuery("SELECT 1"),
+    );
     await client.untilClosed();
     expect(client.malformed).toBeUndefined();
   });
@@ -431,7 +516,10 @@ describe("ready phase", () => {
   it("runs and charges a write pipelined before Terminate, as PostgreSQL does", async () => {
     const before = await balanceOf(rawAgent);
     const client = await rawSession();
-    client.send(encodeQuery("INSERT INTO orders (item_id, name) VALUES (1, 'terminate-1'), (2, 'terminate-1')"), encodeTerminate());
+    client.send(
+      encodeQuery("INSERT INTO orders (item_id, name) VALUES (1, 'terminate-1'), (2, 'terminate-1')"),
+      encodeTerminate(),
+    );
     const messages = await client.untilClosed();
     expect(commandTags(messages)).toEqual(["INSERT 0 2"]);
     const { rows } = await observer.query("SELECT count(*)::int AS n FROM orders WHERE name = 'terminate-1'");
@@ -443,7 +531,9 @@ describe("ready phase", () => {
 describe("clients that vanish or stop reading", () => {
   it("charges the rows delivered and frees the upstream when a client vanishes mid-result", async () => {
     const before = await balanceOf(rawAgent);
-    const entriesBefore = (await listLedgerEntries(gateway.ctx.db, rawAgent.wallet, { providerId, limit: 1 }))[0]?.id;
+    const entriesBefore = (
+      await listLedgerEntries(gateway.ctx.db, rawAgent.wallet, { providerId, limit: 1 })
+    )[0]?.id;
     const client = await rawSession();
     client.dropRows = true;
     client.send(encodeQuery(BIG_RESULT));
@@ -464,7 +554,10 @@ describe("clients that vanish or stop reading", () => {
     const client = await rawSession();
     client.send(encodeQuery("SELECT pg_sleep(8)"));
     await eventually(async () => {
-      const { rows } = await observer.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND query = 'SELECT pg_sleep(8)' AND state = 'active'", [providerDb.name]);
+      const { rows } = await observer.query(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND query = 'SELECT pg_sleep(8)' AND state = 'active'",
+        [providerDb.name],
+      );
       expect(rows[0].n).toBe(1);
     });
     client.destroy();
@@ -474,7 +567,11 @@ describe("clients that vanish or stop reading", () => {
   it("charges a write whose client vanished before the result came back", async () => {
     const before = await balanceOf(rawAgent);
     const client = await rawSession();
-    client.send(encodeQuery("INSERT INTO orders (item_id, name) SELECT 3, 'vanished-1' FROM pg_sleep(0.3), generate_series(1, 4)"));
+    client.send(
+      encodeQuery(
+        "INSERT INTO orders (item_id, name) SELECT 3, 'vanished-1' FROM pg_sleep(0.3), generate_series(1, 4)",
+      ),
+    );
     await new Promise((r) => setTimeout(r, 100));
     client.destroy();
     await expectNoLeaks();
@@ -483,13 +580,32 @@ describe("clients that vanish or stop reading", () => {
     expect(await balanceOf(rawAgent)).toBe(before - costOfRows(rows[0].n, price));
   });
 
+  it("relays a large result to a reading client without queuing it while the ledger grows the reservation", async () => {
+    const client = await rawSession();
+    try {
+      client.dropRows = true;
+      const start = await relayedFromUpstream();
+      client.send(encodeQuery(WIDE_RESULT));
+      let largestLead = 0;
+      const sampler = setInterval(async () => {
+        largestLead = Math.max(largestLead, (await relayedFromUpstream()) - start - client.bytesReceived);
+      }, 20);
+      const messages = await client.until("Z", 50_000).finally(() => clearInterval(sampler));
+      expect(firstError(messages)).toBeUndefined();
+      expect(client.rowsReceived).toBe(300_000);
+      // What the proxy has read but the client not yet received: socket buffers and a chunk, not the result.
+      expect(largestLead).toBeLessThan(24 * 1024 * 1024);
+    } finally {
+      client.destroy();
+    }
+  });
+
   it("stops reading the upstream while a client does not read, then delivers and charges every row", async () => {
     const before = await balanceOf(rawAgent);
     const client = await rawSession();
     try {
       client.dropRows = true;
-      const relayed = async () => (await proxy.ctx.metrics.bytesRelayed.get()).values.find((v) => v.labels.direction === "upstream_to_client")?.value ?? 0;
-      const start = await relayed();
+      const start = await relayedFromUpstream();
       const toClient = proxySideOf(client);
       client.socket.pause();
       client.send(encodeQuery(WIDE_RESULT));
@@ -501,7 +617,7 @@ describe("clients that vanish or stop reading", () => {
       // The proxy holds at most a chunk or two for the client; the rest of the ~70 MB stays upstream, apart
       // from what the kernel's socket buffers took.
       expect(largestBacklog).toBeLessThan(1024 * 1024);
-      expect((await relayed()) - start).toBeLessThan(40 * 1024 * 1024);
+      expect((await relayedFromUpstream()) - start).toBeLessThan(40 * 1024 * 1024);
       client.socket.resume();
       const messages = await client.until("Z", 50_000);
       expect(firstError(messages)).toBeUndefined();
@@ -511,5 +627,33 @@ describe("clients that vanish or stop reading", () => {
       client.destroy();
     }
     await eventually(async () => expect(await balanceOf(rawAgent)).toBe(before - costOfRows(300_000, price)));
+  });
+});
+
+describe("shutdown", () => {
+  it("settles sessions that are mid-result or mid-statement before close() resolves", async () => {
+    const slots = new UpstreamSlots(10, 5000);
+    const closing = await startProxyServer(
+      { ...proxy.ctx, slots, releases: new Set() },
+      { host: "127.0.0.1", port: 0 },
+    );
+    const paused = await WireClient.connect(closing.port);
+    await paused.login(rawParams(), rawToken);
+    paused.socket.pause();
+    paused.send(encodeQuery(WIDE_RESULT));
+    const sleeper = await WireClient.connect(closing.port);
+    await sleeper.login(rawParams(), rawToken);
+    sleeper.send(encodeQuery("SELECT pg_sleep(20)"));
+    await eventually(async () =>
+      expect((await getBalance(gateway.ctx.db, rawAgent.wallet, providerId)).reservedMicro).toBeGreaterThan(
+        0n,
+      ),
+    );
+    await closing.close();
+    // Nothing is left to settle once close() is done: the ledger can be shut right after it.
+    expect(slots.inUse(providerId)).toBe(0);
+    expect((await getBalance(gateway.ctx.db, rawAgent.wallet, providerId)).reservedMicro).toBe(0n);
+    paused.destroy();
+    sleeper.destroy();
   });
 });

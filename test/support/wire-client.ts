@@ -18,6 +18,8 @@ export class WireClient {
   readonly closed: Promise<void>;
   /** DataRows received so far. */
   rowsReceived = 0;
+  /** Bytes received so far. */
+  bytesReceived = 0;
   /** When set, DataRows are only counted, not queued, so large results cost no memory. */
   dropRows = false;
   /** Set when the server sent bytes that are not a well-formed message. */
@@ -58,7 +60,8 @@ export class WireClient {
   }
 
   send(...buffers: Buffer[]): void {
-    if (!this.socket.destroyed) this.socket.write(buffers.length === 1 ? buffers[0]! : Buffer.concat(buffers));
+    if (!this.socket.destroyed)
+      this.socket.write(buffers.length === 1 ? buffers[0]! : Buffer.concat(buffers));
   }
 
   /** Sends an SSLRequest/GSSENCRequest-style packet and resolves with the single-byte answer. */
@@ -74,6 +77,7 @@ export class WireClient {
   }
 
   #receive(chunk: Buffer): void {
+    this.bytesReceived += chunk.length;
     let data = this.#tail.length > 0 ? Buffer.concat([this.#tail, chunk]) : chunk;
     if (this.#byteWaiter && data.length > 0) {
       const waiter = this.#byteWaiter;
@@ -91,7 +95,8 @@ export class WireClient {
       if (data.length - offset < length + 1) break;
       const type = String.fromCharCode(data[offset]!);
       if (type === "D") this.rowsReceived++;
-      if (type !== "D" || !this.dropRows) this.#messages.push({ type, payload: Buffer.from(data.subarray(offset + 5, offset + 1 + length)) });
+      if (type !== "D" || !this.dropRows)
+        this.#messages.push({ type, payload: Buffer.from(data.subarray(offset + 5, offset + 1 + length)) });
       offset += length + 1;
     }
     this.#tail = Buffer.from(data.subarray(offset));
@@ -102,7 +107,8 @@ export class WireClient {
   async #waitFor(ready: () => boolean, timeoutMs: number, what: string): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (!ready()) {
-      if (this.#isClosed) throw new Error(`connection closed while waiting for ${what}; got ${this.describe()}`);
+      if (this.#isClosed)
+        throw new Error(`connection closed while waiting for ${what}; got ${this.describe()}`);
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`timed out waiting for ${what}; got ${this.describe()}`);
       await new Promise<void>((resolve) => {
@@ -118,7 +124,9 @@ export class WireClient {
 
   /** Messages queued so far, as type letters (for failure messages). */
   describe(): string {
-    return JSON.stringify(this.#messages.map((m) => (m.type === "E" ? `E:${errorOf(m).code}` : m.type)).join(""));
+    return JSON.stringify(
+      this.#messages.map((m) => (m.type === "E" ? `E:${errorOf(m).code}` : m.type)).join(""),
+    );
   }
 
   /** Returns and removes every message up to and including the first of `type`. */
@@ -141,7 +149,8 @@ export class WireClient {
     this.send(encodeStartupMessage(params));
     const asked = await this.until("R");
     const auth = asked.at(-1)!;
-    if (auth.payload.readInt32BE(0) !== 3) throw new Error(`expected a cleartext password request, got ${this.describe()}`);
+    if (auth.payload.readInt32BE(0) !== 3)
+      throw new Error(`expected a cleartext password request, got ${this.describe()}`);
     this.send(encodePasswordMessage(password));
     return this.until("Z");
   }
@@ -175,12 +184,16 @@ export function cstring(text: string): Buffer {
 
 /** The first column of every DataRow among `messages`, as text. */
 export function firstColumn(messages: BackendMessage[]): (string | null)[] {
-  return messages.filter((m) => m.type === "D").map((m) => decodeDataRow(m.payload)[0]?.toString("utf8") ?? null);
+  return messages
+    .filter((m) => m.type === "D")
+    .map((m) => decodeDataRow(m.payload)[0]?.toString("utf8") ?? null);
 }
 
 /** The CommandComplete tags among `messages`. */
 export function commandTags(messages: BackendMessage[]): string[] {
-  return messages.filter((m) => m.type === "C").map((m) => m.payload.toString("utf8", 0, m.payload.length - 1));
+  return messages
+    .filter((m) => m.type === "C")
+    .map((m) => m.payload.toString("utf8", 0, m.payload.length - 1));
 }
 
 function withTimeout<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
@@ -207,7 +220,8 @@ function int32(value: number): Buffer {
 
 /** Encoders of the extended-protocol client messages tests need (the proxy's serializer only writes what it sends). */
 export const frontend = {
-  parse: (name: string, sql: string): Buffer => encodeFrame(FrontendCode.Parse, Buffer.concat([cstring(name), cstring(sql), int16(0)])),
+  parse: (name: string, sql: string): Buffer =>
+    encodeFrame(FrontendCode.Parse, Buffer.concat([cstring(name), cstring(sql), int16(0)])),
   /** Bind with text parameters and text results. */
   bind: (portal: string, statement: string, params: (string | null)[] = []): Buffer =>
     encodeFrame(
@@ -217,15 +231,21 @@ export const frontend = {
         cstring(statement),
         int16(0),
         int16(params.length),
-        ...params.map((p) => (p === null ? int32(-1) : Buffer.concat([int32(Buffer.byteLength(p)), Buffer.from(p)]))),
+        ...params.map((p) =>
+          p === null ? int32(-1) : Buffer.concat([int32(Buffer.byteLength(p)), Buffer.from(p)]),
+        ),
         int16(0),
       ]),
     ),
-  execute: (portal: string, maxRows = 0): Buffer => encodeFrame(FrontendCode.Execute, Buffer.concat([cstring(portal), int32(maxRows)])),
-  describe: (kind: "S" | "P", name: string): Buffer => encodeFrame(FrontendCode.Describe, Buffer.concat([Buffer.from(kind), cstring(name)])),
-  close: (kind: "S" | "P", name: string): Buffer => encodeFrame(FrontendCode.Close, Buffer.concat([Buffer.from(kind), cstring(name)])),
+  execute: (portal: string, maxRows = 0): Buffer =>
+    encodeFrame(FrontendCode.Execute, Buffer.concat([cstring(portal), int32(maxRows)])),
+  describe: (kind: "S" | "P", name: string): Buffer =>
+    encodeFrame(FrontendCode.Describe, Buffer.concat([Buffer.from(kind), cstring(name)])),
+  close: (kind: "S" | "P", name: string): Buffer =>
+    encodeFrame(FrontendCode.Close, Buffer.concat([Buffer.from(kind), cstring(name)])),
   /** FunctionCall of `oid` with no arguments, text result. */
-  functionCall: (oid: number): Buffer => encodeFrame(FrontendCode.FunctionCall, Buffer.concat([int32(oid), int16(0), int16(0), int16(0)])),
+  functionCall: (oid: number): Buffer =>
+    encodeFrame(FrontendCode.FunctionCall, Buffer.concat([int32(oid), int16(0), int16(0), int16(0)])),
   copyData: (data: string): Buffer => encodeFrame(FrontendCode.CopyData, Buffer.from(data)),
   copyDone: (): Buffer => encodeFrame(FrontendCode.CopyDone),
   copyFail: (message: string): Buffer => encodeFrame(FrontendCode.CopyFail, cstring(message)),
@@ -233,6 +253,10 @@ export const frontend = {
 };
 
 /** An untyped startup-phase packet: length word, then `code`, then `body`; `length` overrides the true length. */
-export function startupPacket(code: number, body: Buffer = Buffer.alloc(0), length = 8 + body.length): Buffer {
+export function startupPacket(
+  code: number,
+  body: Buffer = Buffer.alloc(0),
+  length = 8 + body.length,
+): Buffer {
   return Buffer.concat([int32(length), int32(code), body]);
 }
