@@ -1,6 +1,9 @@
+import { readFileSync } from "node:fs";
+import { createSecureContext } from "node:tls";
 import { Redis } from "ioredis";
 import pg from "pg";
 import { createChainVerifier } from "./billing/chain-verify.js";
+import { ChargeWriter } from "./billing/charge-writer.js";
 import { releaseExpiredReservations } from "./billing/ledger.js";
 import type { Config } from "./config.js";
 import { controlSettingsFrom, maintenanceUrl } from "./control/settings.js";
@@ -8,18 +11,15 @@ import { lockDataDir } from "./db/data-dir-lock.js";
 import { type EmbeddedCluster, startEmbeddedCluster } from "./db/embedded.js";
 import { migrate } from "./db/migrate.js";
 import { createMetadataPool } from "./db/pool.js";
-import { readFileSync } from "node:fs";
-import { createSecureContext } from "node:tls";
-import { ChargeWriter } from "./billing/charge-writer.js";
 import { loadGuard } from "./guard/index.js";
+import type { Logger } from "./log.js";
+import { createSecretBox, loadSecretKey } from "./providers/secret-box.js";
+import { UpstreamPools } from "./providers/upstream-pools.js";
 import { createProxyMetrics } from "./proxy/proxy-metrics.js";
 import { startProxyServer } from "./proxy/proxy-server.js";
 import { SessionRegistry } from "./proxy/session-registry.js";
 import { UpstreamSlots } from "./proxy/upstream-slots.js";
 import { createVerdictCache } from "./proxy/verdict-cache.js";
-import type { Logger } from "./log.js";
-import { createSecretBox, loadSecretKey } from "./providers/secret-box.js";
-import { UpstreamPools } from "./providers/upstream-pools.js";
 import { buildApp } from "./rest/app.js";
 import type { GatewayContext } from "./rest/context.js";
 import { createMetrics } from "./rest/plugins/metrics.js";
@@ -39,7 +39,8 @@ const EMBEDDED_DATABASE = "pgtoll";
 
 function loadTls(config: Config) {
   if (!config.tlsCert && !config.tlsKey) return undefined;
-  if (!config.tlsCert || !config.tlsKey) throw new Error("PGTOLL_TLS_CERT and PGTOLL_TLS_KEY must be set together");
+  if (!config.tlsCert || !config.tlsKey)
+    throw new Error("PGTOLL_TLS_CERT and PGTOLL_TLS_KEY must be set together");
   try {
     return createSecureContext({ cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) });
   } catch (error) {
@@ -79,7 +80,9 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     let databaseUrl = config.databaseUrl;
     let embedded: EmbeddedCluster | null = null;
     if (!databaseUrl) {
-      embedded = await startEmbeddedCluster(config.dataDir, { log: (line) => logger.debug({ postgres: line }) });
+      embedded = await startEmbeddedCluster(config.dataDir, {
+        log: (line) => logger.debug({ postgres: line }),
+      });
       cleanups.push(() => embedded?.stop());
       await ensureDatabase(embedded.adminUrl, EMBEDDED_DATABASE);
       databaseUrl = embedded.urlFor(EMBEDDED_DATABASE);
@@ -92,7 +95,11 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     await loadGuard();
 
     const box = createSecretBox(await loadSecretKey(config.secretKey, config.dataDir));
-    const upstream = new UpstreamPools({ box, size: config.providerPoolSize, statementTimeoutMs: config.statementTimeoutMs });
+    const upstream = new UpstreamPools({
+      box,
+      size: config.providerPoolSize,
+      statementTimeoutMs: config.statementTimeoutMs,
+    });
     cleanups.push(() => upstream.closeAll());
     const verifier = createChainVerifier({
       rpcUrl: config.rpcUrl,
@@ -107,15 +114,33 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
 
     const metrics = createMetrics();
     const tls = loadTls(config);
-    const management = controlSettingsFrom(config, embedded?.adminUrl ?? maintenanceUrl(databaseUrl), tls !== undefined);
-    const ctx: GatewayContext = { config, db, box, upstream, verifier, rateLimitStore, metrics, logger, management };
+    const management = controlSettingsFrom(
+      config,
+      embedded?.adminUrl ?? maintenanceUrl(databaseUrl),
+      tls !== undefined,
+    );
+    const ctx: GatewayContext = {
+      config,
+      db,
+      box,
+      upstream,
+      verifier,
+      rateLimitStore,
+      metrics,
+      logger,
+      management,
+    };
     const app = await buildApp(ctx);
     cleanups.push(() => app.close());
     const address = await app.listen({ host: config.host, port: config.httpPort });
 
     const chargeWriter = new ChargeWriter(db, {
       ttlSeconds: config.reservationTtlSeconds,
-      onError: (error, charge) => logger.error({ err: error, reservationId: charge.reservationId }, "a proxy charge could not be written"),
+      onError: (error, charge) =>
+        logger.error(
+          { err: error, reservationId: charge.reservationId },
+          "a proxy charge could not be written",
+        ),
     });
     const proxy = await startProxyServer(
       {
@@ -142,13 +167,21 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
 
     await releaseExpiredReservations(db);
     const sweeper = setInterval(() => {
-      releaseExpiredReservations(db).catch((error) => logger.warn({ err: error }, "could not release expired reservations"));
+      releaseExpiredReservations(db).catch((error) =>
+        logger.warn({ err: error }, "could not release expired reservations"),
+      );
     }, 30_000);
     sweeper.unref();
     cleanups.push(() => clearInterval(sweeper));
 
     const proxyHost = config.host.includes(":") ? `[${config.host}]` : config.host;
-    return { httpUrl: address, proxyUrl: `postgres://${proxyHost}:${proxy.port}`, databaseUrl, embedded, stop };
+    return {
+      httpUrl: address,
+      proxyUrl: `postgres://${proxyHost}:${proxy.port}`,
+      databaseUrl,
+      embedded,
+      stop,
+    };
   } catch (error) {
     await stop();
     throw error;

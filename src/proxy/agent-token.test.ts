@@ -18,14 +18,29 @@ describe("agent tokens", () => {
     const now = Date.now();
     const token = await createAgentToken(key, provider, now);
     const other = privateKeyToAddress(generatePrivateKey());
-    expect(await verifyAgentToken(token, other, provider)).toMatchObject({ ok: false, reason: /not signed by this wallet/ });
-    expect(await verifyAgentToken(token, wallet, "00000000-0000-4000-8000-000000000000")).toMatchObject({ ok: false });
-    expect(await verifyAgentToken(token, wallet, provider, now + (AGENT_TOKEN_LIFETIME_S + 1) * 1000)).toMatchObject({ ok: false, reason: /expired/ });
-    expect(await verifyAgentToken(await createAgentToken(key, provider, now + 3_600_000), wallet, provider, now)).toMatchObject({
+    expect(await verifyAgentToken(token, other, provider)).toMatchObject({
+      ok: false,
+      reason: /not signed by this wallet/,
+    });
+    expect(await verifyAgentToken(token, wallet, "00000000-0000-4000-8000-000000000000")).toMatchObject({
+      ok: false,
+    });
+    expect(
+      await verifyAgentToken(token, wallet, provider, now + (AGENT_TOKEN_LIFETIME_S + 1) * 1000),
+    ).toMatchObject({ ok: false, reason: /expired/ });
+    expect(
+      await verifyAgentToken(await createAgentToken(key, provider, now + 3_600_000), wallet, provider, now),
+    ).toMatchObject({
       ok: false,
       reason: /future/,
     });
-    for (const garbage of ["", "secret", "pgtoll1.x.0x00", `pgtoll1.1.0x${"z".repeat(130)}`, `pgtoll1.${Math.floor(now / 1000)}.0x${"0".repeat(130)}`]) {
+    for (const garbage of [
+      "",
+      "secret",
+      "pgtoll1.x.0x00",
+      `pgtoll1.1.0x${"z".repeat(130)}`,
+      `pgtoll1.${Math.floor(now / 1000)}.0x${"0".repeat(130)}`,
+    ]) {
       expect((await verifyAgentToken(garbage, wallet, provider)).ok).toBe(false);
     }
   });

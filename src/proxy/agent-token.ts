@@ -24,27 +24,51 @@ export function agentLoginMessage(providerId: string, issuedAt: number): string 
 }
 
 /** Makes a token for `providerId` with the wallet key `privateKey`. */
-export async function createAgentToken(privateKey: Hex, providerId: string, now = Date.now()): Promise<string> {
+export async function createAgentToken(
+  privateKey: Hex,
+  providerId: string,
+  now = Date.now(),
+): Promise<string> {
   const issuedAt = Math.floor(now / 1000);
-  const signature = await privateKeyToAccount(privateKey).signMessage({ message: agentLoginMessage(providerId, issuedAt) });
+  const signature = await privateKeyToAccount(privateKey).signMessage({
+    message: agentLoginMessage(providerId, issuedAt),
+  });
   return `${AGENT_TOKEN_PREFIX}.${issuedAt}.${signature}`;
 }
 
 export type AgentTokenCheck = { ok: true } | { ok: false; reason: string };
 
 /** Checks that `token` was signed by `wallet` for `providerId` and is within its validity window. */
-export async function verifyAgentToken(token: string, wallet: string, providerId: string, now = Date.now()): Promise<AgentTokenCheck> {
+export async function verifyAgentToken(
+  token: string,
+  wallet: string,
+  providerId: string,
+  now = Date.now(),
+): Promise<AgentTokenCheck> {
   const parts = token.split(".");
-  if (parts.length !== 3 || parts[0] !== AGENT_TOKEN_PREFIX || !/^\d{1,12}$/.test(parts[1] ?? "") || !/^0x[0-9a-fA-F]{130}$/.test(parts[2] ?? "")) {
-    return { ok: false, reason: "the password is not a pgtoll agent token (make one with `pgtoll agent-token`)" };
+  if (
+    parts.length !== 3 ||
+    parts[0] !== AGENT_TOKEN_PREFIX ||
+    !/^\d{1,12}$/.test(parts[1] ?? "") ||
+    !/^0x[0-9a-fA-F]{130}$/.test(parts[2] ?? "")
+  ) {
+    return {
+      ok: false,
+      reason: "the password is not a pgtoll agent token (make one with `pgtoll agent-token`)",
+    };
   }
   const issuedAt = Number(parts[1]);
   const nowSeconds = Math.floor(now / 1000);
-  if (issuedAt > nowSeconds + AGENT_TOKEN_CLOCK_SKEW_S) return { ok: false, reason: "the agent token is issued in the future" };
-  if (nowSeconds - issuedAt > AGENT_TOKEN_LIFETIME_S) return { ok: false, reason: "the agent token has expired; make a new one" };
+  if (issuedAt > nowSeconds + AGENT_TOKEN_CLOCK_SKEW_S)
+    return { ok: false, reason: "the agent token is issued in the future" };
+  if (nowSeconds - issuedAt > AGENT_TOKEN_LIFETIME_S)
+    return { ok: false, reason: "the agent token has expired; make a new one" };
   let signer: string;
   try {
-    signer = await recoverMessageAddress({ message: agentLoginMessage(providerId, issuedAt), signature: parts[2] as Hex });
+    signer = await recoverMessageAddress({
+      message: agentLoginMessage(providerId, issuedAt),
+      signature: parts[2] as Hex,
+    });
   } catch {
     return { ok: false, reason: "the agent token's signature is malformed" };
   }

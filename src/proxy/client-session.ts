@@ -1,5 +1,5 @@
 import type { Socket } from "node:net";
-import { TLSSocket, type SecureContext } from "node:tls";
+import { type SecureContext, TLSSocket } from "node:tls";
 import type pg from "pg";
 import type { Logger } from "pino";
 import type { ChargeWriter } from "../billing/charge-writer.js";
@@ -8,12 +8,12 @@ import { sendCancelRequest } from "../providers/cancel-request.js";
 import { findProviderForQuery } from "../providers/registry.js";
 import type { SecretBox } from "../providers/secret-box.js";
 import { verifyAgentToken } from "./agent-token.js";
-import { type Frame, FRONTEND_MAX_FRAME_LENGTH, FrameReader } from "./frame-reader.js";
+import { FRONTEND_MAX_FRAME_LENGTH, type Frame, FrameReader } from "./frame-reader.js";
 import { decodePasswordMessage } from "./frontend-messages.js";
 import { isLoopback } from "./loopback.js";
 import { FrontendCode } from "./message-codes.js";
-import type { ProxyMetrics } from "./proxy-metrics.js";
 import { errorFrame, SqlState, StartupRefusal } from "./proxy-errors.js";
+import type { ProxyMetrics } from "./proxy-metrics.js";
 import { Relay } from "./relay.js";
 import {
   encodeAuthenticationCleartextPassword,
@@ -26,8 +26,8 @@ import {
   encodeSSLResponse,
   encodeTerminate,
 } from "./serializer.js";
-import type { SessionRegistry } from "./session-registry.js";
 import { SessionMeter } from "./session-meter.js";
+import type { SessionRegistry } from "./session-registry.js";
 import { parseSessionRequest } from "./startup-options.js";
 import { type StartupPacket, StartupReader } from "./startup-parser.js";
 import { connectUpstream, parseUpstreamTarget, UpstreamStartupError } from "./upstream-connection.js";
@@ -123,7 +123,12 @@ class StartupStream {
       if (this.#failure) {
         throw new StartupRefusal(SqlState.protocolViolation, this.#failure.message, "protocol");
       }
-      if (this.#closed) throw new StartupRefusal(SqlState.protocolViolation, "the client closed the connection during startup", "client_gone");
+      if (this.#closed)
+        throw new StartupRefusal(
+          SqlState.protocolViolation,
+          "the client closed the connection during startup",
+          "client_gone",
+        );
       await new Promise<void>((resolve) => (this.#waiter = resolve));
     }
   }
@@ -203,17 +208,32 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
     const token = decodePasswordMessage(answer.payload);
     const check = await verifyAgentToken(token, request.agentWallet, request.providerId);
     if (!check.ok) {
-      throw new StartupRefusal(SqlState.invalidPassword, `password authentication failed for wallet ${request.agentWallet}: ${check.reason}`, "bad_token");
+      throw new StartupRefusal(
+        SqlState.invalidPassword,
+        `password authentication failed for wallet ${request.agentWallet}: ${check.reason}`,
+        "bad_token",
+      );
     }
 
     const found = await findProviderForQuery(ctx.db, request.providerId);
-    if (!found) throw new StartupRefusal(SqlState.invalidCatalogName, `provider ${request.providerId} does not exist`, "unknown_provider");
-    if (!found.pricing) throw new StartupRefusal(SqlState.connectionRejected, `provider ${request.providerId} has not set its pricing yet`, "no_pricing");
+    if (!found)
+      throw new StartupRefusal(
+        SqlState.invalidCatalogName,
+        `provider ${request.providerId} does not exist`,
+        "unknown_provider",
+      );
+    if (!found.pricing)
+      throw new StartupRefusal(
+        SqlState.connectionRejected,
+        `provider ${request.providerId} has not set its pricing yet`,
+        "no_pricing",
+      );
 
     try {
       releaseSlot = await ctx.slots.acquire(request.providerId);
     } catch (error) {
-      if (error instanceof SlotTimeoutError) throw new StartupRefusal(SqlState.tooManyConnections, error.message, "pool_timeout");
+      if (error instanceof SlotTimeoutError)
+        throw new StartupRefusal(SqlState.tooManyConnections, error.message, "pool_timeout");
       throw error;
     }
     const target = parseUpstreamTarget(ctx.box.open(found.provider.connectionSecret));
@@ -230,7 +250,8 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
         ctx.startupTimeoutMs,
       );
     } catch (error) {
-      if (error instanceof UpstreamStartupError) throw new StartupRefusal(error.sqlState, error.message, "upstream");
+      if (error instanceof UpstreamStartupError)
+        throw new StartupRefusal(error.sqlState, error.message, "upstream");
       throw error;
     }
     clearTimeout(deadline);
@@ -253,10 +274,19 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
     const refusal =
       error instanceof StartupRefusal
         ? error
-        : new StartupRefusal(SqlState.protocolViolation, `invalid startup: ${(error as Error).message}`, "protocol");
+        : new StartupRefusal(
+            SqlState.protocolViolation,
+            `invalid startup: ${(error as Error).message}`,
+            "protocol",
+          );
     if (refusal.reason !== "client_gone") {
       ctx.logger.debug({ reason: refusal.reason, err: error }, "session refused");
-      stream.socket.end(errorFrame(refusal.sqlState, refusal.message, { fatal: true, ...(refusal.hint ? { hint: refusal.hint } : {}) }));
+      stream.socket.end(
+        errorFrame(refusal.sqlState, refusal.message, {
+          fatal: true,
+          ...(refusal.hint ? { hint: refusal.hint } : {}),
+        }),
+      );
     }
     ctx.metrics.sessionsRefused.labels(refusal.reason).inc();
   }
@@ -272,9 +302,16 @@ async function negotiate(stream: StartupStream, ctx: ProxyContext): Promise<Star
       case "sslRequest":
       case "gssencRequest":
         // Bytes sent before the encryption handshake could be injected by a man in the middle (CVE-2021-23214).
-        if (packet.rest.length > 0) throw new StartupRefusal(SqlState.protocolViolation, "unexpected data after an encryption request", "protocol");
+        if (packet.rest.length > 0)
+          throw new StartupRefusal(
+            SqlState.protocolViolation,
+            "unexpected data after an encryption request",
+            "protocol",
+          );
         if (packet.kind === "gssencRequest" || !ctx.tls) {
-          stream.socket.write(packet.kind === "gssencRequest" ? encodeGSSENCResponse(false) : encodeSSLResponse(false));
+          stream.socket.write(
+            packet.kind === "gssencRequest" ? encodeGSSENCResponse(false) : encodeSSLResponse(false),
+          );
           continue;
         }
         stream.socket.write(encodeSSLResponse(true));
@@ -293,7 +330,11 @@ async function negotiate(stream: StartupStream, ctx: ProxyContext): Promise<Star
           "protocol_version",
         );
       case "tlsHandshake":
-        throw new StartupRefusal(SqlState.protocolViolation, "direct TLS is not supported; use sslnegotiation=postgres", "protocol");
+        throw new StartupRefusal(
+          SqlState.protocolViolation,
+          "direct TLS is not supported; use sslnegotiation=postgres",
+          "protocol",
+        );
       case "malformed":
         throw new StartupRefusal(SqlState.protocolViolation, packet.reason, "protocol");
       default:
@@ -308,7 +349,9 @@ function upgradeToTls(stream: StartupStream, secureContext: SecureContext): Prom
     secure.on("error", () => {});
     stream.upgrade(secure);
     secure.once("secure", () => resolve());
-    secure.once("error", (error) => reject(new StartupRefusal(SqlState.protocolViolation, `TLS handshake failed: ${error.message}`, "tls")));
+    secure.once("error", (error) =>
+      reject(new StartupRefusal(SqlState.protocolViolation, `TLS handshake failed: ${error.message}`, "tls")),
+    );
   });
 }
 
@@ -328,7 +371,12 @@ function startRelay(
     onCharge: (cost) => ctx.metrics.chargedMicro.inc(Number(cost)),
   });
   const key = ctx.registry.register(() => {
-    void sendCancelRequest(upstream.target.host, upstream.target.port, upstream.processId, upstream.secretKey);
+    void sendCancelRequest(
+      upstream.target.host,
+      upstream.target.port,
+      upstream.processId,
+      upstream.secretKey,
+    );
   });
   upstream.socket.on("error", () => {});
   const log = ctx.logger.child({ session: key.processId, providerId });
@@ -344,7 +392,13 @@ function startRelay(
     status: upstream.status,
     idleReleaseMs: ctx.idleReleaseMs,
     drainTimeoutMs: ctx.statementTimeoutMs + 5000,
-    cancelUpstream: () => void sendCancelRequest(upstream.target.host, upstream.target.port, upstream.processId, upstream.secretKey),
+    cancelUpstream: () =>
+      void sendCancelRequest(
+        upstream.target.host,
+        upstream.target.port,
+        upstream.processId,
+        upstream.secretKey,
+      ),
     onEnd: (reason) => {
       if (ended) return;
       ended = true;
@@ -355,7 +409,9 @@ function startRelay(
       upstream.socket.destroy();
       client.end();
       releaseSlot();
-      const release = meter.release().catch((error) => log.error({ err: error }, "could not release the session's reservation"));
+      const release = meter
+        .release()
+        .catch((error) => log.error({ err: error }, "could not release the session's reservation"));
       ctx.releases.add(release);
       void release.finally(() => ctx.releases.delete(release));
       settled();
@@ -371,7 +427,11 @@ function startRelay(
   });
   upstream.socket.on("close", () => {
     if (!ended && !client.destroyed && !relay.closing) {
-      client.write(errorFrame(SqlState.connectionFailure, "the provider's database closed the connection", { fatal: true }));
+      client.write(
+        errorFrame(SqlState.connectionFailure, "the provider's database closed the connection", {
+          fatal: true,
+        }),
+      );
     }
     relay.end("upstream closed");
   });

@@ -11,7 +11,11 @@ export class OutputBatch {
   push(buffer: Buffer): void {
     const last = this.#parts[this.#parts.length - 1];
     if (last && last.buffer === buffer.buffer && last.byteOffset + last.length === buffer.byteOffset) {
-      this.#parts[this.#parts.length - 1] = Buffer.from(last.buffer, last.byteOffset, last.length + buffer.length);
+      this.#parts[this.#parts.length - 1] = Buffer.from(
+        last.buffer,
+        last.byteOffset,
+        last.length + buffer.length,
+      );
       return;
     }
     this.#parts.push(buffer);

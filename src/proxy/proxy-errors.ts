@@ -19,7 +19,11 @@ export const SqlState = {
   adminShutdown: "57P01",
 } as const;
 
-export function errorFrame(code: string, message: string, options: { fatal?: boolean; detail?: string; hint?: string } = {}): Buffer {
+export function errorFrame(
+  code: string,
+  message: string,
+  options: { fatal?: boolean; detail?: string; hint?: string } = {},
+): Buffer {
   return encodeErrorResponse({
     severity: options.fatal ? "FATAL" : "ERROR",
     code,

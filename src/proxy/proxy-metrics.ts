@@ -4,8 +4,16 @@ import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 export function createProxyMetrics(registry: Registry) {
   const registers = [registry];
   return {
-    sessionsActive: new Gauge({ name: "pgtoll_proxy_sessions_active", help: "Client sessions open now", registers }),
-    sessionsTotal: new Counter({ name: "pgtoll_proxy_sessions_total", help: "Client sessions that reached the ready phase", registers }),
+    sessionsActive: new Gauge({
+      name: "pgtoll_proxy_sessions_active",
+      help: "Client sessions open now",
+      registers,
+    }),
+    sessionsTotal: new Counter({
+      name: "pgtoll_proxy_sessions_total",
+      help: "Client sessions that reached the ready phase",
+      registers,
+    }),
     sessionsRefused: new Counter({
       name: "pgtoll_proxy_sessions_refused_total",
       help: "Connections refused before the ready phase, by reason",
@@ -18,7 +26,11 @@ export function createProxyMetrics(registry: Registry) {
       labelNames: ["verdict"] as const,
       registers,
     }),
-    rowsRelayed: new Counter({ name: "pgtoll_proxy_rows_relayed_total", help: "DataRow and CopyData messages relayed to clients", registers }),
+    rowsRelayed: new Counter({
+      name: "pgtoll_proxy_rows_relayed_total",
+      help: "DataRow and CopyData messages relayed to clients",
+      registers,
+    }),
     bytesRelayed: new Counter({
       name: "pgtoll_proxy_bytes_relayed_total",
       help: "Bytes relayed, by direction (client_to_upstream, upstream_to_client)",
@@ -31,7 +43,11 @@ export function createProxyMetrics(registry: Registry) {
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10],
       registers,
     }),
-    chargedMicro: new Counter({ name: "pgtoll_proxy_charged_micro_usdc_total", help: "Micro-USDC charged for proxied statements", registers }),
+    chargedMicro: new Counter({
+      name: "pgtoll_proxy_charged_micro_usdc_total",
+      help: "Micro-USDC charged for proxied statements",
+      registers,
+    }),
     unpaidMicro: new Counter({
       name: "pgtoll_proxy_unpaid_micro_usdc_total",
       help: "Cost of writes beyond what the agent's balance could cover (not charged: balances never go negative)",

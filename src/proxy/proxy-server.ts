@@ -12,7 +12,10 @@ export interface RunningProxy {
  * ends every session (their charges are written and reservations released) and resolves when all sockets
  * are gone.
  */
-export async function startProxyServer(ctx: ProxyContext, options: { host: string; port: number }): Promise<RunningProxy> {
+export async function startProxyServer(
+  ctx: ProxyContext,
+  options: { host: string; port: number },
+): Promise<RunningProxy> {
   const sockets = new Set<Socket>();
   const server: Server = createServer((socket) => {
     sockets.add(socket);

@@ -3,13 +3,13 @@ import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
 import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
 import { decodeCommandComplete, decodeReadyForQuery, type TransactionStatus } from "./backend-messages.js";
-import { type Frame, FRONTEND_MAX_FRAME_LENGTH, FrameReader } from "./frame-reader.js";
+import { FRONTEND_MAX_FRAME_LENGTH, type Frame, FrameReader } from "./frame-reader.js";
 import { decodeBind, decodeClose, decodeExecute, decodeParse, decodeQuery } from "./frontend-messages.js";
 import { refusedParse, refusedQuery } from "./injected-errors.js";
 import { BackendCode, FrontendCode } from "./message-codes.js";
 import { OutputBatch } from "./output-batch.js";
-import type { ProxyMetrics } from "./proxy-metrics.js";
 import { errorFrame, SqlState } from "./proxy-errors.js";
+import type { ProxyMetrics } from "./proxy-metrics.js";
 import { encodeTerminate } from "./serializer.js";
 import type { SessionMeter } from "./session-meter.js";
 
@@ -90,8 +90,12 @@ export class Relay {
   start(early: Frame[] = []): void {
     const { client, upstream } = this.deps;
     this.#clientFrames.push(...early);
-    client.on("data", (chunk: Buffer) => this.#receive(chunk, this.#fromClient, this.#clientFrames, () => this.#pumpClient()));
-    upstream.on("data", (chunk: Buffer) => this.#receive(chunk, this.#fromUpstream, this.#upstreamFrames, () => this.#pumpUpstream()));
+    client.on("data", (chunk: Buffer) =>
+      this.#receive(chunk, this.#fromClient, this.#clientFrames, () => this.#pumpClient()),
+    );
+    upstream.on("data", (chunk: Buffer) =>
+      this.#receive(chunk, this.#fromUpstream, this.#upstreamFrames, () => this.#pumpUpstream()),
+    );
     // A pass waiting for the ledger keeps its socket paused: resuming it early would queue a whole result.
     client.on("drain", () => {
       if (!this.#upstreamBusy) upstream.resume();
@@ -110,7 +114,9 @@ export class Relay {
       clearTimeout(this.#idleTimer);
       this.#idleTimer = undefined;
     }
-    this.deps.metrics.bytesRelayed.labels(reader === this.#fromClient ? "client_to_upstream" : "upstream_to_client").inc(chunk.length);
+    this.deps.metrics.bytesRelayed
+      .labels(reader === this.#fromClient ? "client_to_upstream" : "upstream_to_client")
+      .inc(chunk.length);
     try {
       reader.feed(chunk, (frame) => queue.push(frame));
     } catch (error) {
@@ -263,7 +269,11 @@ export class Relay {
       case FrontendCode.Execute: {
         const { portal } = decodeExecute(frame.payload);
         const forward = () => {
-          this.#units.push({ kind: "execute", sql: this.#portals.get(portal) ?? "", started: performance.now() });
+          this.#units.push({
+            kind: "execute",
+            sql: this.#portals.get(portal) ?? "",
+            started: performance.now(),
+          });
           this.#toUpstream.push(frame.frame);
         };
         if (this.deps.meter.canStart) return void forward();
@@ -284,7 +294,13 @@ export class Relay {
         return;
       }
       case FrontendCode.FunctionCall:
-        this.#refuse(errorFrame(SqlState.featureNotSupported, "the FunctionCall message is not supported by pgtoll; call the function in a query"), true);
+        this.#refuse(
+          errorFrame(
+            SqlState.featureNotSupported,
+            "the FunctionCall message is not supported by pgtoll; call the function in a query",
+          ),
+          true,
+        );
         return;
       case FrontendCode.Terminate:
         this.#close("terminated", "client terminated");
@@ -305,10 +321,16 @@ export class Relay {
       return;
     }
     const forward = () => {
-      this.#units.push({ kind: "simple", statements: verdict.statements, index: 0, started: performance.now() });
+      this.#units.push({
+        kind: "simple",
+        statements: verdict.statements,
+        index: 0,
+        started: performance.now(),
+      });
       this.#toUpstream.push(frame.frame);
     };
-    if (this.deps.meter.canStart || verdict.statements.every((s) => !s.returnsRows && !isWrite(s))) return void forward();
+    if (this.deps.meter.canStart || verdict.statements.every((s) => !s.returnsRows && !isWrite(s)))
+      return void forward();
     return this.deps.meter.topUp(1).then((ok) => {
       if (ok) forward();
       else this.#refuse(insufficientFunds(0), true);
@@ -418,14 +440,18 @@ export class Relay {
     this.deps.cancelUpstream();
   }
 
-  #onStatementEnd(frame: Frame, tag: { command: string; rows: number | null } | null): Promise<void> | undefined {
+  #onStatementEnd(
+    frame: Frame,
+    tag: { command: string; rows: number | null } | null,
+  ): Promise<void> | undefined {
     const head = this.#units[0];
     if (this.#cutOff) {
       if (head?.kind === "execute") this.#units.shift();
       return;
     }
     const counted = this.deps.meter.statementRows;
-    const rows = tag && tag.rows !== null && WRITE_COMMANDS.has(tag.command) ? Math.max(tag.rows, counted) : counted;
+    const rows =
+      tag && tag.rows !== null && WRITE_COMMANDS.has(tag.command) ? Math.max(tag.rows, counted) : counted;
     const sql = sqlOf(head);
     if (head?.kind === "simple") head.index++;
     else if (head?.kind === "execute") {
@@ -455,7 +481,8 @@ export class Relay {
     }
     if (head?.kind === "simple" || head?.kind === "execute") {
       const rows = this.deps.meter.statementRows;
-      if (rows > 0) void this.deps.meter.endStatement(rows, { sql: sqlOf(head), rowCount: rows, failed: true });
+      if (rows > 0)
+        void this.deps.meter.endStatement(rows, { sql: sqlOf(head), rowCount: rows, failed: true });
       if (head.kind === "execute") this.#units.shift();
     }
     this.#dropUntilSync();
@@ -464,14 +491,16 @@ export class Relay {
 
   /** After an error the upstream skips the rest of the batch up to Sync: so do our expectations. */
   #dropUntilSync(): void {
-    while (this.#units.length > 0 && this.#units[0]!.kind !== "sync" && this.#units[0]!.kind !== "simple") this.#units.shift();
+    while (this.#units.length > 0 && this.#units[0]!.kind !== "sync" && this.#units[0]!.kind !== "simple")
+      this.#units.shift();
   }
 
   #onReady(frame: Frame): void {
     // ReadyForQuery closes the oldest simple query or Sync-terminated batch.
     while (this.#units.length > 0) {
       const head = this.#units.shift()!;
-      if (head.kind === "simple") this.deps.metrics.upstreamLatency.observe((performance.now() - head.started) / 1000);
+      if (head.kind === "simple")
+        this.deps.metrics.upstreamLatency.observe((performance.now() - head.started) / 1000);
       if (head.kind === "simple" || head.kind === "sync") break;
     }
     this.#status = decodeReadyForQuery(frame.payload);
@@ -482,7 +511,9 @@ export class Relay {
       this.#idleTimer = setTimeout(() => {
         this.#idleTimer = undefined;
         if (this.#units.length === 0 && !this.#ended) {
-          this.deps.meter.release().catch((error: unknown) => this.deps.logger.warn({ err: error }, "idle release failed"));
+          this.deps.meter
+            .release()
+            .catch((error: unknown) => this.deps.logger.warn({ err: error }, "idle release failed"));
         }
       }, this.deps.idleReleaseMs);
       this.#idleTimer.unref();
@@ -492,7 +523,13 @@ export class Relay {
   #internalFailure(error: unknown): void {
     this.deps.logger.error({ err: error }, "proxy session failed");
     if (!this.deps.client.destroyed) {
-      this.deps.client.write(errorFrame(SqlState.connectionFailure, "pgtoll could not record this session's charges; the session is closed", { fatal: true }));
+      this.deps.client.write(
+        errorFrame(
+          SqlState.connectionFailure,
+          "pgtoll could not record this session's charges; the session is closed",
+          { fatal: true },
+        ),
+      );
     }
     this.end("internal failure");
   }
@@ -504,14 +541,18 @@ function isWrite(statement: GuardedStatement): boolean {
 
 function sqlOf(unit: Unit | undefined): string {
   if (!unit) return "";
-  if (unit.kind === "simple") return unit.statements[Math.min(unit.index, unit.statements.length - 1)]?.sql ?? "";
+  if (unit.kind === "simple")
+    return unit.statements[Math.min(unit.index, unit.statements.length - 1)]?.sql ?? "";
   if (unit.kind === "execute") return unit.sql;
   return "";
 }
 
 function refusalFor(verdict: Exclude<GuardVerdict, { kind: "allow" }>): Buffer {
   if (verdict.kind === "deny") {
-    return errorFrame(SqlState.insufficientPrivilege, `pgtoll policy: statement not allowed (${verdict.rule}): ${verdict.message}`);
+    return errorFrame(
+      SqlState.insufficientPrivilege,
+      `pgtoll policy: statement not allowed (${verdict.rule}): ${verdict.message}`,
+    );
   }
   return errorFrame(SqlState.syntaxError, `pgtoll policy: invalid SQL: ${verdict.message}`);
 }

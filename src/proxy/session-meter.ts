@@ -1,6 +1,12 @@
 import type { ChargeWriter } from "../billing/charge-writer.js";
 import { costOfRows, type Price, rowsAffordable } from "../billing/cost.js";
-import { extendReservation, type Queryable, type Reservation, reserveFunds, voidReservation } from "../billing/ledger.js";
+import {
+  extendReservation,
+  type Queryable,
+  type Reservation,
+  reserveFunds,
+  voidReservation,
+} from "../billing/ledger.js";
 
 export interface MeterOptions {
   /** Rows' worth of funds a session holds at a time; more is reserved as results grow. */
@@ -103,14 +109,20 @@ export class SessionMeter {
    * only a write can do: then the reservation is grown, and if the balance cannot cover the cost the agent is
    * charged what it has and the promise reports the shortfall.
    */
-  endStatement(rowCount: number, metadata: Record<string, unknown>): Promise<{ unpaidMicro: bigint }> | undefined {
+  endStatement(
+    rowCount: number,
+    metadata: Record<string, unknown>,
+  ): Promise<{ unpaidMicro: bigint }> | undefined {
     const cost = costOfRows(rowCount, this.price);
     if (cost > this.#unspent) return this.#endCostlyStatement(cost, metadata);
     this.#charge(cost, 0n, metadata);
     return undefined;
   }
 
-  async #endCostlyStatement(cost: bigint, metadata: Record<string, unknown>): Promise<{ unpaidMicro: bigint }> {
+  async #endCostlyStatement(
+    cost: bigint,
+    metadata: Record<string, unknown>,
+  ): Promise<{ unpaidMicro: bigint }> {
     if (this.#reservation) {
       const ttl = this.options.reservationTtlSeconds;
       const missing = cost - this.#unspent;

@@ -24,7 +24,8 @@ export class SessionRegistry {
   /** Cancels the session's running query when the key matches; unknown keys are ignored, as PostgreSQL does. */
   cancel(processId: number, secretKey: Buffer): boolean {
     const entry = this.#sessions.get(processId);
-    if (!entry || entry.secret.length !== secretKey.length || !timingSafeEqual(entry.secret, secretKey)) return false;
+    if (!entry || entry.secret.length !== secretKey.length || !timingSafeEqual(entry.secret, secretKey))
+      return false;
     entry.cancel();
     return true;
   }

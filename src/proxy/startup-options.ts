@@ -3,7 +3,14 @@ import { SETTABLE_PARAMETERS } from "../guard/index.js";
 import { SqlState, StartupRefusal } from "./proxy-errors.js";
 
 /** Startup parameters libpq and drivers send that are not settings, or that the proxy decides itself. */
-const NOT_SETTINGS = new Set(["user", "database", "options", "replication", "client_encoding", "application_name"]);
+const NOT_SETTINGS = new Set([
+  "user",
+  "database",
+  "options",
+  "replication",
+  "client_encoding",
+  "application_name",
+]);
 const SETTABLE = new Set(SETTABLE_PARAMETERS.map((name) => name.toLowerCase()));
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -27,7 +34,8 @@ function parseOptions(options: string): [string, string][] {
     else if (word.startsWith("-c")) word = word.slice(2);
     else if (word.startsWith("--")) word = word.slice(2);
     const eq = word.indexOf("=");
-    if (eq <= 0) throw new StartupRefusal(SqlState.protocolViolation, `invalid startup option "${word}"`, "bad_options");
+    if (eq <= 0)
+      throw new StartupRefusal(SqlState.protocolViolation, `invalid startup option "${word}"`, "bad_options");
     pairs.push([word.slice(0, eq).replace(/-/g, "_"), word.slice(eq + 1)]);
   }
   return pairs;
@@ -42,15 +50,27 @@ function parseOptions(options: string): [string, string][] {
 export function parseSessionRequest(params: Record<string, string>): SessionRequest {
   const replication = params.replication?.toLowerCase();
   if (replication && !["false", "off", "no", "0"].includes(replication)) {
-    throw new StartupRefusal(SqlState.featureNotSupported, "replication connections are not supported by pgtoll", "replication");
+    throw new StartupRefusal(
+      SqlState.featureNotSupported,
+      "replication connections are not supported by pgtoll",
+      "replication",
+    );
   }
   const agentWallet = normalizeAddress(params.user);
   if (!agentWallet) {
-    throw new StartupRefusal(SqlState.invalidAuthorization, `user must be the agent's wallet address (0x + 40 hex digits), got "${params.user ?? ""}"`, "bad_user");
+    throw new StartupRefusal(
+      SqlState.invalidAuthorization,
+      `user must be the agent's wallet address (0x + 40 hex digits), got "${params.user ?? ""}"`,
+      "bad_user",
+    );
   }
   const providerId = params.database ?? "";
   if (!UUID.test(providerId)) {
-    throw new StartupRefusal(SqlState.invalidCatalogName, `database must be a provider id (a UUID), got "${providerId}"`, "bad_database");
+    throw new StartupRefusal(
+      SqlState.invalidCatalogName,
+      `database must be a provider id (a UUID), got "${providerId}"`,
+      "bad_database",
+    );
   }
   const settings: Record<string, string> = {};
   let endpointId: string | undefined;
@@ -62,7 +82,11 @@ export function parseSessionRequest(params: Record<string, string>): SessionRequ
       continue;
     }
     if (!SETTABLE.has(name.toLowerCase())) {
-      throw new StartupRefusal(SqlState.insufficientPrivilege, `setting "${name}" at connect time is not allowed`, "forbidden_setting");
+      throw new StartupRefusal(
+        SqlState.insufficientPrivilege,
+        `setting "${name}" at connect time is not allowed`,
+        "forbidden_setting",
+      );
     }
     settings[name] = value;
   }

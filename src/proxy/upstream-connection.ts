@@ -1,7 +1,14 @@
 import { connect, type Socket } from "node:net";
-import { connect as tlsConnect, type TLSSocket } from "node:tls";
+import { type TLSSocket, connect as tlsConnect } from "node:tls";
 import { parse as parseConnectionString } from "pg-connection-string";
-import { decodeAuthentication, decodeBackendKeyData, decodeNoticeFields, decodeParameterStatus, decodeReadyForQuery, type TransactionStatus } from "./backend-messages.js";
+import {
+  decodeAuthentication,
+  decodeBackendKeyData,
+  decodeNoticeFields,
+  decodeParameterStatus,
+  decodeReadyForQuery,
+  type TransactionStatus,
+} from "./backend-messages.js";
 import { type Frame, FrameReader } from "./frame-reader.js";
 import { BackendCode } from "./message-codes.js";
 import { md5Password, SCRAM_SHA_256, ScramSha256Client } from "./scram-client.js";
@@ -27,7 +34,14 @@ export function parseUpstreamTarget(connectionString: string): UpstreamTarget {
   const parsed = parseConnectionString(connectionString);
   const url = new URL(connectionString);
   const sslmode = url.searchParams.get("sslmode") ?? (parsed.ssl ? "require" : "disable");
-  const ssl = sslmode === "disable" || sslmode === "allow" ? "disable" : sslmode === "prefer" ? "prefer" : sslmode === "require" ? "require" : "verify";
+  const ssl =
+    sslmode === "disable" || sslmode === "allow"
+      ? "disable"
+      : sslmode === "prefer"
+        ? "prefer"
+        : sslmode === "require"
+          ? "require"
+          : "verify";
   return {
     host: parsed.host ?? "localhost",
     port: Number(parsed.port ?? 5432),
@@ -66,7 +80,9 @@ function openSocket(target: UpstreamTarget, timeoutMs: number): Promise<Socket |
     socket.setNoDelay(true);
     const timer = setTimeout(() => {
       socket.destroy();
-      reject(new UpstreamStartupError(`connecting to the provider's database timed out after ${timeoutMs} ms`));
+      reject(
+        new UpstreamStartupError(`connecting to the provider's database timed out after ${timeoutMs} ms`),
+      );
     }, timeoutMs);
     socket.once("error", (error) => {
       clearTimeout(timer);
@@ -82,14 +98,24 @@ function openSocket(target: UpstreamTarget, timeoutMs: number): Promise<Socket |
       socket.write(request);
       socket.once("data", (answer) => {
         if (answer[0] === 0x53 /* S */) {
-          const secure = tlsConnect({ socket, servername: target.host, rejectUnauthorized: target.ssl === "verify" });
+          const secure = tlsConnect({
+            socket,
+            servername: target.host,
+            rejectUnauthorized: target.ssl === "verify",
+          });
           secure.once("secureConnect", () => resolve(secure));
-          secure.once("error", (error) => reject(new UpstreamStartupError(`TLS to the provider's database failed: ${error.message}`)));
+          secure.once("error", (error) =>
+            reject(new UpstreamStartupError(`TLS to the provider's database failed: ${error.message}`)),
+          );
         } else if (target.ssl === "prefer") {
           resolve(socket);
         } else {
           socket.destroy();
-          reject(new UpstreamStartupError("the provider's database refused TLS, which its connection string requires"));
+          reject(
+            new UpstreamStartupError(
+              "the provider's database refused TLS, which its connection string requires",
+            ),
+          );
         }
       });
     });
@@ -107,11 +133,24 @@ export async function connectUpstream(
 ): Promise<UpstreamSession> {
   const socket = await openSocket(target, timeoutMs);
   const reader = new FrameReader();
-  const session: UpstreamSession = { socket, target, processId: 0, secretKey: Buffer.alloc(0), parameters: new Map(), status: "I" };
+  const session: UpstreamSession = {
+    socket,
+    target,
+    processId: 0,
+    secretKey: Buffer.alloc(0),
+    parameters: new Map(),
+    status: "I",
+  };
   let scram: ScramSha256Client | undefined;
 
   return await new Promise<UpstreamSession>((resolve, reject) => {
-    const timer = setTimeout(() => fail(new UpstreamStartupError(`the provider's database did not finish startup within ${timeoutMs} ms`)), timeoutMs);
+    const timer = setTimeout(
+      () =>
+        fail(
+          new UpstreamStartupError(`the provider's database did not finish startup within ${timeoutMs} ms`),
+        ),
+      timeoutMs,
+    );
     const fail = (error: Error) => {
       clearTimeout(timer);
       socket.removeAllListeners("data");
@@ -123,18 +162,27 @@ export async function connectUpstream(
         case BackendCode.Authentication: {
           const auth = decodeAuthentication(frame.payload);
           if (auth.type === "ok") return;
-          if (auth.type === "cleartextPassword") return void socket.write(encodePasswordMessage(target.password));
-          if (auth.type === "md5Password") return void socket.write(encodePasswordMessage(md5Password(target.user, target.password, auth.salt)));
+          if (auth.type === "cleartextPassword")
+            return void socket.write(encodePasswordMessage(target.password));
+          if (auth.type === "md5Password")
+            return void socket.write(
+              encodePasswordMessage(md5Password(target.user, target.password, auth.salt)),
+            );
           if (auth.type === "sasl") {
-            if (!auth.mechanisms.includes(SCRAM_SHA_256)) throw new UpstreamStartupError(`unsupported SASL mechanisms: ${auth.mechanisms.join(", ")}`);
+            if (!auth.mechanisms.includes(SCRAM_SHA_256))
+              throw new UpstreamStartupError(`unsupported SASL mechanisms: ${auth.mechanisms.join(", ")}`);
             scram = new ScramSha256Client(target.password);
             return void socket.write(encodeSASLInitialResponse(SCRAM_SHA_256, scram.clientFirstMessage));
           }
           if (auth.type === "saslContinue" && scram) {
-            return void socket.write(encodeSASLResponse(await scram.clientFinalMessage(auth.data.toString("utf8"))));
+            return void socket.write(
+              encodeSASLResponse(await scram.clientFinalMessage(auth.data.toString("utf8"))),
+            );
           }
           if (auth.type === "saslFinal" && scram) return scram.verifyServerFinal(auth.data.toString("utf8"));
-          throw new UpstreamStartupError("the provider's database asked for an authentication method pgtoll does not support");
+          throw new UpstreamStartupError(
+            "the provider's database asked for an authentication method pgtoll does not support",
+          );
         }
         case BackendCode.ParameterStatus: {
           const { name, value } = decodeParameterStatus(frame.payload);
@@ -149,7 +197,10 @@ export async function connectUpstream(
         }
         case BackendCode.ErrorResponse: {
           const fields = decodeNoticeFields(frame.payload);
-          throw new UpstreamStartupError(`the provider's database refused the session: ${fields.message}`, fields.code ?? "08006");
+          throw new UpstreamStartupError(
+            `the provider's database refused the session: ${fields.message}`,
+            fields.code ?? "08006",
+          );
         }
         case BackendCode.ReadyForQuery:
           session.status = decodeReadyForQuery(frame.payload);
@@ -176,8 +227,12 @@ export async function connectUpstream(
         fail(error as Error);
       }
     });
-    socket.once("error", (error) => fail(new UpstreamStartupError(`the provider's database connection failed: ${error.message}`)));
-    socket.once("close", () => fail(new UpstreamStartupError("the provider's database closed the connection during startup")));
+    socket.once("error", (error) =>
+      fail(new UpstreamStartupError(`the provider's database connection failed: ${error.message}`)),
+    );
+    socket.once("close", () =>
+      fail(new UpstreamStartupError("the provider's database closed the connection during startup")),
+    );
     socket.write(encodeStartupMessage({ user: target.user, database: target.database, ...parameters }));
   });
 }

@@ -38,7 +38,11 @@ export class UpstreamSlots {
         reject,
         timer: setTimeout(() => {
           queue.splice(queue.indexOf(waiter), 1);
-          reject(new SlotTimeoutError(`all ${this.limit} upstream sessions of this provider are busy; waited ${this.waitTimeoutMs} ms`));
+          reject(
+            new SlotTimeoutError(
+              `all ${this.limit} upstream sessions of this provider are busy; waited ${this.waitTimeoutMs} ms`,
+            ),
+          );
         }, this.waitTimeoutMs),
       };
       queue.push(waiter);

@@ -3,7 +3,12 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { redactedPaths } from "../../src/log.js";
 import type { TestDatabase } from "../support/database.js";
-import { createProviderDatabase, registerPricedProvider, startTestGateway, type TestGateway } from "../support/gateway.js";
+import {
+  createProviderDatabase,
+  registerPricedProvider,
+  startTestGateway,
+  type TestGateway,
+} from "../support/gateway.js";
 
 const lines: string[] = [];
 let gateway: TestGateway;
@@ -41,7 +46,9 @@ describe("logs", () => {
     expect(all).not.toContain(password);
     expect(all).not.toContain("secret-token");
     const records = lines.map((line) => JSON.parse(line) as { reqId?: string; msg: string });
-    expect(records.filter((r) => r.msg === "request completed").every((r) => typeof r.reqId === "string")).toBe(true);
+    expect(
+      records.filter((r) => r.msg === "request completed").every((r) => typeof r.reqId === "string"),
+    ).toBe(true);
     expect(redactedPaths.some((p) => p.includes("authorization"))).toBe(true);
   });
 });

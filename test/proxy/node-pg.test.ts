@@ -4,7 +4,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { costOfRows } from "../../src/billing/cost.js";
 import { getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
 import type { TestDatabase } from "../support/database.js";
-import { createProviderDatabase, registerPricedProvider, startTestGateway, type TestGateway } from "../support/gateway.js";
+import {
+  createProviderDatabase,
+  registerPricedProvider,
+  startTestGateway,
+  type TestGateway,
+} from "../support/gateway.js";
 import { fundedTestAgent, startTestProxy, type TestAgent, type TestProxy } from "../support/proxy.js";
 
 let gateway: TestGateway;
@@ -17,7 +22,10 @@ beforeAll(async () => {
   gateway = await startTestGateway();
   proxy = await startTestProxy(gateway);
   providerDb = await createProviderDatabase(300);
-  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, { basePricePer1000Rows: 1, markupMultiplier: 1 }));
+  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, {
+    basePricePer1000Rows: 1,
+    markupMultiplier: 1,
+  }));
 });
 afterAll(async () => {
   await proxy?.close();
@@ -26,7 +34,13 @@ afterAll(async () => {
 });
 
 async function connect(agent: TestAgent): Promise<pg.Client> {
-  const client = new pg.Client({ host: "127.0.0.1", port: proxy.port, user: agent.wallet, database: providerId, password: await agent.token() });
+  const client = new pg.Client({
+    host: "127.0.0.1",
+    port: proxy.port,
+    user: agent.wallet,
+    database: providerId,
+    password: await agent.token(),
+  });
   await client.connect();
   return client;
 }
@@ -48,9 +62,17 @@ describe("node-postgres through the proxy", () => {
     expect(simple.rows[0]).toEqual({ id: 1, name: "item 1" });
     const extended = await client.query("SELECT name FROM items WHERE id = $1", [7]);
     expect(extended.rows).toEqual([{ name: "item 7" }]);
-    const named = await client.query({ name: "by-id", text: "SELECT id FROM items WHERE id < $1", values: [4] });
+    const named = await client.query({
+      name: "by-id",
+      text: "SELECT id FROM items WHERE id < $1",
+      values: [4],
+    });
     expect(named.rowCount).toBe(3);
-    const again = await client.query({ name: "by-id", text: "SELECT id FROM items WHERE id < $1", values: [3] });
+    const again = await client.query({
+      name: "by-id",
+      text: "SELECT id FROM items WHERE id < $1",
+      values: [3],
+    });
     expect(again.rowCount).toBe(2);
     await closeAndSettle(client);
     const expected = [5, 1, 3, 2].reduce((sum, n) => sum + costOfRows(n, price), 0n);
@@ -89,9 +111,14 @@ describe("node-postgres through the proxy", () => {
   it("refuses denied and invalid statements with the right SQLSTATE and stays usable", async () => {
     const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
     const client = await connect(agent);
-    await expect(client.query("DROP TABLE items")).rejects.toMatchObject({ code: "42501", message: expect.stringMatching(/no-drop/) });
+    await expect(client.query("DROP TABLE items")).rejects.toMatchObject({
+      code: "42501",
+      message: expect.stringMatching(/no-drop/),
+    });
     await expect(client.query("SELEC 1")).rejects.toMatchObject({ code: "42601" });
-    await expect(client.query("DELETE FROM items WHERE $1::int = 1", [1])).rejects.toMatchObject({ code: "42501" });
+    await expect(client.query("DELETE FROM items WHERE $1::int = 1", [1])).rejects.toMatchObject({
+      code: "42501",
+    });
     expect((await client.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
     await client.query("BEGIN");
     await expect(client.query("TRUNCATE items")).rejects.toMatchObject({ code: "42501" });
@@ -104,12 +131,16 @@ describe("node-postgres through the proxy", () => {
   it("refuses an agent with no balance before the statement runs", async () => {
     const agent = await fundedTestAgent(gateway, providerId, 0n);
     const client = await connect(agent);
-    await expect(client.query("INSERT INTO items (name) VALUES ('free ride')")).rejects.toMatchObject({ code: "PT402" });
+    await expect(client.query("INSERT INTO items (name) VALUES ('free ride')")).rejects.toMatchObject({
+      code: "PT402",
+    });
     expect((await client.query("SET application_name = 'still here'")).command).toBe("SET");
     await client.end();
     const check = new pg.Client({ connectionString: providerDb.url });
     await check.connect();
-    expect((await check.query("SELECT count(*)::int AS n FROM items WHERE name = 'free ride'")).rows[0].n).toBe(0);
+    expect(
+      (await check.query("SELECT count(*)::int AS n FROM items WHERE name = 'free ride'")).rows[0].n,
+    ).toBe(0);
     await check.end();
   });
 
@@ -125,7 +156,11 @@ describe("node-postgres through the proxy", () => {
     const balance = await getBalance(gateway.ctx.db, agent.wallet, providerId);
     expect(balance).toMatchObject({ balanceMicro: 25_500n - costOfRows(25, price), reservedMicro: 0n });
     const [entry] = await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId, limit: 1 });
-    expect(entry?.metadata).toMatchObject({ rowCount: 25, cutOff: true, sql: "SELECT id FROM items ORDER BY id" });
+    expect(entry?.metadata).toMatchObject({
+      rowCount: 25,
+      cutOff: true,
+      sql: "SELECT id FROM items ORDER BY id",
+    });
   });
 
   it("wrong token: 28P01; wrong user or database: a clear FATAL", async () => {
@@ -142,14 +177,33 @@ describe("node-postgres through the proxy", () => {
         (e: unknown) => e,
       );
     };
-    expect(await attempt({ user: agent.wallet, database: providerId, password: await other.token() })).toMatchObject({ code: "28P01" });
-    expect(await attempt({ user: agent.wallet, database: providerId, password: "hunter2" })).toMatchObject({ code: "28P01" });
-    expect(await attempt({ user: "alice", database: providerId, password: "x" })).toMatchObject({ code: "28000" });
-    expect(await attempt({ user: agent.wallet, database: "postgres", password: "x" })).toMatchObject({ code: "3D000" });
     expect(
-      await attempt({ user: agent.wallet, database: providerId, password: await agent.token(), options: "-c statement_timeout=0" }),
+      await attempt({ user: agent.wallet, database: providerId, password: await other.token() }),
+    ).toMatchObject({ code: "28P01" });
+    expect(await attempt({ user: agent.wallet, database: providerId, password: "hunter2" })).toMatchObject({
+      code: "28P01",
+    });
+    expect(await attempt({ user: "alice", database: providerId, password: "x" })).toMatchObject({
+      code: "28000",
+    });
+    expect(await attempt({ user: agent.wallet, database: "postgres", password: "x" })).toMatchObject({
+      code: "3D000",
+    });
+    expect(
+      await attempt({
+        user: agent.wallet,
+        database: providerId,
+        password: await agent.token(),
+        options: "-c statement_timeout=0",
+      }),
     ).toMatchObject({ code: "42501" });
-    expect(await attempt({ user: agent.wallet, database: "00000000-0000-4000-8000-000000000000", password: await agent.token() })).toMatchObject({
+    expect(
+      await attempt({
+        user: agent.wallet,
+        database: "00000000-0000-4000-8000-000000000000",
+        password: await agent.token(),
+      }),
+    ).toMatchObject({
       code: "28P01",
     });
   });
@@ -167,7 +221,9 @@ describe("node-postgres through the proxy", () => {
     expect(value(/^pgtoll_proxy_statements_total\{verdict="allow"\} (\d+)/m)).toBeGreaterThan(0);
     expect(value(/^pgtoll_proxy_statements_total\{verdict="deny"\} (\d+)/m)).toBeGreaterThan(0);
     expect(value(/^pgtoll_proxy_rows_relayed_total (\d+)/m)).toBeGreaterThanOrEqual(3);
-    expect(value(/^pgtoll_proxy_bytes_relayed_total\{direction="upstream_to_client"\} (\d+)/m)).toBeGreaterThan(0);
+    expect(
+      value(/^pgtoll_proxy_bytes_relayed_total\{direction="upstream_to_client"\} (\d+)/m),
+    ).toBeGreaterThan(0);
     expect(value(/^pgtoll_proxy_charged_micro_usdc_total (\d+)/m)).toBeGreaterThan(0);
     expect(value(/^pgtoll_proxy_sessions_refused_total\{reason="bad_token"\} (\d+)/m)).toBeGreaterThan(0);
     expect(body).toMatch(/^pgtoll_proxy_upstream_latency_seconds_count \d+/m);

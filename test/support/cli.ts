@@ -32,7 +32,10 @@ export function runCli(args: string[], env: Record<string, string | undefined> =
     exited,
     waitFor(pattern, timeoutMs = 90_000) {
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`timed out waiting for ${pattern}; stderr: ${err}`)), timeoutMs);
+        const timer = setTimeout(
+          () => reject(new Error(`timed out waiting for ${pattern}; stderr: ${err}`)),
+          timeoutMs,
+        );
         const check = () => {
           const line = out.split("\n").find((l) => pattern.test(l));
           if (line) {

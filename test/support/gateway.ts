@@ -45,7 +45,12 @@ const unusedVerifier: DepositVerifier = {
 
 /** The REST app in process, over a fresh migrated metadata database, with the given overrides. */
 export async function startTestGateway(
-  overrides: { verifier?: DepositVerifier; env?: Record<string, string>; chainId?: number; logger?: GatewayContext["logger"] } = {},
+  overrides: {
+    verifier?: DepositVerifier;
+    env?: Record<string, string>;
+    chainId?: number;
+    logger?: GatewayContext["logger"];
+  } = {},
 ): Promise<TestGateway> {
   await loadGuard();
   const meta = await createMetadataDatabase();

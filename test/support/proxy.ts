@@ -18,7 +18,10 @@ export interface TestProxy extends RunningProxy {
 }
 
 /** The wire proxy in process, sharing the test gateway's metadata database, secret box and metrics registry. */
-export async function startTestProxy(gateway: TestGateway, overrides: Partial<ProxyContext> = {}): Promise<TestProxy> {
+export async function startTestProxy(
+  gateway: TestGateway,
+  overrides: Partial<ProxyContext> = {},
+): Promise<TestProxy> {
   const ctx: ProxyContext = {
     db: gateway.ctx.db,
     box: gateway.ctx.box,
@@ -48,7 +51,11 @@ export interface TestAgent {
 }
 
 /** A wallet with `amountMicro` credited to its balance with the provider (a ledger deposit entry). */
-export async function fundedTestAgent(gateway: TestGateway, providerId: string, amountMicro: bigint): Promise<TestAgent> {
+export async function fundedTestAgent(
+  gateway: TestGateway,
+  providerId: string,
+  amountMicro: bigint,
+): Promise<TestAgent> {
   const key = generatePrivateKey();
   const wallet = privateKeyToAddress(key).toLowerCase();
   if (amountMicro > 0n) {
