@@ -18,9 +18,14 @@ export interface CpuSnapshot {
   /** This process's reaped children: pgbench (the only child that ends during a measurement). */
   pgbench: number;
   runner: number;
+  /**
+   * Kernel threads (kworker, jbd2, ksoftirqd...) plus interrupt time: fsync and journal work of durable
+   * commits lands here, whoever caused it.
+   */
+  kernel: number;
 }
 
-/** CPU seconds spent between two snapshots, per component; `other` is the rest of the machine. */
+/** CPU seconds spent between two snapshots, per component; `other` is every other process of the machine. */
 export type CpuSpent = CpuSnapshot & { other: number };
 
 const TICKS_PER_SECOND = (() => {
@@ -49,23 +54,28 @@ function reapedChildTicks(fields: string[] | null): number {
   return fields ? Number(fields[13]) + Number(fields[14]) : 0;
 }
 
-function machineBusyTicks(): number {
+/** Busy ticks of the whole machine, and the part spent in interrupts. */
+function machineTicks(): { busy: number; interrupts: number } {
   const line = readFileSync("/proc/stat", "utf8").split("\n")[0]!;
   // cpu user nice system idle iowait irq softirq steal ...
   const [user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number);
-  return user! + nice! + system! + irq! + softirq! + (steal ?? 0);
+  return { busy: user! + nice! + system! + irq! + softirq! + (steal ?? 0), interrupts: irq! + softirq! };
 }
 
-function postgresTicks(postmasterPid: number): number {
-  const postmaster = statFields(postmasterPid);
-  let ticks = ownTicks(postmaster) + reapedChildTicks(postmaster);
-  const parent = String(postmasterPid);
+/** One pass over /proc: PostgreSQL's processes (postmaster and its children) and kernel threads. */
+function scanProcesses(postmasterPid: number | undefined): { postgres: number; kernelThreads: number } {
+  const postmaster = postmasterPid ? statFields(postmasterPid) : null;
+  let postgres = ownTicks(postmaster) + reapedChildTicks(postmaster);
+  let kernelThreads = 0;
+  const parent = String(postmasterPid ?? -1);
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     const fields = statFields(entry);
-    if (fields?.[1] === parent) ticks += ownTicks(fields);
+    if (!fields) continue;
+    if (fields[1] === parent) postgres += ownTicks(fields);
+    else if (fields[1] === "2" || entry === "2") kernelThreads += ownTicks(fields);
   }
-  return ticks;
+  return { postgres, kernelThreads };
 }
 
 /** Reads cumulative CPU time of every source (Linux /proc); zeros where /proc is not there. */
@@ -73,16 +83,19 @@ export function cpuSnapshot(sources: CpuSources): CpuSnapshot {
   try {
     const self = statFields("self");
     const seconds = (ticks: number) => ticks / TICKS_PER_SECOND;
+    const machine = machineTicks();
+    const processes = scanProcesses(sources.postmasterPid);
     return {
-      machineBusy: seconds(machineBusyTicks()),
+      machineBusy: seconds(machine.busy),
       pgtoll: seconds(sources.pgtollPid ? ownTicks(statFields(sources.pgtollPid)) : 0),
       pgbouncer: seconds(sources.pgbouncerPid ? ownTicks(statFields(sources.pgbouncerPid)) : 0),
-      postgres: seconds(sources.postmasterPid ? postgresTicks(sources.postmasterPid) : 0),
+      postgres: seconds(processes.postgres),
       pgbench: seconds(reapedChildTicks(self)),
       runner: seconds(ownTicks(self)),
+      kernel: seconds(processes.kernelThreads + machine.interrupts),
     };
   } catch {
-    return { machineBusy: 0, pgtoll: 0, pgbouncer: 0, postgres: 0, pgbench: 0, runner: 0 };
+    return { machineBusy: 0, pgtoll: 0, pgbouncer: 0, postgres: 0, pgbench: 0, runner: 0, kernel: 0 };
   }
 }
 
@@ -95,8 +108,9 @@ export function cpuSpent(before: CpuSnapshot, after: CpuSnapshot): CpuSpent {
     postgres: d("postgres"),
     pgbench: d("pgbench"),
     runner: d("runner"),
+    kernel: d("kernel"),
   };
-  const ours = spent.pgtoll + spent.pgbouncer + spent.postgres + spent.pgbench + spent.runner;
+  const ours = spent.pgtoll + spent.pgbouncer + spent.postgres + spent.pgbench + spent.runner + spent.kernel;
   return { ...spent, other: Math.max(0, spent.machineBusy - ours) };
 }
 

@@ -6,8 +6,12 @@ export interface IdleMemoryResult {
   /** Sessions asked for, and how many were open (authenticated, one statement run, idle) when RSS was read. */
   requested: number;
   opened: number;
+  /** RSS after a full garbage collection, before opening the sessions and with them open. */
   rssBeforeKiB: number;
   rssAfterKiB: number;
+  /** V8 heap in use plus external memory (socket buffers and other Buffers), after a full collection. */
+  heapBeforeKiB: number;
+  heapAfterKiB: number;
   /** RSS once every session was closed again (how much the process kept). */
   rssAfterCloseKiB: number;
   /** RSS added by the open sessions, in MB (10^6 bytes, as the target is stated). */
@@ -20,16 +24,11 @@ export interface IdleMemoryResult {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** RSS after it stops moving: the last of several reads 500 ms apart once two agree within 1 MiB. */
-async function settledRss(pgtoll: PgtollProcess): Promise<number> {
-  let last = pgtoll.memory().rssKiB;
-  for (let i = 0; i < 10; i++) {
-    await sleep(500);
-    const now = pgtoll.memory().rssKiB;
-    if (Math.abs(now - last) < 1024) return now;
-    last = now;
-  }
-  return last;
+/** Memory once the process is quiet and fully garbage-collected (pgtoll runs with bench/gc-probe.ts). */
+async function settledMemory(pgtoll: PgtollProcess): Promise<{ rssKiB: number; heapKiB: number }> {
+  await sleep(1000);
+  const memory = await pgtoll.collectGarbage();
+  return { rssKiB: memory.rssKiB, heapKiB: memory.heapUsedKiB + memory.externalKiB };
 }
 
 async function openSession(pgtoll: PgtollProcess, agent: BenchAgent, password: string): Promise<pg.Client> {
@@ -48,9 +47,10 @@ async function openSession(pgtoll: PgtollProcess, agent: BenchAgent, password: s
 }
 
 /**
- * Memory of idle agent sessions in a pgtoll process of their own: RSS before, then `sessions` agent sessions
+ * Memory of idle agent sessions in a pgtoll process of their own: RSS after a full garbage collection, then
+ * `sessions` agent sessions
  * opened through the proxy (token checked, upstream session opened, one metered `SELECT 1` run so each holds a
- * reservation, then idle), then RSS again. Each proxy session holds its own upstream PostgreSQL session
+ * reservation, then idle), then RSS after a full collection again. Each proxy session holds its own upstream PostgreSQL session
  * (session pooling), so PostgreSQL must allow that many connections; its memory is not counted here.
  */
 export async function measureIdleMemory(
@@ -65,7 +65,7 @@ export async function measureIdleMemory(
     const warm = await Promise.all(Array.from({ length: 10 }, () => openSession(pgtoll, agent, password)));
     await Promise.all(warm.map((client) => client.end()));
   }
-  const rssBeforeKiB = await settledRss(pgtoll);
+  const before = await settledMemory(pgtoll);
   const clients: pg.Client[] = [];
   let error: string | undefined;
   const concurrency = 20;
@@ -84,9 +84,11 @@ export async function measureIdleMemory(
     error = `stopped after ${clients.length} sessions: ${(e as Error).message}`;
     log(`memory: ${error}`);
   }
-  const rssAfterKiB = await settledRss(pgtoll);
+  const after = await settledMemory(pgtoll);
   await Promise.all(clients.map((client) => client.end().catch(() => {})));
-  const rssAfterCloseKiB = await settledRss(pgtoll);
+  const rssAfterCloseKiB = (await settledMemory(pgtoll)).rssKiB;
+  const rssBeforeKiB = before.rssKiB;
+  const rssAfterKiB = after.rssKiB;
   const deltaMB = ((rssAfterKiB - rssBeforeKiB) * 1024) / 1e6;
   const opened = clients.length;
   return {
@@ -94,6 +96,8 @@ export async function measureIdleMemory(
     opened,
     rssBeforeKiB,
     rssAfterKiB,
+    heapBeforeKiB: before.heapKiB,
+    heapAfterKiB: after.heapKiB,
     rssAfterCloseKiB,
     deltaMB,
     mbPer1000: opened > 0 ? (deltaMB * 1000) / opened : Number.NaN,

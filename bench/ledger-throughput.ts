@@ -3,6 +3,7 @@ import type pg from "pg";
 import { ChargeWriter } from "../src/billing/charge-writer.js";
 import { reserveFunds, settleReservation } from "../src/billing/ledger.js";
 import { createMetadataPool } from "../src/db/pool.js";
+import { type CpuSnapshot, cpuSpent } from "./cpu-usage.js";
 import { fundedAgent } from "./metered-agent.js";
 import { type Spread, spread } from "./stats.js";
 
@@ -13,6 +14,8 @@ export interface LedgerCell {
   sessions: number;
   /** Settled charges (ledger entries written and committed) per second. */
   chargesPerSecond: Spread;
+  /** CPU microseconds per charge of PostgreSQL and of this process (the ledger client side). */
+  cpuUsPerCharge: { postgres: number; client: number };
   /** After the runs: balance = sum of the agent's entries and no reservation left behind. */
   consistent: boolean;
 }
@@ -76,7 +79,7 @@ async function measure(
   };
   const started = performance.now();
   await Promise.all(Array.from({ length: sessions }, loop));
-  return charges / ((performance.now() - started) / 1000);
+  return { rate: charges / ((performance.now() - started) / 1000), charges };
 }
 
 async function isConsistent(db: pg.Pool, agent: { wallet: string; providerId: string }): Promise<boolean> {
@@ -97,6 +100,8 @@ export async function runLedgerThroughput(options: {
   sessions: number[];
   runs: number;
   durationS: number;
+  /** Cumulative CPU of PostgreSQL and this process. */
+  sampleCpu(): CpuSnapshot;
   log(line: string): void;
 }): Promise<LedgerCell[]> {
   const cells: LedgerCell[] = [];
@@ -106,9 +111,15 @@ export async function runLedgerThroughput(options: {
       for (const sessions of options.sessions) {
         const agent = await fundedAgent(db, options.providerId);
         const rates: number[] = [];
+        const cpu = { postgres: 0, client: 0, charges: 0 };
         await measure(db, mode, sessions, agent, 0.5);
         for (let run = 1; run <= options.runs; run++) {
-          const rate = await measure(db, mode, sessions, agent, options.durationS);
+          const before = options.sampleCpu();
+          const { rate, charges } = await measure(db, mode, sessions, agent, options.durationS);
+          const spent = cpuSpent(before, options.sampleCpu());
+          cpu.postgres += spent.postgres;
+          cpu.client += spent.runner;
+          cpu.charges += charges;
           rates.push(rate);
           options.log(
             `ledger ${mode.padEnd(14)} sessions=${String(sessions).padEnd(3)} run ${run}/${options.runs}: ${rate.toFixed(0)} charges/s`,
@@ -118,6 +129,10 @@ export async function runLedgerThroughput(options: {
           mode,
           sessions,
           chargesPerSecond: spread(rates),
+          cpuUsPerCharge: {
+            postgres: (cpu.postgres * 1e6) / cpu.charges,
+            client: (cpu.client * 1e6) / cpu.charges,
+          },
           consistent: await isConsistent(db, agent),
         });
       }

@@ -144,7 +144,16 @@ export async function runPgbenchMatrix(options: MatrixOptions): Promise<PgbenchC
 
 /** Sums CPU seconds over runs and divides by transactions, in microseconds. */
 function perTransaction(spent: CpuSpent[], transactions: number): Record<keyof CpuSpent, number> {
-  const keys = ["machineBusy", "pgtoll", "pgbouncer", "postgres", "pgbench", "runner", "other"] as const;
+  const keys = [
+    "machineBusy",
+    "pgtoll",
+    "pgbouncer",
+    "postgres",
+    "pgbench",
+    "runner",
+    "kernel",
+    "other",
+  ] as const;
   const out = {} as Record<keyof CpuSpent, number>;
   for (const key of keys) {
     const seconds = spent.reduce((sum, c) => sum + c[key], 0);

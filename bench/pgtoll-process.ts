@@ -12,6 +12,10 @@ export interface PgtollProcess {
   proxyPort: number;
   /** Resident set size now and its peak so far, in KiB, from /proc/<pid>/status. */
   memory(): { rssKiB: number; peakKiB: number };
+  /**
+   * Only with `gcProbe`: full garbage collection in the process, then its RSS and V8 heap in use (KiB).
+   */
+  collectGarbage(): Promise<{ rssKiB: number; heapUsedKiB: number; externalKiB: number }>;
   stop(): Promise<void>;
 }
 
@@ -30,6 +34,8 @@ export interface PgtollProcessOptions {
    * per thread (tsx's module loader has its own), named by Node `CPU.<date>.<time>.<pid>.<thread>.<seq>`.
    */
   cpuProfileDir?: string;
+  /** Preload bench/gc-probe.ts (with --expose-gc) so that `collectGarbage()` works. */
+  gcProbe?: boolean;
 }
 
 export function newSecretKeyHex(): string {
@@ -66,13 +72,24 @@ export async function startPgtoll(options: PgtollProcessOptions): Promise<Pgtoll
     ...options.env,
   });
   const profile = options.cpuProfileDir ? ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`] : [];
-  const { child, line } = await spawnNodeUntilReady([...profile, "--import", "tsx", "src/cli.ts", "start"], {
-    cwd: options.root,
-    env,
-    logFile: join(options.dataDir, "pgtoll.log"),
-    readyPrefix: "pgtoll ready ",
+  const probe = options.gcProbe ? ["--expose-gc", "--import", "./bench/gc-probe.ts"] : [];
+  const { child, line } = await spawnNodeUntilReady(
+    [...profile, "--import", "tsx", ...probe, "src/cli.ts", "start"],
+    {
+      cwd: options.root,
+      env,
+      logFile: join(options.dataDir, "pgtoll.log"),
+      readyPrefix: "pgtoll ready ",
+    },
+  );
+  const probeWaiters: ((line: string) => void)[] = [];
+  let pending = "";
+  child.stdout!.on("data", (chunk: string) => {
+    pending += chunk;
+    const lines = pending.split("\n");
+    pending = lines.pop() ?? "";
+    for (const l of lines) if (l.startsWith("gc-probe ")) probeWaiters.shift()?.(l);
   });
-  child.stdout!.resume();
   const [, , httpUrl = "", proxyUrl = ""] = line.split(/\s+/);
   const proxy = new URL(proxyUrl);
   const pid = child.pid!;
@@ -82,6 +99,18 @@ export async function startPgtoll(options: PgtollProcessOptions): Promise<Pgtoll
     proxyHost: proxy.hostname,
     proxyPort: Number(proxy.port),
     memory: () => ({ rssKiB: readStatusKiB(pid, "VmRSS"), peakKiB: readStatusKiB(pid, "VmHWM") }),
+    collectGarbage() {
+      if (!options.gcProbe) return Promise.reject(new Error("pgtoll was started without gcProbe"));
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error("pgtoll did not answer the gc probe")), 30_000);
+        probeWaiters.push((l) => {
+          clearTimeout(timer);
+          const [rss = 0, heapUsed = 0, external = 0] = l.split(" ").slice(1).map(Number);
+          resolve({ rssKiB: rss / 1024, heapUsedKiB: heapUsed / 1024, externalKiB: external / 1024 });
+        });
+        child.kill("SIGUSR2");
+      });
+    },
     // SIGTERM runs pgtoll's own shutdown (charges flushed, process.exit), which is also when --cpu-prof writes.
     stop: () => stopChild(child),
   };

@@ -34,15 +34,17 @@ export async function spawnNodeUntilReady(
       );
     }, options.timeoutMs ?? 60_000);
     child.once("exit", onExit);
-    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
+    const onData = (chunk: string) => {
       out += chunk;
       const found = out.split("\n").find((l) => l.startsWith(options.readyPrefix));
       if (found) {
         clearTimeout(timer);
         child.off("exit", onExit);
+        child.stdout!.off("data", onData);
         resolve(found.trim());
       }
-    });
+    };
+    child.stdout!.setEncoding("utf8").on("data", onData);
   });
   return { child, line };
 }

@@ -28,6 +28,10 @@ export interface BenchResult {
 
 const int = (n: number) => (Number.isFinite(n) ? Math.round(n).toString() : "-");
 const fixed = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(digits) : "-");
+const cpuText = (u: Record<string, number>) =>
+  Object.entries(u)
+    .map(([k, v]) => `${k} ${int(v)}`)
+    .join(", ");
 const spreadText = (s: Spread) =>
   s.values.length === 0 ? "-" : `${int(s.median)} [${int(s.min)}-${int(s.max)}]`;
 
@@ -57,7 +61,7 @@ function pgbenchTable(title: string, cells: PgbenchCell[]): string[] {
     );
   }
   lines.push(
-    "CPU us per transaction: proxy (pgtoll or PgBouncer) / postgres / pgbench / other processes; machine busy %",
+    "CPU us per transaction: proxy (pgtoll or PgBouncer) / postgres / pgbench / kernel threads+irq / other processes; machine busy %",
   );
   for (const row of rows) {
     const [clients, protocol] = row.split("/");
@@ -66,7 +70,7 @@ function pgbenchTable(title: string, cells: PgbenchCell[]): string[] {
       if (!c || c.tps.values.length === 0) return "";
       const u = c.cpuUsPerTransaction;
       const proxy = target === "pgtoll" ? u.pgtoll : target === "pgbouncer" ? u.pgbouncer : 0;
-      return `${int(proxy)} / ${int(u.postgres)} / ${int(u.pgbench)} / ${int(u.other)}  ${int(c.machineUtilisation * 100)}%`;
+      return `${int(proxy)} / ${int(u.postgres)} / ${int(u.pgbench)} / ${int(u.kernel)} / ${int(u.other)}  ${int(c.machineUtilisation * 100)}%`;
     });
     lines.push(
       `${clients!.padStart(7)} ${protocol!.padEnd(9)}| ${texts.map((t) => t.padEnd(width)).join("| ")}`,
@@ -112,13 +116,13 @@ export function formatReport(result: BenchResult): string {
   if (result.rest) {
     out.push(
       `POST /api/query (autocannon, ${result.rest.connections} connections, pool ${result.rest.poolSize}): ${result.rest.sql}`,
-      `${"side".padEnd(10)}| ${"req/s median [min-max]".padEnd(26)}| p50/p99 us`,
+      `${"side".padEnd(10)}| ${"req/s median [min-max]".padEnd(26)}| ${"p50/p99 us".padEnd(14)}| CPU us per request`,
     );
     for (const side of result.rest.sides) {
       if (side.error) out.push(`${side.name.padEnd(10)}| FAILED: ${side.error}`);
       else
         out.push(
-          `${side.name.padEnd(10)}| ${spreadText(side.rps).padEnd(26)}| ${int(side.latency.p50Us)}/${int(side.latency.p99Us)}${side.failures ? `  (${side.failures} failed requests)` : ""}`,
+          `${side.name.padEnd(10)}| ${spreadText(side.rps).padEnd(26)}| ${`${int(side.latency.p50Us)}/${int(side.latency.p99Us)}`.padEnd(14)}| ${cpuText(side.cpuUsPerRequest)}${side.failures ? `  (${side.failures} failed requests)` : ""}`,
         );
     }
     out.push("");
@@ -138,7 +142,7 @@ export function formatReport(result: BenchResult): string {
     );
     for (const c of result.ledger) {
       out.push(
-        `  ${c.mode.padEnd(15)} sessions=${String(c.sessions).padEnd(4)} ${spreadText(c.chargesPerSecond)}${c.consistent ? "" : "  LEDGER INCONSISTENT"}`,
+        `  ${c.mode.padEnd(15)} sessions=${String(c.sessions).padEnd(4)} ${spreadText(c.chargesPerSecond).padEnd(20)} CPU us/charge: postgres ${int(c.cpuUsPerCharge.postgres)}, client ${int(c.cpuUsPerCharge.client)}${c.consistent ? "" : "  LEDGER INCONSISTENT"}`,
       );
     }
     out.push("");
@@ -147,7 +151,8 @@ export function formatReport(result: BenchResult): string {
     const m = result.memory;
     out.push(
       `idle agent sessions through the proxy (own pgtoll process): ${m.opened}/${m.requested} open`,
-      `  RSS ${fixed(m.rssBeforeKiB / 1024, 1)} MiB -> ${fixed(m.rssAfterKiB / 1024, 1)} MiB (+${fixed(m.deltaMB, 1)} MB, ${fixed(m.kibPerSession, 1)} KiB/session); after closing: ${fixed(m.rssAfterCloseKiB / 1024, 1)} MiB`,
+      `  RSS ${fixed(m.rssBeforeKiB / 1024, 1)} MiB -> ${fixed(m.rssAfterKiB / 1024, 1)} MiB (+${fixed(m.deltaMB, 1)} MB, ${fixed(m.kibPerSession, 1)} KiB/session${m.opened !== 1000 ? `, ${fixed(m.mbPer1000, 1)} MB per 1 000` : ""}); after closing: ${fixed(m.rssAfterCloseKiB / 1024, 1)} MiB`,
+      `  V8 heap + external after a full GC: ${fixed(m.heapBeforeKiB / 1024, 1)} MiB -> ${fixed(m.heapAfterKiB / 1024, 1)} MiB`,
       ...(m.error ? [`  ${m.error}`] : []),
       "",
     );

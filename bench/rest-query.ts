@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import autocannon, { type AutocannonRequest } from "autocannon";
+import { type CpuSnapshot, type CpuSpent, cpuSpent } from "./cpu-usage.js";
 import { spawnNodeUntilReady, stopChild } from "./ready-child.js";
 import { type LatencySummary, type Spread, spread, summariseLatency } from "./stats.js";
 
@@ -14,6 +15,8 @@ export interface RestSide {
   requests: number;
   /** Non-2xx responses and socket errors over all repetitions (any makes the numbers suspect). */
   failures: number;
+  /** CPU microseconds per request: the server process, PostgreSQL, autocannon (this process), the rest. */
+  cpuUsPerRequest: { server: number; postgres: number; autocannon: number; kernel: number; other: number };
   error?: string;
 }
 
@@ -28,11 +31,14 @@ export interface RestOptions {
   root: string;
   scratchDir: string;
   pgtollHttpUrl: string;
+  pgtollPid: number;
   /** The provider's database, for the baseline's own pool. */
   dataUrl: string;
   agentWallet: string;
   providerId: string;
   accounts: number;
+  /** Cumulative CPU of PostgreSQL and of the given server process (reported as `pgtoll`). */
+  sampleCpu(serverPid: number): CpuSnapshot;
   connections: number;
   poolSize: number;
   runs: number;
@@ -108,11 +114,13 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
     const sides = [
       {
         name: "baseline" as const,
+        pid: baseline.child.pid!,
         url: baseline.line.split(/\s+/)[2]!,
         body: (aid: number) => JSON.stringify({ sql: REST_SQL, params: [aid] }),
       },
       {
         name: "pgtoll" as const,
+        pid: options.pgtollPid,
         url: options.pgtollHttpUrl,
         body: (aid: number) =>
           JSON.stringify({
@@ -128,6 +136,7 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
       latencies: [] as Float64Array[],
       requests: 0,
       failures: 0,
+      cpu: [] as CpuSpent[],
       error: undefined as string | undefined,
     }));
     for (const [i, side] of sides.entries()) {
@@ -143,6 +152,7 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
       for (const [i, side] of sides.entries()) {
         const into = collected[i]!;
         if (into.error) continue;
+        const before = options.sampleCpu(side.pid);
         const result = await measure(
           side.url,
           side.body,
@@ -150,6 +160,7 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
           options.connections,
           options.durationS,
         );
+        into.cpu.push(cpuSpent(before, options.sampleCpu(side.pid)));
         into.rps.push(result.rps);
         into.latencies.push(result.latenciesUs);
         into.requests += result.requests;
@@ -172,6 +183,7 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
           latency: summariseLatency(c.latencies),
           requests: c.requests,
           failures: c.failures,
+          cpuUsPerRequest: perRequest(c.cpu, c.requests),
           ...(c.error ? { error: c.error } : {}),
         };
       }),
@@ -179,4 +191,16 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
   } finally {
     await stopChild(baseline.child, 5000);
   }
+}
+
+function perRequest(spent: CpuSpent[], requests: number): RestSide["cpuUsPerRequest"] {
+  const us = (pick: (c: CpuSpent) => number) =>
+    requests > 0 ? (spent.reduce((sum, c) => sum + pick(c), 0) * 1e6) / requests : Number.NaN;
+  return {
+    server: us((c) => c.pgtoll),
+    postgres: us((c) => c.postgres),
+    autocannon: us((c) => c.runner),
+    kernel: us((c) => c.kernel),
+    other: us((c) => c.other),
+  };
 }

@@ -162,6 +162,8 @@ async function main(): Promise<void> {
           root,
           scratchDir: scratch,
           pgtollHttpUrl: pgtoll.httpUrl,
+          pgtollPid: pgtoll.pid,
+          sampleCpu: (serverPid) => cpuSnapshot({ ...cpuSources, pgtollPid: serverPid }),
           dataUrl: cluster.dataUrl,
           agentWallet: agent.wallet,
           providerId: provider.providerId,
@@ -180,6 +182,7 @@ async function main(): Promise<void> {
           metaUrl: cluster.metaUrl,
           providerId: provider.providerId,
           sessions: settings.ledgerSessions,
+          sampleCpu: () => cpuSnapshot({ ...(postmasterPid ? { postmasterPid } : {}) }),
           runs: settings.runs,
           durationS: Math.min(settings.durationS, 2),
           log,
@@ -214,6 +217,7 @@ async function main(): Promise<void> {
         secretKeyHex,
         logLevel: settings.logLevel,
         env: { PGTOLL_PROXY_UPSTREAM_LIMIT: String(sessions + 50) },
+        gcProbe: true,
       });
       cleanups.push(() => idle.stop());
       memory = await measureIdleMemory(idle, agent, sessions, log);

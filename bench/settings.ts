@@ -63,15 +63,16 @@ function flag(raw: string | undefined): boolean {
 }
 
 /**
- * Reads the settings. `PGTOLL_BENCH_QUICK=1` is a smoke run (one 2-second repetition each, about a minute);
- * the default is three 5-second repetitions. Every individual variable overrides the preset.
+ * Reads the settings. `PGTOLL_BENCH_QUICK=1` is a smoke run (one 1-second repetition each, 250 idle sessions
+ * scaled to 1 000); the default is three 5-second repetitions and 1 000 idle sessions. Every individual
+ * variable overrides the preset.
  */
 export function loadSettings(env: NodeJS.ProcessEnv = process.env): BenchSettings {
   const quick = flag(env.PGTOLL_BENCH_QUICK);
   return {
     quick,
     runs: positiveInt(env, "PGTOLL_BENCH_RUNS", quick ? 1 : 3),
-    durationS: positiveInt(env, "PGTOLL_BENCH_DURATION", quick ? 2 : 5),
+    durationS: positiveInt(env, "PGTOLL_BENCH_DURATION", quick ? 1 : 5),
     warmupS: positiveInt(env, "PGTOLL_BENCH_WARMUP", quick ? 1 : 3),
     scale: positiveInt(env, "PGTOLL_BENCH_SCALE", 10),
     clients: intList(env, "PGTOLL_BENCH_CLIENTS", [1, 10, 50]),
@@ -80,7 +81,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): BenchSetting
     restConnections: positiveInt(env, "PGTOLL_BENCH_REST_CONNECTIONS", 10),
     restPoolSize: positiveInt(env, "PGTOLL_BENCH_REST_POOL_SIZE", 5),
     ledgerSessions: intList(env, "PGTOLL_BENCH_LEDGER_SESSIONS", [1, 10, 50]),
-    idleSessions: positiveInt(env, "PGTOLL_BENCH_IDLE_SESSIONS", 1000),
+    idleSessions: positiveInt(env, "PGTOLL_BENCH_IDLE_SESSIONS", quick ? 250 : 1000),
     suites: suiteList(env.PGTOLL_BENCH_ONLY),
     databaseUrl: env.PGTOLL_BENCH_DATABASE_URL || undefined,
     cpuProfile: flag(env.PGTOLL_BENCH_CPU_PROF),
