@@ -179,4 +179,41 @@ describe("ChargeWriter", () => {
       reservedMicro: 10n,
     });
   });
+
+  it("survives reservations growing while their earlier charges are written (deadlock victims are retried)", async () => {
+    const agent = randomWallet();
+    await fund(agent, 10_000_000n);
+    const r = (await reserveFunds(meta.pool, {
+      agentWallet: agent,
+      providerId,
+      minMicro: 1n,
+      maxMicro: 10n,
+      ttlSeconds: 60,
+    }))!;
+    const writer = new ChargeWriter(meta.pool, { ttlSeconds: 60 });
+    let charged = 0n;
+    await Promise.all(
+      Array.from({ length: 300 }, async (_, i) => {
+        if (i % 2 === 0) {
+          await extendReservation(meta.pool, r, 1n, 5n);
+        } else {
+          charged += 1n;
+          await writer.enqueue({
+            reservationId: r.id,
+            agentWallet: agent,
+            providerId,
+            costMicro: 1n,
+            metadata: { i },
+          });
+        }
+      }),
+    );
+    await writer.flush();
+    await voidReservation(meta.pool, r);
+    expect(await getBalance(meta.pool, agent, providerId)).toMatchObject({
+      balanceMicro: 10_000_000n - charged,
+      reservedMicro: 0n,
+    });
+    await expectChained(agent);
+  });
 });

@@ -35,6 +35,30 @@ export interface BalanceRecord {
   updatedAt: Date | null;
 }
 
+/** SQLSTATEs after which a single-statement transaction can simply run again: it changed nothing. */
+const RETRYABLE = new Set(["40P01" /* deadlock_detected */, "40001" /* serialization_failure */]);
+
+/**
+ * Runs one ledger statement, again if PostgreSQL chose it as a deadlock victim. Statements that touch a
+ * reservation and its balance row can meet in opposite orders (a proxy session growing its reservation while
+ * the group-committed batch with its earlier charges is written); each statement is its own transaction, so
+ * a retry is exact.
+ */
+async function runStatement<R extends pg.QueryResultRow>(
+  db: Queryable,
+  text: string,
+  values?: unknown[],
+): Promise<pg.QueryResult<R>> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await db.query<R>(text, values);
+    } catch (error) {
+      if (attempt >= 8 || !RETRYABLE.has((error as { code?: string }).code ?? "")) throw error;
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * 2 ** attempt));
+    }
+  }
+}
+
 export class InsufficientFundsError extends Error {
   override name = "InsufficientFundsError";
 }
@@ -91,7 +115,8 @@ export async function reserveFunds(
   },
 ): Promise<Reservation | null> {
   const id = randomUUID();
-  const { rows } = await db.query<{ amount_micro: bigint }>(
+  const { rows } = await runStatement<{ amount_micro: bigint }>(
+    db,
     `WITH current AS (
        SELECT agent_wallet, provider_id, LEAST($4::bigint, balance_micro - reserved_micro) AS amount
          FROM balances
@@ -128,7 +153,8 @@ export async function extendReservation(
   maxDeltaMicro: bigint,
   ttlSeconds = 300,
 ): Promise<bigint> {
-  const { rows } = await db.query<{ delta: bigint }>(
+  const { rows } = await runStatement<{ delta: bigint }>(
+    db,
     `WITH current AS (
        SELECT b.agent_wallet, b.provider_id, LEAST($3::bigint, b.balance_micro - b.reserved_micro) AS delta
          FROM balances b JOIN reservations r ON r.agent_wallet = b.agent_wallet AND r.provider_id = b.provider_id
@@ -186,7 +212,8 @@ export async function chargeReservations(
   const due = charges.filter((charge) => charge.costMicro > 0n);
   if (due.length === 0) return { written: 0, missing: [] };
   try {
-    const { rows } = await db.query<{ reservation_id: string }>(
+    const { rows } = await runStatement<{ reservation_id: string }>(
+      db,
       `WITH input AS (
          SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[]) WITH ORDINALITY AS t(reservation_id, cost, metadata, ord)),
        per_reservation AS (
@@ -239,7 +266,8 @@ export async function settleReservation(
   metadata: Record<string, unknown>,
 ): Promise<LedgerEntry | null> {
   try {
-    const { rows } = await db.query<EntryRow & { settled: boolean }>(
+    const { rows } = await runStatement<EntryRow & { settled: boolean }>(
+      db,
       `WITH released AS (
          DELETE FROM reservations WHERE id = $1 RETURNING agent_wallet, provider_id, amount_micro),
        charged AS (
@@ -276,7 +304,8 @@ export async function chargeWithoutReservation(
 ): Promise<LedgerEntry | null> {
   if (costMicro === 0n) return null;
   try {
-    const { rows } = await db.query<EntryRow>(
+    const { rows } = await runStatement<EntryRow>(
+      db,
       `WITH charged AS (
          UPDATE balances SET balance_micro = balance_micro - $3::bigint, updated_at = now()
           WHERE agent_wallet = $1 AND provider_id = $2
@@ -298,7 +327,8 @@ export async function chargeWithoutReservation(
 
 /** Releases a reservation without charging anything. Safe to call twice. */
 export async function voidReservation(db: Queryable, reservation: Reservation): Promise<void> {
-  await db.query(
+  await runStatement(
+    db,
     `WITH released AS (DELETE FROM reservations WHERE id = $1 RETURNING agent_wallet, provider_id, amount_micro)
      UPDATE balances b SET reserved_micro = b.reserved_micro - released.amount_micro
        FROM released WHERE b.agent_wallet = released.agent_wallet AND b.provider_id = released.provider_id`,
@@ -308,7 +338,8 @@ export async function voidReservation(db: Queryable, reservation: Reservation): 
 
 /** Releases every reservation past its expiry (left by a crashed process). Returns how many. */
 export async function releaseExpiredReservations(db: Queryable): Promise<number> {
-  const { rows } = await db.query<{ released: number }>(
+  const { rows } = await runStatement<{ released: number }>(
+    db,
     `WITH expired AS (
        DELETE FROM reservations WHERE expires_at < now() RETURNING agent_wallet, provider_id, amount_micro),
      totals AS (
@@ -338,7 +369,8 @@ export interface DepositCredit {
  * `deposits` decides, however many requests race).
  */
 export async function creditDeposit(db: Queryable, deposit: DepositCredit): Promise<LedgerEntry | null> {
-  const { rows } = await db.query<EntryRow>(
+  const { rows } = await runStatement<EntryRow>(
+    db,
     `WITH recorded AS (
        INSERT INTO deposits (chain_id, tx_hash, agent_wallet, provider_id, amount_micro, block_number)
        VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING
@@ -374,7 +406,8 @@ export async function getBalance(
   agentWallet: string,
   providerId: string,
 ): Promise<BalanceRecord> {
-  const { rows } = await db.query<{ balance_micro: bigint; reserved_micro: bigint; updated_at: Date }>(
+  const { rows } = await runStatement<{ balance_micro: bigint; reserved_micro: bigint; updated_at: Date }>(
+    db,
     "SELECT balance_micro, reserved_micro, updated_at FROM balances WHERE agent_wallet = $1 AND provider_id = $2",
     [agentWallet, providerId],
   );
@@ -389,7 +422,8 @@ export async function listLedgerEntries(
   agentWallet: string,
   options: { providerId?: string; limit: number },
 ): Promise<LedgerEntry[]> {
-  const { rows } = await db.query<EntryRow>(
+  const { rows } = await runStatement<EntryRow>(
+    db,
     `SELECT ${ENTRY_COLUMNS} FROM ledger_entries
       WHERE agent_wallet = $1 AND ($2::uuid IS NULL OR provider_id = $2::uuid)
       ORDER BY id DESC LIMIT $3`,

@@ -29,7 +29,8 @@ export class SessionMeter {
   #unspent = 0n;
   #statementRows = 0;
   #rowLimit = 0;
-  #charges: Promise<void>[] = [];
+  /** Charges queued and not yet written: a set, so a long busy session does not keep every one. */
+  readonly #charges = new Set<Promise<void>>();
   /** Reservation calls in flight: `release` waits for them, or one made just after it would stay held. */
   readonly #ledgerCalls = new Set<Promise<unknown>>();
   readonly #chunkMicro: bigint;
@@ -157,8 +158,9 @@ export class SessionMeter {
         costMicro: cost,
         metadata: unpaidMicro > 0n ? { ...metadata, unpaidMicro: unpaidMicro.toString() } : metadata,
       });
-      this.#charges.push(charge);
-      charge.catch(() => {});
+      this.#charges.add(charge);
+      const written = () => this.#charges.delete(charge);
+      charge.then(written, written);
       this.options.onCharge?.(cost);
     }
     this.#statementRows = 0;
@@ -182,9 +184,7 @@ export class SessionMeter {
       await Promise.allSettled([...this.#ledgerCalls]);
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
-    const charges = this.#charges;
-    this.#charges = [];
-    await Promise.allSettled(charges);
+    await Promise.allSettled([...this.#charges]);
     if (this.#reservation) {
       const reservation = this.#reservation;
       this.#reservation = null;
