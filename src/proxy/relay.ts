@@ -73,8 +73,22 @@ export class Relay {
   #rowsRelayed = 0;
   #idleTimer: NodeJS.Timeout | undefined;
 
+  /** Labelled counters looked up once per session, not once per statement or chunk. */
+  readonly #counters;
+
   constructor(private readonly deps: RelayDeps) {
     this.#status = deps.status;
+    const { statements, bytesRelayed } = deps.metrics;
+    this.#counters = {
+      verdict: {
+        allow: statements.labels("allow"),
+        deny: statements.labels("deny"),
+        invalid: statements.labels("invalid"),
+      } as Record<GuardVerdict["kind"], { inc(): void }>,
+      cutOff: statements.labels("cut_off"),
+      fromClient: bytesRelayed.labels("client_to_upstream"),
+      fromUpstream: bytesRelayed.labels("upstream_to_client"),
+    };
   }
 
   get status(): TransactionStatus {
@@ -114,9 +128,7 @@ export class Relay {
       clearTimeout(this.#idleTimer);
       this.#idleTimer = undefined;
     }
-    this.deps.metrics.bytesRelayed
-      .labels(reader === this.#fromClient ? "client_to_upstream" : "upstream_to_client")
-      .inc(chunk.length);
+    (reader === this.#fromClient ? this.#counters.fromClient : this.#counters.fromUpstream).inc(chunk.length);
     try {
       reader.feed(chunk, (frame) => queue.push(frame));
     } catch (error) {
@@ -250,7 +262,7 @@ export class Relay {
       case FrontendCode.Parse: {
         const parse = decodeParse(frame.payload);
         const verdict = this.deps.check(parse.sql);
-        this.deps.metrics.statements.labels(verdict.kind).inc();
+        this.#counters.verdict[verdict.kind].inc();
         if (verdict.kind !== "allow") {
           this.#statements.delete(parse.name);
           this.#refuse(refusalFor(verdict), false);
@@ -315,7 +327,7 @@ export class Relay {
   #onQuery(frame: Frame): Promise<void> | undefined {
     const { sql } = decodeQuery(frame.payload);
     const verdict = this.deps.check(sql);
-    this.deps.metrics.statements.labels(verdict.kind).inc();
+    this.#counters.verdict[verdict.kind].inc();
     if (verdict.kind !== "allow") {
       this.#refuse(refusalFor(verdict), true);
       return;
@@ -435,7 +447,7 @@ export class Relay {
     const head = this.#units[0];
     const delivered = this.deps.meter.statementRows;
     await this.deps.meter.endStatement(delivered, { sql: sqlOf(head), rowCount: delivered, cutOff: true });
-    this.deps.metrics.statements.labels("cut_off").inc();
+    this.#counters.cutOff.inc();
     this.#toClient.push(insufficientFunds(delivered));
     this.deps.cancelUpstream();
   }
