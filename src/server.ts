@@ -153,6 +153,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         logger,
         check: createVerdictCache(),
         tls,
+        endpoints: { clusterUrl: management.clusterUrl, proxyHost: management.proxyHost },
         statementTimeoutMs: config.statementTimeoutMs,
         reservationTtlSeconds: config.reservationTtlSeconds,
         reserveRows: config.proxyReserveRows,

@@ -23,6 +23,11 @@ export interface EndpointConnection {
   readOnly: boolean;
   state: EndpointState;
   disabled: boolean;
+  /**
+   * The role's password when the role exists on the branch and has one. Check the client's password against it
+   * (`passwordMatches`) before saying anything else about the endpoint, the role or the database.
+   */
+  rolePassword: string | null;
   /** null when the client may connect; otherwise refuse with this message (and do not say whether the role exists). */
   refusal: { reason: EndpointRefusalReason; message: string } | null;
   /**
@@ -68,6 +73,8 @@ export async function resolveEndpoint(
     state: row.current_state as EndpointState,
     disabled: row.disabled as boolean,
     applicationName: endpointApplicationName(row.id),
+    rolePassword:
+      row.role_on_branch && !row.no_login && row.password_sealed ? box.open(row.password_sealed) : null,
   };
   const refuse = (reason: EndpointRefusalReason, message: string): EndpointConnection => ({
     ...base,
@@ -102,15 +109,15 @@ export async function resolveEndpoint(
       port: Number(cluster.port || 5432),
       database: row.database,
       user: row.role,
-      password: box.open(row.password_sealed),
+      password: base.rolePassword ?? "",
     },
   };
 }
 
 /** Constant-time comparison of the password a client presented with the role's. */
 export function passwordMatches(connection: EndpointConnection, presented: string): boolean {
-  if (!connection.upstream) return false;
-  const expected = Buffer.from(connection.upstream.password, "utf8");
+  if (connection.rolePassword === null) return false;
+  const expected = Buffer.from(connection.rolePassword, "utf8");
   const given = Buffer.from(presented, "utf8");
   return expected.length === given.length && timingSafeEqual(expected, given);
 }

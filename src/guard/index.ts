@@ -4,6 +4,11 @@ export {
   FORBIDDEN_FUNCTIONS,
   isForbiddenFunction,
 } from "./forbidden-functions.js";
+export {
+  findReadOnlySettingViolation,
+  findReadOnlyViolation,
+  isClientOnlyEncoding,
+} from "./read-only-rule.js";
 export { SETTABLE_PARAMETERS } from "./settable-parameters.js";
 export { loadGuard } from "./sql-parser.js";
 export { standardPolicy } from "./standard-policy.js";

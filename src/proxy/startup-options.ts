@@ -14,14 +14,23 @@ const NOT_SETTINGS = new Set([
 const SETTABLE = new Set(SETTABLE_PARAMETERS.map((name) => name.toLowerCase()));
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** An agent's metered session: `user` is its wallet, `database` the provider id. */
 export interface SessionRequest {
   agentWallet: `0x${string}`;
   providerId: string;
-  /** Neon-style `options=endpoint=<id>`, for the management API's endpoints. */
-  endpointId?: string;
   /** Settings forwarded in the upstream startup message (allowlisted only). */
   settings: Record<string, string>;
   applicationName: string;
+}
+
+/** A session to a management API endpoint: the branch role's own database, unmetered. */
+export interface EndpointRequest {
+  /** From `options=endpoint=<id>` or the TLS server name; otherwise it must come with the password. */
+  endpointId: string | undefined;
+  role: string;
+  database: string;
+  /** Settings the client asked for at connect time (startup parameters and `-c` options). */
+  settings: Record<string, string>;
 }
 
 /** Splits libpq `options` ("-c a=b --c=d endpoint=x") into name/value pairs; backslash escapes spaces. */
@@ -41,13 +50,11 @@ function parseOptions(options: string): [string, string][] {
   return pairs;
 }
 
-/**
- * Validates a client's startup parameters: `user` is the agent's wallet, `database` the provider id; settings
- * (startup parameters or `-c` options) must be ones the guard lets a SET change, so that `statement_timeout`
- * or `role` cannot be set at connect time either; replication is refused. client_encoding is always UTF8 on
- * the upstream (the guard parses UTF-8).
- */
-export function parseSessionRequest(params: Record<string, string>): SessionRequest {
+/** The client's settings (startup parameters that are not connection fields, then `options`) and `endpoint=`. */
+function splitStartup(params: Record<string, string>): {
+  endpointId: string | undefined;
+  settings: [string, string][];
+} {
   const replication = params.replication?.toLowerCase();
   if (replication && !["false", "off", "no", "0"].includes(replication)) {
     throw new StartupRefusal(
@@ -56,6 +63,39 @@ export function parseSessionRequest(params: Record<string, string>): SessionRequ
       "replication",
     );
   }
+  let endpointId: string | undefined;
+  const settings: [string, string][] = [];
+  const candidates = Object.entries(params).filter(([name]) => !NOT_SETTINGS.has(name));
+  if (params.options) candidates.push(...parseOptions(params.options));
+  for (const [name, value] of candidates) {
+    if (name === "endpoint") endpointId = value.toLowerCase();
+    else settings.push([name, value]);
+  }
+  return { endpointId, settings };
+}
+
+/**
+ * Whether a startup is for a management API endpoint rather than an agent: it names an endpoint (in
+ * `options` or by the TLS server name), or its user is not a wallet and its database not a provider id (the
+ * endpoint may then come with the password, Neon's `endpoint=<id>;<password>`).
+ */
+export function isEndpointStartup(
+  params: Record<string, string>,
+  serverNameEndpoint: string | null,
+): boolean {
+  if (serverNameEndpoint) return true;
+  if (/(^|\s)(-c\s*|--)?endpoint=/.test(params.options ?? "")) return true;
+  return !normalizeAddress(params.user) && !UUID.test(params.database ?? "");
+}
+
+/**
+ * Validates an agent's startup parameters: `user` is the agent's wallet, `database` the provider id; settings
+ * (startup parameters or `-c` options) must be ones the guard lets a SET change, so that `statement_timeout`
+ * or `role` cannot be set at connect time either; replication is refused. client_encoding is always UTF8 on
+ * the upstream (the guard parses UTF-8).
+ */
+export function parseSessionRequest(params: Record<string, string>): SessionRequest {
+  const { settings: pairs } = splitStartup(params);
   const agentWallet = normalizeAddress(params.user);
   if (!agentWallet) {
     throw new StartupRefusal(
@@ -73,14 +113,7 @@ export function parseSessionRequest(params: Record<string, string>): SessionRequ
     );
   }
   const settings: Record<string, string> = {};
-  let endpointId: string | undefined;
-  const candidates: [string, string][] = Object.entries(params).filter(([name]) => !NOT_SETTINGS.has(name));
-  if (params.options) candidates.push(...parseOptions(params.options));
-  for (const [name, value] of candidates) {
-    if (name === "endpoint") {
-      endpointId = value;
-      continue;
-    }
+  for (const [name, value] of pairs) {
     if (!SETTABLE.has(name.toLowerCase())) {
       throw new StartupRefusal(
         SqlState.insufficientPrivilege,
@@ -93,8 +126,37 @@ export function parseSessionRequest(params: Record<string, string>): SessionRequ
   return {
     agentWallet,
     providerId: providerId.toLowerCase(),
-    ...(endpointId ? { endpointId } : {}),
     settings,
     applicationName: params.application_name ?? "",
+  };
+}
+
+/**
+ * Reads an endpoint session's startup: the role and database as the API names them, the endpoint when the
+ * startup names it, and the client's settings (any the role could SET itself; the endpoint's own rules are
+ * applied when it is known). `serverNameEndpoint` is the endpoint the TLS server name designates.
+ */
+export function parseEndpointRequest(
+  params: Record<string, string>,
+  serverNameEndpoint: string | null,
+): EndpointRequest {
+  const { endpointId, settings: pairs } = splitStartup(params);
+  const role = params.user ?? "";
+  if (!role) throw new StartupRefusal(SqlState.invalidAuthorization, "no user name given", "bad_user");
+  if (endpointId && serverNameEndpoint && endpointId !== serverNameEndpoint) {
+    throw new StartupRefusal(
+      SqlState.invalidAuthorization,
+      `the endpoint option (${endpointId}) and the TLS server name (${serverNameEndpoint}) name different endpoints`,
+      "endpoint_mismatch",
+    );
+  }
+  const settings: Record<string, string> = {};
+  if (params.client_encoding) settings.client_encoding = params.client_encoding;
+  for (const [name, value] of pairs) settings[name] = value;
+  return {
+    endpointId: endpointId ?? serverNameEndpoint ?? undefined,
+    role,
+    database: params.database || role,
+    settings,
   };
 }

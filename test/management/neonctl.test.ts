@@ -4,13 +4,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { passwordMatches, resolveEndpoint } from "../../src/control/resolve-endpoint.js";
+import { startTestProxy, type TestProxy } from "../support/proxy.js";
+import { selfSignedContext } from "../support/tls-certificate.js";
 import { query } from "./physical.js";
 import { clusterUrl, type ManagementHarness, startManagement } from "./support.js";
 
 const neonctlBin = fileURLToPath(new URL("../../node_modules/neonctl/bin/cli.js", import.meta.url));
 
 let h: ManagementHarness;
+let proxy: TestProxy;
 let key: string;
 let apiHost: string;
 let configDir: string;
@@ -21,8 +23,17 @@ beforeAll(async () => {
   const address = await h.app.listen({ host: "127.0.0.1", port: 0 });
   apiHost = `${address}/api/v2`;
   configDir = await mkdtemp(join(tmpdir(), "pgtoll-neonctl-"));
+  proxy = await startTestProxy(
+    { ctx: h.ctx },
+    {
+      endpoints: { clusterUrl: clusterUrl(), proxyHost: "localhost" },
+      tls: await selfSignedContext("/CN=*.localhost"),
+    },
+  );
+  h.settings.proxyPort = proxy.port;
 });
 afterAll(async () => {
+  await proxy?.close();
   await h?.close();
   if (configDir) await rm(configDir, { recursive: true, force: true });
 });
@@ -127,28 +138,24 @@ describe("neonctl (Neon's CLI) against pgtoll", () => {
         "--database-name",
         "neondb",
         "--ssl",
-        "omit",
+        "require",
       ]),
     ]);
     expect(databases.map((d: { name: string }) => d.name)).toEqual(["neondb", "extra"]);
     expect(roles.map((r: { name: string }) => r.name)).toEqual(["neondb_owner", "app"]);
 
-    // the connection string names the data branch's endpoint, the role's password and the database
+    // the connection string names the data branch's endpoint in its host; psql connects with it through the
+    // proxy, which routes on the TLS server name, and finds the parent's data in the data branch. PGHOSTADDR
+    // and PGPORT: `ep-….localhost` need not resolve, and this proxy does not listen on 5432.
     expect(cs.code, cs.stderr).toBe(0);
-    const uri = new URL(cs.stdout.trim());
-    const endpointId = uri.hostname.split(".")[0]!;
-    expect(uri.hostname).toBe(`${endpointId}.localhost`);
-    const target = await resolveEndpoint(h.meta, h.box, clusterUrl(), endpointId, {
-      role: "neondb_owner",
-      database: "neondb",
-    });
-    expect(target).toMatchObject({ branchId: data.branch.id, refusal: null });
-    expect(passwordMatches(target!, decodeURIComponent(uri.password))).toBe(true);
-    // psql, connected where the proxy connects that endpoint, finds the parent's data in the data branch
-    const upstream = target!.upstream!;
-    const found = await psql(upstream, "SELECT body FROM notes");
-    expect(found.trim()).toBe("from main");
-
+    const uri = cs.stdout.trim();
+    const endpointId = new URL(uri).hostname.split(".")[0]!;
+    expect(new URL(uri).hostname).toBe(`${endpointId}.localhost`);
+    // neonctl asks for SCRAM with channel binding: the proxy offers SCRAM-SHA-256-PLUS on TLS
+    expect(new URL(uri).searchParams.get("channel_binding")).toBe("require");
+    expect(data.endpoints.map((e: { id: string }) => e.id)).toContain(endpointId);
+    expect(await psql(uri, "SELECT body FROM notes")).toBe("from main");
+    expect(await psql(uri, "SELECT current_user")).not.toBe("neondb_owner"); // the role's real name upstream
     expect(
       (await neonctl(["roles", "delete", "app", "--project-id", projectId, "--branch", "data"])).code,
     ).toBe(0);
@@ -170,29 +177,15 @@ describe("neonctl (Neon's CLI) against pgtoll", () => {
   }, 60_000);
 });
 
-/** Runs one query with the system psql, unaligned and without headers. */
-function psql(
-  target: { host: string; port: number; database: string; user: string; password: string },
-  sql: string,
-): Promise<string> {
+/** Runs one query with the system psql, as a user would with the URI neonctl printed. */
+function psql(uri: string, sql: string): Promise<string> {
   return new Promise((resolve, reject) => {
     execFile(
       "psql",
-      [
-        "-h",
-        target.host,
-        "-p",
-        String(target.port),
-        "-U",
-        target.user,
-        "-d",
-        target.database,
-        "-At",
-        "-c",
-        sql,
-      ],
-      { env: { ...process.env, PGPASSWORD: target.password, PGSSLMODE: "disable" }, timeout: 30_000 },
-      (error, stdout, stderr) => (error ? reject(new Error(`psql failed: ${stderr}`)) : resolve(stdout)),
+      [uri, "-X", "-At", "-c", sql],
+      { env: { ...process.env, PGHOSTADDR: "127.0.0.1", PGPORT: String(proxy.port) }, timeout: 30_000 },
+      (error, stdout, stderr) =>
+        error ? reject(new Error(`psql failed: ${stderr}`)) : resolve(stdout.trim()),
     );
   });
 }

@@ -19,7 +19,7 @@ export interface TestProxy extends RunningProxy {
 
 /** The wire proxy in process, sharing the test gateway's metadata database, secret box and metrics registry. */
 export async function startTestProxy(
-  gateway: TestGateway,
+  gateway: Pick<TestGateway, "ctx">,
   overrides: Partial<ProxyContext> = {},
 ): Promise<TestProxy> {
   const ctx: ProxyContext = {

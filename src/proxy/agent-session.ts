@@ -1,0 +1,156 @@
+import type { Socket } from "node:net";
+import type { Price } from "../billing/cost.js";
+import { sendCancelRequest } from "../providers/cancel-request.js";
+import { findProviderForQuery } from "../providers/registry.js";
+import { verifyAgentToken } from "./agent-token.js";
+import type { Frame } from "./frame-reader.js";
+import type { ProxyContext } from "./proxy-context.js";
+import { errorFrame, SqlState, StartupRefusal } from "./proxy-errors.js";
+import { Relay } from "./relay.js";
+import { encodeTerminate } from "./serializer.js";
+import { SessionMeter } from "./session-meter.js";
+import { type SessionPlan, welcomeMessage } from "./session-plan.js";
+import type { SessionRequest } from "./startup-options.js";
+import { parseUpstreamTarget, type UpstreamSession } from "./upstream-connection.js";
+
+/**
+ * An agent's session: `user` is its wallet, `database` the provider id, the password an agent token
+ * (`pgtoll agent-token`). The provider must exist and have set its pricing; the session is then the metered,
+ * guarded relay to the provider's database.
+ */
+export async function planAgentSession(
+  request: SessionRequest,
+  token: string,
+  ctx: ProxyContext,
+): Promise<SessionPlan> {
+  const check = await verifyAgentToken(token, request.agentWallet, request.providerId);
+  if (!check.ok) {
+    throw new StartupRefusal(
+      SqlState.invalidPassword,
+      `password authentication failed for wallet ${request.agentWallet}: ${check.reason}`,
+      "bad_token",
+    );
+  }
+  const found = await findProviderForQuery(ctx.db, request.providerId);
+  if (!found)
+    throw new StartupRefusal(
+      SqlState.invalidCatalogName,
+      `provider ${request.providerId} does not exist`,
+      "unknown_provider",
+    );
+  const price = found.pricing;
+  if (!price)
+    throw new StartupRefusal(
+      SqlState.connectionRejected,
+      `provider ${request.providerId} has not set its pricing yet`,
+      "no_pricing",
+    );
+  return {
+    slotKey: request.providerId,
+    target: parseUpstreamTarget(ctx.box.open(found.provider.connectionSecret)),
+    parameters: {
+      application_name: request.applicationName || "pgtoll",
+      client_encoding: "UTF8",
+      statement_timeout: String(ctx.statementTimeoutMs),
+      ...request.settings,
+    },
+    start: (client, upstream, early, releaseSlot) =>
+      startMeteredRelay(
+        client,
+        upstream,
+        request.agentWallet,
+        request.providerId,
+        price,
+        ctx,
+        early,
+        releaseSlot,
+      ),
+  };
+}
+
+function startMeteredRelay(
+  client: Socket,
+  upstream: UpstreamSession,
+  agentWallet: string,
+  providerId: string,
+  price: Price,
+  ctx: ProxyContext,
+  early: Frame[],
+  releaseSlot: () => void,
+): void {
+  const meter = new SessionMeter(ctx.db, ctx.chargeWriter, agentWallet, providerId, price, {
+    reserveRows: ctx.reserveRows,
+    reservationTtlSeconds: ctx.reservationTtlSeconds,
+    onCharge: (cost) => ctx.metrics.chargedMicro.inc(Number(cost)),
+  });
+  const key = ctx.registry.register(() => {
+    void sendCancelRequest(
+      upstream.target.host,
+      upstream.target.port,
+      upstream.processId,
+      upstream.secretKey,
+    );
+  });
+  upstream.socket.on("error", () => {});
+  const log = ctx.logger.child({ session: key.processId, providerId });
+  let ended = false;
+  let settled: () => void = () => {};
+  const relay: Relay = new Relay({
+    client,
+    upstream: upstream.socket,
+    meter,
+    metrics: ctx.metrics,
+    logger: log,
+    check: ctx.check,
+    status: upstream.status,
+    idleReleaseMs: ctx.idleReleaseMs,
+    drainTimeoutMs: ctx.statementTimeoutMs + 5000,
+    cancelUpstream: () =>
+      void sendCancelRequest(
+        upstream.target.host,
+        upstream.target.port,
+        upstream.processId,
+        upstream.secretKey,
+      ),
+    onEnd: (reason) => {
+      if (ended) return;
+      ended = true;
+      log.debug({ reason }, "session ended");
+      key.unregister();
+      ctx.metrics.sessionsActive.dec();
+      if (!upstream.socket.destroyed) upstream.socket.end(encodeTerminate());
+      upstream.socket.destroy();
+      client.end();
+      releaseSlot();
+      const release = meter
+        .release()
+        .catch((error) => log.error({ err: error }, "could not release the session's reservation"));
+      ctx.releases.add(release);
+      void release.finally(() => ctx.releases.delete(release));
+      settled();
+    },
+  });
+  client.on("close", () => {
+    relay.clientGone();
+    // A session still settling what its client left upstream is waited for at shutdown, like a release.
+    if (ended) return;
+    const settling = new Promise<void>((resolve) => (settled = resolve));
+    ctx.releases.add(settling);
+    void settling.then(() => ctx.releases.delete(settling));
+  });
+  upstream.socket.on("close", () => {
+    if (!ended && !client.destroyed && !relay.closing) {
+      client.write(
+        errorFrame(SqlState.connectionFailure, "the provider's database closed the connection", {
+          fatal: true,
+        }),
+      );
+    }
+    relay.end("upstream closed");
+  });
+  ctx.metrics.sessionsActive.inc();
+  ctx.metrics.sessionsTotal.inc();
+
+  client.write(welcomeMessage(upstream, key));
+  relay.start(early);
+}

@@ -1,0 +1,44 @@
+import type { SecureContext } from "node:tls";
+import type pg from "pg";
+import type { Logger } from "pino";
+import type { ChargeWriter } from "../billing/charge-writer.js";
+import type { GuardVerdict } from "../guard/index.js";
+import type { SecretBox } from "../providers/secret-box.js";
+import type { ProxyMetrics } from "./proxy-metrics.js";
+import type { SessionRegistry } from "./session-registry.js";
+import type { UpstreamSlots } from "./upstream-slots.js";
+
+/** How the proxy reaches the management API's endpoints (see `src/control`). */
+export interface EndpointRouting {
+  /** Superuser URL of the cluster that hosts project databases; sessions log in there as the branch role. */
+  clusterUrl: string;
+  /** An endpoint's host is `<endpoint_id>.<proxyHost>`: the TLS server name routes on it. */
+  proxyHost: string;
+}
+
+/** Everything a proxied session needs, shared by all sessions of one proxy server. */
+export interface ProxyContext {
+  /** pgtoll's own database: providers, ledger, and the management plane's records. */
+  db: pg.Pool;
+  box: SecretBox;
+  slots: UpstreamSlots;
+  chargeWriter: ChargeWriter;
+  registry: SessionRegistry;
+  metrics: ProxyMetrics;
+  logger: Logger;
+  /** The guard, memoised by SQL text. */
+  check(sql: string): GuardVerdict;
+  /** When set, SSLRequest is answered 'S' and the session continues over TLS. */
+  tls?: SecureContext;
+  /** When set, clients naming an endpoint (`options=endpoint=<id>`, TLS server name) reach its branch. */
+  endpoints?: EndpointRouting;
+  statementTimeoutMs: number;
+  reservationTtlSeconds: number;
+  reserveRows: number;
+  /** Startup (TLS, authentication, upstream connect) must finish within this. */
+  startupTimeoutMs: number;
+  /** An idle session gives its unspent reservation back after this long. */
+  idleReleaseMs: number;
+  /** Reservations being given back by ended sessions; the server awaits them before it stops. */
+  releases: Set<Promise<void>>;
+}

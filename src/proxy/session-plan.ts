@@ -1,0 +1,37 @@
+import type { Socket } from "node:net";
+import type { Frame } from "./frame-reader.js";
+import {
+  encodeAuthenticationOk,
+  encodeBackendKeyData,
+  encodeParameterStatus,
+  encodeReadyForQuery,
+} from "./serializer.js";
+import type { UpstreamSession, UpstreamTarget } from "./upstream-connection.js";
+
+/**
+ * What a session's authentication decided: where to open its upstream session, and how to run the session
+ * once that is open. The part in between (an upstream slot, the connect, the startup deadline) is common.
+ */
+export interface SessionPlan {
+  /** Upstream sessions are limited per key: a provider, an endpoint. */
+  slotKey: string;
+  target: UpstreamTarget;
+  /** Startup parameters of the upstream session. */
+  parameters: Record<string, string>;
+  /**
+   * Runs the ready session. `early` holds client frames that came with the password message; `releaseSlot`
+   * must be called once the upstream session is gone.
+   */
+  start(client: Socket, upstream: UpstreamSession, early: Frame[], releaseSlot: () => void): void;
+}
+
+/** AuthenticationOk, the upstream's ParameterStatus values, the proxy's own BackendKeyData, ReadyForQuery. */
+export function welcomeMessage(
+  upstream: UpstreamSession,
+  key: { processId: number; secretKey: Buffer },
+): Buffer {
+  const hello: Buffer[] = [encodeAuthenticationOk()];
+  for (const [name, value] of upstream.parameters) hello.push(encodeParameterStatus(name, value));
+  hello.push(encodeBackendKeyData(key.processId, key.secretKey), encodeReadyForQuery(upstream.status));
+  return Buffer.concat(hello);
+}
