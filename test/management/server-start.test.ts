@@ -1,9 +1,12 @@
+import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import { runCli } from "../support/cli.js";
 
+const execFileAsync = promisify(execFile);
 const dirs: string[] = [];
 afterAll(async () => {
   for (const dir of dirs) await rm(dir, { recursive: true, force: true });
@@ -36,7 +39,17 @@ describe("pgtoll start serves the management API", () => {
       };
       expect(body.branch.current_state).toBe("ready");
       // connection URIs point at this server's proxy port
-      expect(new URL(body.connection_uris[0]!.connection_uri).port).toBe(new URL(proxyUrl!).port);
+      const uri = body.connection_uris[0]!.connection_uri;
+      expect(new URL(uri).port).toBe(new URL(proxyUrl!).port);
+      // and psql reaches the project's database through that proxy with it
+      const psql = await execFileAsync(
+        "psql",
+        [uri, "-X", "-At", "-c", "SELECT current_setting('application_name')"],
+        {
+          env: { ...process.env, PGHOSTADDR: "127.0.0.1" },
+        },
+      );
+      expect(psql.stdout.trim()).toMatch(/^pgtoll endpoint ep-/);
       const listed = (await (await fetch(`${httpUrl}/api/v2/projects`, { headers })).json()) as {
         projects: { id: string }[];
       };
