@@ -1,6 +1,5 @@
 import type { Socket } from "node:net";
 import type { Price } from "../billing/cost.js";
-import { sendCancelRequest } from "../providers/cancel-request.js";
 import { findProviderForQuery } from "../providers/registry.js";
 import { verifyAgentToken } from "./agent-token.js";
 import type { Frame } from "./frame-reader.js";
@@ -9,7 +8,7 @@ import { errorFrame, SqlState, StartupRefusal } from "./proxy-errors.js";
 import { Relay } from "./relay.js";
 import { encodeTerminate } from "./serializer.js";
 import { SessionMeter } from "./session-meter.js";
-import { type SessionPlan, welcomeMessage } from "./session-plan.js";
+import { cancelUpstreamQuery, registerCancelKey, type SessionPlan, welcomeMessage } from "./session-plan.js";
 import type { SessionRequest } from "./startup-options.js";
 import { parseUpstreamTarget, type UpstreamSession } from "./upstream-connection.js";
 
@@ -83,14 +82,7 @@ function startMeteredRelay(
     reservationTtlSeconds: ctx.reservationTtlSeconds,
     onCharge: (cost) => ctx.metrics.chargedMicro.inc(Number(cost)),
   });
-  const key = ctx.registry.register(() => {
-    void sendCancelRequest(
-      upstream.target.host,
-      upstream.target.port,
-      upstream.processId,
-      upstream.secretKey,
-    );
-  });
+  const key = registerCancelKey(ctx.registry, upstream);
   upstream.socket.on("error", () => {});
   const log = ctx.logger.child({ session: key.processId, providerId });
   let ended = false;
@@ -105,13 +97,7 @@ function startMeteredRelay(
     status: upstream.status,
     idleReleaseMs: ctx.idleReleaseMs,
     drainTimeoutMs: ctx.statementTimeoutMs + 5000,
-    cancelUpstream: () =>
-      void sendCancelRequest(
-        upstream.target.host,
-        upstream.target.port,
-        upstream.processId,
-        upstream.secretKey,
-      ),
+    cancelUpstream: () => cancelUpstreamQuery(upstream),
     onEnd: (reason) => {
       if (ended) return;
       ended = true;

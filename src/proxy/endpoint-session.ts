@@ -7,13 +7,12 @@ import {
   resolveEndpoint,
 } from "../control/resolve-endpoint.js";
 import { findReadOnlySettingViolation, loadGuard } from "../guard/index.js";
-import { sendCancelRequest } from "../providers/cancel-request.js";
 import { EndpointRelay } from "./endpoint-relay.js";
 import type { Frame } from "./frame-reader.js";
 import type { EndpointRouting, ProxyContext } from "./proxy-context.js";
 import { SqlState, StartupRefusal } from "./proxy-errors.js";
-import { authenticateWithScram, readCleartextPassword } from "./session-auth.js";
-import { type SessionPlan, welcomeMessage } from "./session-plan.js";
+import { authenticateWithScram, passwordFailed, readCleartextPassword } from "./session-auth.js";
+import { registerCancelKey, type SessionPlan, welcomeMessage } from "./session-plan.js";
 import type { EndpointRequest } from "./startup-options.js";
 import type { StartupStream } from "./startup-stream.js";
 import { parseUpstreamTarget, type UpstreamSession } from "./upstream-connection.js";
@@ -118,13 +117,7 @@ async function authenticateWithEndpointPassword(
     );
   }
   const connection = await findEndpoint(request, split.endpointId, ctx);
-  if (!passwordMatches(connection, split.password)) {
-    throw new StartupRefusal(
-      SqlState.invalidPassword,
-      `password authentication failed for user "${request.role}"`,
-      "bad_password",
-    );
-  }
+  if (!passwordMatches(connection, split.password)) throw passwordFailed(request.role);
   return connection;
 }
 
@@ -155,14 +148,7 @@ function startEndpointRelay(
   early: Frame[],
   releaseSlot: () => void,
 ): void {
-  const key = ctx.registry.register(() => {
-    void sendCancelRequest(
-      upstream.target.host,
-      upstream.target.port,
-      upstream.processId,
-      upstream.secretKey,
-    );
-  });
+  const key = registerCancelKey(ctx.registry, upstream);
   const log = ctx.logger.child({ session: key.processId, endpointId: connection.endpointId });
   const relay = new EndpointRelay({
     client,

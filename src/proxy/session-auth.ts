@@ -41,13 +41,7 @@ export async function authenticateWithScram(
     stream.socket.write(encodeAuthenticationSASLContinue(serverFirst));
     const clientFinal = decodeSASLResponse((await nextAuthFrame(stream)).payload).toString("utf8");
     const serverFinal = scram.verifyClientFinal(clientFinal);
-    if (serverFinal === null) {
-      throw new StartupRefusal(
-        SqlState.invalidPassword,
-        `password authentication failed for user "${user}"`,
-        "bad_password",
-      );
-    }
+    if (serverFinal === null) throw passwordFailed(user);
     stream.socket.write(encodeAuthenticationSASLFinal(serverFinal));
   } catch (error) {
     if (error instanceof ScramProtocolError)
@@ -66,4 +60,13 @@ async function nextAuthFrame(stream: StartupStream) {
     throw new StartupRefusal(SqlState.protocolViolation, "expected a password message", "protocol");
   }
   return answer;
+}
+
+/** The one answer to a wrong password or an unknown role, as PostgreSQL gives it. */
+export function passwordFailed(user: string): StartupRefusal {
+  return new StartupRefusal(
+    SqlState.invalidPassword,
+    `password authentication failed for user "${user}"`,
+    "bad_password",
+  );
 }

@@ -1,4 +1,5 @@
 import type { Socket } from "node:net";
+import { sendCancelRequest } from "../providers/cancel-request.js";
 import type { Frame } from "./frame-reader.js";
 import {
   encodeAuthenticationOk,
@@ -6,6 +7,7 @@ import {
   encodeParameterStatus,
   encodeReadyForQuery,
 } from "./serializer.js";
+import type { SessionRegistry } from "./session-registry.js";
 import type { UpstreamSession, UpstreamTarget } from "./upstream-connection.js";
 
 /**
@@ -34,4 +36,15 @@ export function welcomeMessage(
   for (const [name, value] of upstream.parameters) hello.push(encodeParameterStatus(name, value));
   hello.push(encodeBackendKeyData(key.processId, key.secretKey), encodeReadyForQuery(upstream.status));
   return Buffer.concat(hello);
+}
+
+/** Gives the session the proxy's own BackendKeyData; a CancelRequest with it cancels the upstream query. */
+export function registerCancelKey(registry: SessionRegistry, upstream: UpstreamSession) {
+  return registry.register(() => cancelUpstreamQuery(upstream));
+}
+
+/** Sends the upstream server a CancelRequest for the session's running query (fire and forget). */
+export function cancelUpstreamQuery(upstream: UpstreamSession): void {
+  const { host, port } = upstream.target;
+  void sendCancelRequest(host, port, upstream.processId, upstream.secretKey);
 }

@@ -1,9 +1,9 @@
 import { execFile } from "node:child_process";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestProxy, type TestProxy } from "../support/proxy.js";
-import { selfSignedContext } from "../support/tls-certificate.js";
-import { clusterUrl, type ManagementHarness, startManagement } from "./support.js";
+import type { TestProxy } from "../support/proxy.js";
+import { startEndpointProxy } from "./endpoint-proxy-support.js";
+import { type ManagementHarness, startManagement } from "./support.js";
 
 let h: ManagementHarness;
 let proxy: TestProxy;
@@ -12,15 +12,7 @@ let key: string;
 beforeAll(async () => {
   h = await startManagement();
   key = (await h.bootstrap()).key;
-  proxy = await startTestProxy(
-    { ctx: h.ctx },
-    {
-      endpoints: { clusterUrl: clusterUrl(), proxyHost: "localhost" },
-      tls: await selfSignedContext("/CN=*.localhost"),
-    },
-  );
-  // Connection URIs name the proxy's real port, as `pgtoll start` arranges.
-  h.settings.proxyPort = proxy.port;
+  proxy = await startEndpointProxy(h);
 });
 afterAll(async () => {
   await proxy?.close();

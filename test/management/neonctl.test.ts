@@ -4,10 +4,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestProxy, type TestProxy } from "../support/proxy.js";
-import { selfSignedContext } from "../support/tls-certificate.js";
+import type { TestProxy } from "../support/proxy.js";
+import { startEndpointProxy } from "./endpoint-proxy-support.js";
 import { query } from "./physical.js";
-import { clusterUrl, type ManagementHarness, startManagement } from "./support.js";
+import { type ManagementHarness, startManagement } from "./support.js";
 
 const neonctlBin = fileURLToPath(new URL("../../node_modules/neonctl/bin/cli.js", import.meta.url));
 
@@ -23,14 +23,7 @@ beforeAll(async () => {
   const address = await h.app.listen({ host: "127.0.0.1", port: 0 });
   apiHost = `${address}/api/v2`;
   configDir = await mkdtemp(join(tmpdir(), "pgtoll-neonctl-"));
-  proxy = await startTestProxy(
-    { ctx: h.ctx },
-    {
-      endpoints: { clusterUrl: clusterUrl(), proxyHost: "localhost" },
-      tls: await selfSignedContext("/CN=*.localhost"),
-    },
-  );
-  h.settings.proxyPort = proxy.port;
+  proxy = await startEndpointProxy(h);
 });
 afterAll(async () => {
   await proxy?.close();
