@@ -1,12 +1,6 @@
+import { checkDoesNotExpire, parseExpiresAt } from "./branch-expiry-rules.js";
 import type { BranchCreateInput } from "./branch-inputs.js";
-import {
-  actorName,
-  checkInitSource,
-  expiry,
-  insertBranch,
-  mirrorContents,
-  NO_HISTORY,
-} from "./branch-rows.js";
+import { actorName, checkInitSource, insertBranch, mirrorContents, NO_HISTORY } from "./branch-rows.js";
 import { changeProject } from "./change.js";
 import { badRequest, conflict } from "./control-error.js";
 import type { ControlPlane } from "./control-plane.js";
@@ -37,12 +31,16 @@ export async function createBranch(
     throw badRequest("a branch has at most one read_write endpoint");
   const branchId = newBranchId();
   const name = checkBranchName(options.name ?? branchId);
+  const expiresAt = parseExpiresAt(options.expires_at) ?? null;
+  if (expiresAt && options.protected)
+    throw badRequest("a protected branch cannot expire: give protected or expires_at, not both");
   const { operations } = await changeProject(plane, principal, projectId, async (client, { project }) => {
     const parent = options.parent_id
       ? await getBranch(client, projectId, options.parent_id)
       : await defaultBranch(client, projectId);
     if (parent.currentState !== "ready")
       throw conflict(`parent branch ${parent.id} is not ready (${parent.currentState})`);
+    checkDoesNotExpire(parent, "a parent");
     await insertBranch(client, {
       id: branchId,
       projectId,
@@ -52,7 +50,7 @@ export async function createBranch(
       initSource,
       state: "init",
       pendingState: "ready",
-      expiresAt: expiry(options.expires_at),
+      expiresAt,
       createdBy: await actorName(client, principal),
     });
     await mirrorContents(client, project, parent.id, branchId);

@@ -18,15 +18,6 @@ export function checkInitSource(value: string | undefined): InitSource {
   throw badRequest(`init_source must be parent-data or schema-only, got "${value}"`);
 }
 
-export function expiry(value: string | null | undefined): Date | null {
-  if (value === undefined || value === null) return null;
-  const at = new Date(value);
-  if (Number.isNaN(at.getTime()))
-    throw badRequest(`expires_at must be an RFC 3339 timestamp, got "${value}"`);
-  if (at.getTime() <= Date.now()) throw badRequest("expires_at must be in the future");
-  return at;
-}
-
 export async function insertBranch(db: Queryable, values: Record<string, unknown>): Promise<void> {
   try {
     await db.query(

@@ -1,5 +1,5 @@
+import { checkDoesNotExpire, checkExpiringBranch, parseExpiresAt } from "./branch-expiry-rules.js";
 import type { BranchUpdateInput } from "./branch-inputs.js";
-import { expiry } from "./branch-rows.js";
 import { changeProject } from "./change.js";
 import { conflict } from "./control-error.js";
 import type { ControlPlane } from "./control-plane.js";
@@ -8,7 +8,10 @@ import { checkBranchName } from "./names.js";
 import type { Principal } from "./principal.js";
 import { sqlState } from "./sql.js";
 
-/** Renames a branch, or changes its protection or expiry (metadata only: no operation). */
+/**
+ * Renames a branch, or changes its protection or expiry (metadata only: no operation). Setting an expiry, or
+ * protecting a branch that has one, is refused (409) where Neon refuses it (branch-expiry-rules.ts).
+ */
 export async function updateBranch(
   plane: ControlPlane,
   principal: Principal,
@@ -16,18 +19,21 @@ export async function updateBranch(
   branchId: string,
   input: BranchUpdateInput,
 ) {
+  const expiresAt = parseExpiresAt(input.expires_at);
   const { operations } = await changeProject(plane, principal, projectId, async (client) => {
     const branch = await getBranch(client, projectId, branchId, true);
     const name = input.name === undefined ? branch.name : checkBranchName(input.name);
+    const next = {
+      ...branch,
+      protected: input.protected ?? branch.protected,
+      expiresAt: expiresAt === undefined ? branch.expiresAt : expiresAt,
+    };
+    // Only a change that sets an expiry or a protection is checked: a rename goes through whatever the state.
+    if (expiresAt || input.protected) await checkExpiringBranch(client, next);
     try {
       await client.query(
         "UPDATE branches SET name = $2, protected = $3, expires_at = $4, updated_at = clock_timestamp() WHERE id = $1",
-        [
-          branchId,
-          name,
-          input.protected ?? branch.protected,
-          input.expires_at === undefined ? branch.expiresAt : expiry(input.expires_at),
-        ],
+        [branchId, name, next.protected, next.expiresAt],
       );
     } catch (error) {
       if (sqlState(error) === "23505")
@@ -39,7 +45,7 @@ export async function updateBranch(
   return { branch: await getBranch(plane.db, projectId, branchId), operations };
 }
 
-/** Makes the branch the project's default branch. */
+/** Makes the branch the project's default branch (409 for a branch that expires: the default never does). */
 export async function setDefaultBranch(
   plane: ControlPlane,
   principal: Principal,
@@ -47,7 +53,8 @@ export async function setDefaultBranch(
   branchId: string,
 ) {
   const { operations } = await changeProject(plane, principal, projectId, async (client) => {
-    await getBranch(client, projectId, branchId, true);
+    const branch = await getBranch(client, projectId, branchId, true);
+    checkDoesNotExpire(branch, "the default branch");
     await client.query(
       "UPDATE branches SET is_default = false, updated_at = clock_timestamp() WHERE project_id = $1 AND is_default",
       [projectId],

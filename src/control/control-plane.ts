@@ -1,23 +1,24 @@
 import type pg from "pg";
 import type { Logger } from "pino";
 import type { SecretBox } from "../providers/secret-box.js";
+import { BranchExpiry } from "./branch-expiry.js";
 import { connectProjectCluster, type ProjectCluster } from "./cluster.js";
 import { processDropQueue } from "./drop-queue.js";
 import { InstanceLease } from "./instance-lease.js";
 import { adoptOrphanedOperations, OperationRunner } from "./operation-runner.js";
-import { type ControlSettings, DEFAULT_OPERATION_WAIT_MS } from "./settings.js";
-
-const SWEEP_INTERVAL_MS = 10_000;
+import { type ControlSettings, DEFAULT_OPERATION_WAIT_MS, DEFAULT_SWEEP_INTERVAL_MS } from "./settings.js";
 
 /**
  * The management plane of one pgtoll process: the metadata database, the cluster that hosts projects, the
  * secret box that seals role passwords, and the runner of this process's operations. On start it takes over
  * the operations of processes that died (including this process's previous life), and keeps doing so, along
- * with finishing queued drops, every 10 seconds.
+ * with finishing queued drops and deleting expired branches, every 10 seconds (`sweepIntervalMs`).
  */
 export class ControlPlane {
   readonly runner: OperationRunner;
+  readonly branchExpiry: BranchExpiry;
   #sweeper: NodeJS.Timeout | undefined;
+  #sweeping: Promise<void> | undefined;
 
   private constructor(
     readonly db: pg.Pool,
@@ -32,6 +33,7 @@ export class ControlPlane {
       lease.id,
       logger,
     );
+    this.branchExpiry = new BranchExpiry(this, logger);
   }
 
   static async start(
@@ -50,7 +52,10 @@ export class ControlPlane {
     }
     const plane = new ControlPlane(db, cluster, box, settings, logger, lease);
     await plane.sweep();
-    plane.#sweeper = setInterval(() => void plane.sweep(), SWEEP_INTERVAL_MS);
+    plane.#sweeper = setInterval(
+      () => void plane.sweep(),
+      settings.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS,
+    );
     plane.#sweeper.unref();
     return plane;
   }
@@ -63,13 +68,24 @@ export class ControlPlane {
     return this.settings.operationWaitMs ?? DEFAULT_OPERATION_WAIT_MS;
   }
 
-  /** Takes over orphaned operations and retries queued drops. Never throws. */
-  async sweep(): Promise<void> {
+  /**
+   * Takes over orphaned operations, retries queued drops and deletes expired branches. Never throws. A sweep
+   * still running when the next is due is joined, not doubled.
+   */
+  sweep(): Promise<void> {
+    this.#sweeping ??= this.#sweep().finally(() => {
+      this.#sweeping = undefined;
+    });
+    return this.#sweeping;
+  }
+
+  async #sweep(): Promise<void> {
     try {
       const projects = await adoptOrphanedOperations(this.db, this.lease.id, (id) => this.lease.isAlive(id));
       if (projects.length) this.logger.warn({ projects }, "took over the operations of a stopped process");
       for (const project of projects) void this.runner.kick(project);
       await processDropQueue(this.db, this.cluster);
+      await this.branchExpiry.sweep();
     } catch (error) {
       this.logger.warn({ err: error }, "management sweep failed");
     }
@@ -87,6 +103,7 @@ export class ControlPlane {
    */
   async stop(options: { abandon?: boolean } = {}): Promise<void> {
     clearInterval(this.#sweeper);
+    if (!options.abandon) await this.#sweeping;
     const stopped = this.runner.stop(options.abandon);
     if (!options.abandon) await stopped;
     this.lease.release();

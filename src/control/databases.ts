@@ -1,39 +1,18 @@
-import { projectFor } from "./access.js";
-import { changeProject } from "./change.js";
+import { branchObjectKind, changeOnBranch } from "./branch-objects.js";
 import { badRequest, conflict } from "./control-error.js";
 import type { ControlPlane } from "./control-plane.js";
 import { queueDrops } from "./drop-queue.js";
 import { newPhysicalDatabaseName } from "./ids.js";
-import { databasesOf, getBranch, getDatabase, getRole } from "./lookups.js";
+import { databasesOf, getDatabase, getRole } from "./lookups.js";
 import { checkDatabaseName } from "./names.js";
 import type { Principal } from "./principal.js";
 import { retireUsage } from "./retire-usage.js";
-import type { DatabaseRow } from "./rows.js";
 import { type Queryable, sqlState } from "./sql.js";
 
-/** The branch's databases, after checking that the caller sees the project and the branch exists. */
-export async function listDatabases(
-  db: Queryable,
-  principal: Principal,
-  projectId: string,
-  branchId: string,
-): Promise<DatabaseRow[]> {
-  await projectFor(db, principal, projectId);
-  await getBranch(db, projectId, branchId);
-  return databasesOf(db, branchId);
-}
+const databases = branchObjectKind("database", databasesOf, getDatabase);
 
-export async function readDatabase(
-  db: Queryable,
-  principal: Principal,
-  projectId: string,
-  branchId: string,
-  name: string,
-) {
-  await projectFor(db, principal, projectId);
-  await getBranch(db, projectId, branchId);
-  return getDatabase(db, branchId, name);
-}
+/** A branch's databases, and one of them by name, as the caller sees them. */
+export const { list: listDatabases, read: readDatabase } = databases;
 
 async function requireOwner(db: Queryable, branchId: string, ownerName: string) {
   const owner = await getRole(db, branchId, ownerName).catch(() => null);
@@ -49,8 +28,7 @@ export async function createDatabase(
   input: { name: string; owner_name: string },
 ) {
   const name = checkDatabaseName(input.name);
-  const { result, operations } = await changeProject(plane, principal, projectId, async (client) => {
-    await getBranch(client, projectId, branchId, true);
+  const change = await changeOnBranch(plane, principal, projectId, branchId, async (client) => {
     await requireOwner(client, branchId, input.owner_name);
     let id: number;
     try {
@@ -69,7 +47,11 @@ export async function createDatabase(
       planned: [{ action: "apply_config", branchId, step: { kind: "create_database", databaseId: id } }],
     };
   });
-  return { database: await getDatabase(plane.db, branchId, name), operations, id: result };
+  return {
+    database: await getDatabase(plane.db, branchId, name),
+    operations: change.operations,
+    id: change.result,
+  };
 }
 
 /** Renames a database (its real name does not change) or gives it another owner among the branch's roles. */
@@ -82,7 +64,7 @@ export async function updateDatabase(
   input: { name?: string; owner_name?: string },
 ) {
   let finalName = name;
-  const { operations } = await changeProject(plane, principal, projectId, async (client) => {
+  const { operations } = await changeOnBranch(plane, principal, projectId, branchId, async (client) => {
     const database = await getDatabase(client, branchId, name);
     finalName = input.name === undefined ? name : checkDatabaseName(input.name);
     if (input.owner_name !== undefined) await requireOwner(client, branchId, input.owner_name);
@@ -114,22 +96,9 @@ export async function updateDatabase(
 }
 
 /** Drops the database for real (its sessions are ended). */
-export async function deleteDatabase(
-  plane: ControlPlane,
-  principal: Principal,
-  projectId: string,
-  branchId: string,
-  name: string,
-) {
-  const { result, operations } = await changeProject(plane, principal, projectId, async (client) => {
-    const database = await getDatabase(client, branchId, name);
-    await retireUsage(client, plane.cluster, projectId, [database.physicalName]);
-    await queueDrops(client, [{ kind: "database", physicalName: database.physicalName }]);
-    await client.query("DELETE FROM branch_databases WHERE id = $1", [database.id]);
-    return {
-      result: database,
-      planned: [{ action: "apply_config", branchId, step: { kind: "drop_queued" } }],
-    };
-  });
-  return { database: result, operations };
-}
+export const deleteDatabase = databases.removal(async (client, database, { plane, projectId, branchId }) => {
+  await retireUsage(client, plane.cluster, projectId, [database.physicalName]);
+  await queueDrops(client, [{ kind: "database", physicalName: database.physicalName }]);
+  await client.query("DELETE FROM branch_databases WHERE id = $1", [database.id]);
+  return [{ action: "apply_config", branchId, step: { kind: "drop_queued" } }];
+});

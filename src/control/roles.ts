@@ -1,5 +1,5 @@
 import { projectFor } from "./access.js";
-import { changeProject } from "./change.js";
+import { branchObjectKind, changeOnBranch } from "./branch-objects.js";
 import { conflict, preconditionFailed } from "./control-error.js";
 import type { ControlPlane } from "./control-plane.js";
 import { queueDrops } from "./drop-queue.js";
@@ -7,31 +7,11 @@ import { newRolePassword } from "./ids.js";
 import { databasesOf, getBranch, getRole, rolesOf } from "./lookups.js";
 import { checkRoleName, physicalRoleName } from "./names.js";
 import type { Principal } from "./principal.js";
-import type { RoleRow } from "./rows.js";
-import type { Queryable } from "./sql.js";
 
-export async function listRoles(
-  db: Queryable,
-  principal: Principal,
-  projectId: string,
-  branchId: string,
-): Promise<RoleRow[]> {
-  await projectFor(db, principal, projectId);
-  await getBranch(db, projectId, branchId);
-  return rolesOf(db, branchId);
-}
+const roles = branchObjectKind("role", rolesOf, getRole);
 
-export async function readRole(
-  db: Queryable,
-  principal: Principal,
-  projectId: string,
-  branchId: string,
-  name: string,
-) {
-  await projectFor(db, principal, projectId);
-  await getBranch(db, projectId, branchId);
-  return getRole(db, branchId, name);
-}
+/** A branch's roles, and one of them by name, as the caller sees them. */
+export const { list: listRoles, read: readRole } = roles;
 
 /**
  * Creates a role on the branch: a real PostgreSQL role, named `<project role prefix>_<name>` on the cluster,
@@ -46,9 +26,8 @@ export async function createRole(
   input: { name: string; no_login?: boolean },
 ) {
   let password: string | undefined;
-  const { operations } = await changeProject(plane, principal, projectId, async (client, { project }) => {
+  const change = await changeOnBranch(plane, principal, projectId, branchId, async (client, { project }) => {
     const name = checkRoleName(input.name, project.rolePrefix);
-    await getBranch(client, projectId, branchId, true);
     const { rowCount: onBranch } = await client.query(
       "SELECT 1 FROM branch_roles WHERE branch_id = $1 AND name = $2",
       [branchId, name],
@@ -83,7 +62,7 @@ export async function createRole(
       planned: [{ action: "apply_config", branchId, step: { kind: "create_role", branchId, name } }],
     };
   });
-  return { role: await getRole(plane.db, branchId, input.name), password, operations };
+  return { role: await getRole(plane.db, branchId, input.name), password, operations: change.operations };
 }
 
 /**
@@ -91,48 +70,36 @@ export async function createRole(
  * may no longer connect to them. The real role is dropped once no branch has it. A role that owns one of the
  * branch's databases, or a protected role, cannot be removed (409).
  */
-export async function deleteRole(
-  plane: ControlPlane,
-  principal: Principal,
-  projectId: string,
-  branchId: string,
-  name: string,
-) {
-  const { result, operations } = await changeProject(plane, principal, projectId, async (client) => {
-    const role = await getRole(client, branchId, name);
-    if (role.protected) throw conflict(`role ${name} is protected`);
-    const databases = await databasesOf(client, branchId);
-    const owned = databases.find((database) => database.ownerName === name);
-    if (owned)
-      throw conflict(
-        `role ${name} owns database ${owned.name}: delete the database or give it another owner first`,
-      );
-    await client.query("DELETE FROM branch_roles WHERE branch_id = $1 AND name = $2", [branchId, name]);
-    const { rowCount: elsewhere } = await client.query(
-      "SELECT 1 FROM branch_roles WHERE project_id = $1 AND name = $2 LIMIT 1",
-      [projectId, name],
+export const deleteRole = roles.removal(async (client, role, { projectId, branchId }) => {
+  const { name } = role;
+  if (role.protected) throw conflict(`role ${name} is protected`);
+  const databases = await databasesOf(client, branchId);
+  const owned = databases.find((database) => database.ownerName === name);
+  if (owned)
+    throw conflict(
+      `role ${name} owns database ${owned.name}: delete the database or give it another owner first`,
     );
-    if (!elsewhere) {
-      await client.query("DELETE FROM project_roles WHERE project_id = $1 AND name = $2", [projectId, name]);
-      await queueDrops(client, [{ kind: "role", physicalName: role.physicalName }]);
-    }
-    return {
-      result: role,
-      planned: [
-        {
-          action: "apply_config",
-          branchId,
-          step: {
-            kind: "detach_role",
-            physicalName: role.physicalName,
-            databases: databases.map((d) => d.physicalName),
-          },
-        },
-      ],
-    };
-  });
-  return { role: result, operations };
-}
+  await client.query("DELETE FROM branch_roles WHERE branch_id = $1 AND name = $2", [branchId, name]);
+  const { rowCount: elsewhere } = await client.query(
+    "SELECT 1 FROM branch_roles WHERE project_id = $1 AND name = $2 LIMIT 1",
+    [projectId, name],
+  );
+  if (!elsewhere) {
+    await client.query("DELETE FROM project_roles WHERE project_id = $1 AND name = $2", [projectId, name]);
+    await queueDrops(client, [{ kind: "role", physicalName: role.physicalName }]);
+  }
+  return [
+    {
+      action: "apply_config",
+      branchId,
+      step: {
+        kind: "detach_role",
+        physicalName: role.physicalName,
+        databases: databases.map((d) => d.physicalName),
+      },
+    },
+  ];
+});
 
 /** The role's password (412 when the project does not store passwords, or the role cannot log in). */
 export async function revealPassword(
@@ -163,7 +130,7 @@ export async function resetPassword(
   name: string,
 ) {
   const password = newRolePassword();
-  const { operations } = await changeProject(plane, principal, projectId, async (client) => {
+  const { operations } = await changeOnBranch(plane, principal, projectId, branchId, async (client) => {
     const role = await getRole(client, branchId, name);
     if (role.noLogin) throw preconditionFailed(`role ${name} cannot log in: it has no password`);
     await client.query(

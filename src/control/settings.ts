@@ -18,10 +18,16 @@ export interface ControlSettings {
   operationWaitMs?: number;
   /** Advisory logical size limit of a branch, in MiB (`branch_logical_size_limit`). Default 10240. */
   branchSizeLimitMib?: number;
+  /**
+   * How often the plane takes over the operations of stopped processes, retries queued drops and deletes
+   * expired branches. Default 10000.
+   */
+  sweepIntervalMs?: number;
 }
 
 export const DEFAULT_OPERATION_WAIT_MS = 5000;
 export const DEFAULT_BRANCH_SIZE_LIMIT_MIB = 10_240;
+export const DEFAULT_SWEEP_INTERVAL_MS = 10_000;
 
 /** `postgres://u:p@h:5432/pgtoll` -> the same server's `postgres` database, where CREATE DATABASE runs. */
 export function maintenanceUrl(databaseUrl: string): string {

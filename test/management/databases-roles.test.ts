@@ -182,6 +182,37 @@ describe("roles", () => {
   });
 });
 
+describe("a project's paths", () => {
+  it("never reach another project's branch: its databases and roles are neither changed nor deleted (404)", async () => {
+    const own = await newProject();
+    const other = await h.bootstrap();
+    const created = await h.call(other.key, "POST", "/projects", { project: { name: "someone else's" } });
+    const victim = created.json().branch.id as string;
+    const target = await physicalOf(h, victim);
+    const base = `/projects/${own.projectId}/branches/${victim}`;
+    const attempts: [string, string, object?][] = [
+      ["GET", `${base}/databases`],
+      ["GET", `${base}/roles/neondb_owner`],
+      ["PATCH", `${base}/databases/neondb`, { database: { name: "taken" } }],
+      ["DELETE", `${base}/databases/neondb`],
+      ["POST", `${base}/roles/neondb_owner/reset_password`],
+      ["DELETE", `${base}/roles/neondb_owner`],
+    ];
+    for (const [method, url, body] of attempts) {
+      const response = await h.call(key, method, url, body);
+      expect(response.statusCode, `${method} ${url}: ${response.body}`).toBe(404);
+    }
+    expect(await clusterHas("database", target.database)).toBe(true);
+    expect(await canLogin(target.database, target.role, target.password)).toBe(true);
+    const databases = await h.call(
+      other.key,
+      "GET",
+      `/projects/${created.json().project.id}/branches/${victim}/databases`,
+    );
+    expect(databases.json().databases.map((d: { name: string }) => d.name)).toEqual(["neondb"]);
+  });
+});
+
 describe("connection URIs", () => {
   it("GET /projects/{id}/connection_uri names the endpoint, the role and its password, and the database", async () => {
     const { projectId, body } = await newProject();

@@ -1,5 +1,5 @@
 import { Type } from "@sinclair/typebox";
-import { AnyObject, Id, Operations, Timestamp } from "./common.js";
+import { AnyObject, Id, Operations } from "./common.js";
 import { Branch, ConnectionDetails, Database, Endpoint, Role } from "./resources.js";
 
 export const EndpointOptions = Type.Object({
@@ -12,6 +12,16 @@ export const EndpointOptions = Type.Object({
   provisioner: Type.Optional(Type.String()),
 });
 
+/**
+ * `expires_at` as a request gives it. No `format` here: TypeBox knows no `date-time` format and would refuse
+ * every value; the control plane checks it (branch-expiry-rules.ts) and says what is wrong.
+ */
+const ExpiresAt = Type.String({
+  description:
+    "RFC 3339 timestamp with a time zone, in the future and at most 30 days ahead: the branch is deleted then",
+  examples: ["2025-07-15T18:02:16Z"],
+});
+
 export const BranchCreateBody = Type.Object({
   branch: Type.Optional(
     Type.Object({
@@ -22,7 +32,7 @@ export const BranchCreateBody = Type.Object({
       protected: Type.Optional(Type.Boolean()),
       archived: Type.Optional(Type.Boolean()),
       init_source: Type.Optional(Type.String({ description: "parent-data (default) or schema-only" })),
-      expires_at: Type.Optional(Timestamp),
+      expires_at: Type.Optional(ExpiresAt),
     }),
   ),
   endpoints: Type.Optional(Type.Array(EndpointOptions, { maxItems: 10 })),
@@ -59,7 +69,7 @@ export const BranchUpdateBody = Type.Object({
   branch: Type.Object({
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
     protected: Type.Optional(Type.Boolean()),
-    expires_at: Type.Optional(Type.Union([Timestamp, Type.Null()])),
+    expires_at: Type.Optional(Type.Union([ExpiresAt, Type.Null()], { description: "null: no expiry" })),
   }),
 });
 
