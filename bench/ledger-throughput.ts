@@ -7,7 +7,7 @@ import { type CpuSnapshot, cpuSpent } from "./cpu-usage.js";
 import { fundedAgent } from "./metered-agent.js";
 import { type Spread, spread } from "./stats.js";
 
-export type LedgerMode = "reserve-settle" | "charge-writer";
+export type LedgerMode = "reserve-settle" | "charge-writer" | "charge-stream";
 
 export interface LedgerCell {
   mode: LedgerMode;
@@ -24,10 +24,63 @@ export interface LedgerCell {
 const COST_MICRO = 120n;
 
 /**
- * `sessions` loops for `durationS` seconds, each awaiting one durable charge at a time:
+ * Charges per second that the charge-stream mode offers, about what the proxy meters on two cores with pgbench
+ * and PostgreSQL beside it: the stream shows what the ledger costs PostgreSQL per metered statement there.
+ */
+const STREAM_RATE = 5000;
+
+/** What the proxy records for a pgbench select: its text (a new literal each time) and its row count. */
+function chargeMetadata(n: number): Record<string, unknown> {
+  return { sql: `SELECT abalance FROM pgbench_accounts WHERE aid = ${(n * 7919) % 1_000_000};`, rowCount: 1 };
+}
+
+/**
+ * The wire proxy's pattern: `sessions` sessions share a stream of STREAM_RATE charges/s, queued without
+ * waiting for them to be written (a client gets its result before its charge is durable). Returns once every
+ * charge is written; the rate falls below STREAM_RATE only when the ledger cannot keep up.
+ */
+async function stream(
+  db: pg.Pool,
+  sessions: number,
+  target: { agentWallet: string; providerId: string },
+  durationS: number,
+) {
+  const writer = new ChargeWriter(db, { ttlSeconds: 300 });
+  const reservations = await Promise.all(
+    Array.from({ length: sessions }, () =>
+      reserveFunds(db, { ...target, minMicro: 1_000_000_000n, maxMicro: 1_000_000_000n, ttlSeconds: 300 }),
+    ),
+  );
+  const started = performance.now();
+  const written: Promise<void>[] = [];
+  while (performance.now() - started < durationS * 1000) {
+    const due = Math.floor(((performance.now() - started) / 1000) * STREAM_RATE);
+    while (written.length < due) {
+      const reservation = reservations[written.length % sessions];
+      if (!reservation) throw new Error("the ledger benchmark's agent ran out of funds");
+      written.push(
+        writer.enqueue({
+          reservationId: reservation.id,
+          ...target,
+          costMicro: COST_MICRO,
+          metadata: chargeMetadata(written.length),
+        }),
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  await Promise.all(written);
+  const rate = written.length / ((performance.now() - started) / 1000);
+  await Promise.all(reservations.map((r) => r && settleReservation(db, r, 0n, {})));
+  return { rate, charges: written.length };
+}
+
+/**
+ * `sessions` loops for `durationS` seconds, each awaiting one durable charge at a time, except charge-stream:
  * - reserve-settle: reserveFunds then settleReservation per charge (the REST gateway's two round trips);
  * - charge-writer: each session holds one reservation and awaits ChargeWriter.enqueue per charge (the wire
- *   proxy's group commit: charges of concurrent sessions share a round trip).
+ *   proxy's group commit: charges of concurrent sessions share a round trip);
+ * - charge-stream: the proxy's own pattern, charges queued without waiting (see `stream`).
  * Every session is the same agent (one balance row), as when one agent opens many proxy sessions.
  */
 async function measure(
@@ -37,8 +90,9 @@ async function measure(
   agent: { wallet: string; providerId: string },
   durationS: number,
 ) {
-  const writer = new ChargeWriter(db, { ttlSeconds: 300 });
   const target = { agentWallet: agent.wallet, providerId: agent.providerId };
+  if (mode === "charge-stream") return stream(db, sessions, target, durationS);
+  const writer = new ChargeWriter(db, { ttlSeconds: 300 });
   const until = performance.now() + durationS * 1000;
   let charges = 0;
   const loop = async () => {
@@ -51,7 +105,7 @@ async function measure(
           ttlSeconds: 300,
         });
         if (!reservation) throw new Error("the ledger benchmark's agent ran out of funds");
-        await settleReservation(db, reservation, COST_MICRO, { sql: "bench", rowCount: 1 });
+        await settleReservation(db, reservation, COST_MICRO, chargeMetadata(charges));
         charges++;
       }
       return;
@@ -69,7 +123,7 @@ async function measure(
           reservationId: reservation.id,
           ...target,
           costMicro: COST_MICRO,
-          metadata: { sql: "bench", rowCount: 1 },
+          metadata: chargeMetadata(charges),
         });
         charges++;
       }
@@ -107,7 +161,7 @@ export async function runLedgerThroughput(options: {
   const cells: LedgerCell[] = [];
   const db = createMetadataPool(options.metaUrl, Math.max(...options.sessions, 1));
   try {
-    for (const mode of ["reserve-settle", "charge-writer"] as const) {
+    for (const mode of ["reserve-settle", "charge-writer", "charge-stream"] as const) {
       for (const sessions of options.sessions) {
         const agent = await fundedAgent(db, options.providerId);
         const rates: number[] = [];

@@ -6,30 +6,68 @@ import {
   type ReservationCharge,
 } from "./ledger.js";
 
+/** Resolves after the current turn of the event loop: its callbacks, microtasks and I/O have run. */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
 interface Pending {
   charge: ReservationCharge;
   resolve(): void;
   reject(error: Error): void;
 }
 
+export interface ChargeWriterOptions {
+  /** Reservation TTL: a batch keeps each charged reservation at least half of it away from expiring. */
+  ttlSeconds: number;
+  /** Most charges in one batch. Default 500. */
+  maxBatch?: number;
+  /**
+   * Under load, the longest time from one batch's start to the next one's, in milliseconds: when charges
+   * queued up while a batch was written, the writer goes on gathering charges while they keep arriving, until
+   * this much time has passed since that batch started or `fullBatch` charges are queued. A batch has a fixed
+   * PostgreSQL cost (its transaction, WAL flush and three table updates: about twenty entries' worth), so
+   * fewer, bigger batches cost less per charge. A charge that finds the writer idle is written at once: a lone
+   * session never waits. Default 5; 0 writes every batch as soon as the previous one is done.
+   */
+  batchIntervalMs?: number;
+  /** Queued charges that end the wait of `batchIntervalMs` at once. Default 64. */
+  fullBatch?: number;
+  /**
+   * While gathering, the writer stops waiting when no charge arrived for this long (milliseconds): callers that
+   * await each charge have then all queued theirs, and waiting longer would only delay them. Default 1.
+   */
+  gatherTickMs?: number;
+  onError?: (error: unknown, charge: ReservationCharge) => void;
+}
+
 /**
  * Group commit for per-statement charges: while one batch is being written, new charges queue up and go
  * together in the next one, so N busy sessions cost one ledger round trip instead of N. Each charge still
  * gets its own ledger entry, in order. A batch that fails on one charge is retried charge by charge so one
- * bad charge cannot lose the others.
+ * bad charge cannot lose the others. One batch at a time: a second batch in flight would not save PostgreSQL
+ * any work, only split the same charges into more, smaller batches.
  */
 export class ChargeWriter {
   #queue: Pending[] = [];
   #inFlight: Promise<void> | null = null;
+  /** Ends the wait between two batches early (a full batch is queued, or someone flushes). */
+  #wake: (() => void) | null = null;
+  #flushing = 0;
+  readonly #maxBatch: number;
+  readonly #intervalMs: number;
+  readonly #fullBatch: number;
+  readonly #tickMs: number;
 
   constructor(
     private readonly db: Queryable,
-    private readonly options: {
-      ttlSeconds: number;
-      maxBatch?: number;
-      onError?: (error: unknown, charge: ReservationCharge) => void;
-    },
-  ) {}
+    private readonly options: ChargeWriterOptions,
+  ) {
+    this.#maxBatch = options.maxBatch ?? 500;
+    this.#intervalMs = options.batchIntervalMs ?? 5;
+    this.#fullBatch = Math.min(options.fullBatch ?? 64, this.#maxBatch);
+    this.#tickMs = options.gatherTickMs ?? 1;
+  }
 
   /** Queues a charge; resolves once it is durably in the ledger. */
   enqueue(charge: ReservationCharge): Promise<void> {
@@ -37,12 +75,19 @@ export class ChargeWriter {
     return new Promise((resolve, reject) => {
       this.#queue.push({ charge, resolve, reject });
       if (!this.#inFlight) this.#inFlight = this.#drain();
+      else if (this.#queue.length >= this.#fullBatch) this.#wake?.();
     });
   }
 
-  /** Resolves when every charge queued so far is written. */
+  /** Resolves when every charge queued so far is written, without waiting out the batch interval. */
   async flush(): Promise<void> {
-    while (this.#inFlight) await this.#inFlight;
+    this.#flushing++;
+    try {
+      this.#wake?.();
+      while (this.#inFlight) await this.#inFlight;
+    } finally {
+      this.#flushing--;
+    }
   }
 
   get pending(): number {
@@ -52,15 +97,58 @@ export class ChargeWriter {
   async #drain(): Promise<void> {
     try {
       while (this.#queue.length > 0) {
-        const batch = this.#queue.splice(0, this.options.maxBatch ?? 500);
-        await this.#write(batch);
+        const started = performance.now();
+        const settle = await this.#write(this.#queue.splice(0, this.#maxBatch));
+        // Charges queued while this batch was written mean load; those its callers queue once told (below)
+        // do not: a lone session awaiting each charge must never wait out the interval.
+        const underLoad = this.#queue.length > 0;
+        settle();
+        if (underLoad) await this.#gather(started + this.#intervalMs);
+        // Callers told just now queue their next charge within this turn of the event loop: into the next batch.
+        else await nextTurn();
       }
     } finally {
       this.#inFlight = null;
     }
   }
 
-  async #write(batch: Pending[]): Promise<void> {
+  /**
+   * Waits for more charges while they keep coming: until `until` (a performance.now() time), a full batch,
+   * a flush, or a tick (`gatherTickMs`) in which none arrived. The last one is what callers that await each
+   * charge produce (they have all queued theirs already, and nothing more comes until this batch is written),
+   * so they lose at most one tick; the proxy's sessions, which do not wait for their charges, keep the queue
+   * growing until the interval is over.
+   */
+  async #gather(until: number): Promise<void> {
+    // Callers told just now queue their next charge within this turn of the event loop: count those in.
+    await nextTurn();
+    let seen = this.#queue.length;
+    while (seen < this.#fullBatch && this.#flushing === 0) {
+      const left = until - performance.now();
+      if (left <= 0) return;
+      await this.#sleep(Math.min(left, this.#tickMs));
+      // Let timers that expired with this one queue their charges first.
+      await nextTurn();
+      if (this.#queue.length === seen) return;
+      seen = this.#queue.length;
+    }
+  }
+
+  /** Sleeps `ms`, or less when woken (a full batch is queued, or someone flushes). */
+  async #sleep(ms: number): Promise<void> {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.#wake = done;
+    });
+    this.#wake = null;
+  }
+
+  /** Writes a batch; returns what tells its callers the outcome. */
+  async #write(batch: Pending[]): Promise<() => void> {
     try {
       const { missing } = await chargeReservations(
         this.db,
@@ -68,23 +156,29 @@ export class ChargeWriter {
         this.options.ttlSeconds,
       );
       const missingSet = new Set(missing);
-      await Promise.all(
-        batch.map(async (pending) => {
-          if (missingSet.has(pending.charge)) await this.#writeAlone(pending);
-          else pending.resolve();
-        }),
+      const outcomes = await Promise.all(
+        batch.map((pending) =>
+          missingSet.has(pending.charge) ? this.#writeAlone(pending) : () => pending.resolve(),
+        ),
       );
+      return () => {
+        for (const tell of outcomes) tell();
+      };
     } catch (error) {
-      if (batch.length === 1) return this.#settleFailure(batch[0]!, error);
-      for (const pending of batch) await this.#writeAlone(pending, true);
+      if (batch.length === 1) return () => this.#settleFailure(batch[0]!, error);
+      const outcomes: (() => void)[] = [];
+      for (const pending of batch) outcomes.push(await this.#writeAlone(pending, true));
+      return () => {
+        for (const tell of outcomes) tell();
+      };
     }
   }
 
-  async #writeAlone(pending: Pending, viaReservation = false): Promise<void> {
+  async #writeAlone(pending: Pending, viaReservation = false): Promise<() => void> {
     try {
       if (viaReservation) {
         const { missing } = await chargeReservations(this.db, [pending.charge], this.options.ttlSeconds);
-        if (missing.length === 0) return pending.resolve();
+        if (missing.length === 0) return () => pending.resolve();
       }
       // The reservation expired (e.g. an idle session outlived it): take the cost from the available balance.
       await chargeWithoutReservation(
@@ -93,9 +187,9 @@ export class ChargeWriter {
         pending.charge.costMicro,
         pending.charge.metadata,
       );
-      pending.resolve();
+      return () => pending.resolve();
     } catch (error) {
-      this.#settleFailure(pending, error);
+      return () => this.#settleFailure(pending, error);
     }
   }
 

@@ -1,14 +1,14 @@
 import { randomUUID } from "node:crypto";
-import type pg from "pg";
+import { ledgerStatement, type Queryable, runStatement } from "./ledger-statement.js";
+
+export type { Queryable } from "./ledger-statement.js";
 
 /**
  * The ledger: balances, two-phase reservations and append-only entries, all in SQL so that the invariants of
  * DESIGN.md hold under any concurrency and across processes. Every function is a single SQL statement (one
- * round trip, one implicit transaction); the CHECK constraints of the `balances` table are the last word on
- * overdraft, and a violation surfaces as {@link InsufficientFundsError}.
+ * round trip, one implicit transaction, planned once per connection); the CHECK constraints of the `balances`
+ * table are the last word on overdraft, and a violation surfaces as {@link InsufficientFundsError}.
  */
-export type Queryable = Pick<pg.Pool, "query">;
-
 export interface LedgerEntry {
   id: bigint;
   agentWallet: string;
@@ -33,30 +33,6 @@ export interface BalanceRecord {
   balanceMicro: bigint;
   reservedMicro: bigint;
   updatedAt: Date | null;
-}
-
-/** SQLSTATEs after which a single-statement transaction can simply run again: it changed nothing. */
-const RETRYABLE = new Set(["40P01" /* deadlock_detected */, "40001" /* serialization_failure */]);
-
-/**
- * Runs one ledger statement, again if PostgreSQL chose it as a deadlock victim. Statements that touch a
- * reservation and its balance row can meet in opposite orders (a proxy session growing its reservation while
- * the group-committed batch with its earlier charges is written); each statement is its own transaction, so
- * a retry is exact.
- */
-async function runStatement<R extends pg.QueryResultRow>(
-  db: Queryable,
-  text: string,
-  values?: unknown[],
-): Promise<pg.QueryResult<R>> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await db.query<R>(text, values);
-    } catch (error) {
-      if (attempt >= 8 || !RETRYABLE.has((error as { code?: string }).code ?? "")) throw error;
-      await new Promise((resolve) => setTimeout(resolve, Math.random() * 2 ** attempt));
-    }
-  }
 }
 
 export class InsufficientFundsError extends Error {
@@ -99,6 +75,22 @@ function isOverdraft(error: unknown): boolean {
   return pgError.code === "23514" && pgError.table === "balances";
 }
 
+const RESERVE = ledgerStatement(
+  "reserve",
+  `WITH current AS (
+       SELECT agent_wallet, provider_id, LEAST($4::bigint, balance_micro - reserved_micro) AS amount
+         FROM balances
+        WHERE agent_wallet = $1 AND provider_id = $2 AND balance_micro - reserved_micro >= $3::bigint
+          FOR UPDATE),
+     held AS (
+       UPDATE balances b SET reserved_micro = b.reserved_micro + current.amount
+         FROM current WHERE b.agent_wallet = current.agent_wallet AND b.provider_id = current.provider_id
+       RETURNING current.amount)
+     INSERT INTO reservations (id, agent_wallet, provider_id, amount_micro, expires_at)
+     SELECT $5, $1, $2, amount, now() + make_interval(secs => $6) FROM held
+     RETURNING amount_micro`,
+);
+
 /**
  * Holds between `minMicro` and `maxMicro` of the agent's available balance (balance minus what other
  * reservations hold), as much as is available. Returns null when less than `minMicro` is available or the
@@ -115,22 +107,14 @@ export async function reserveFunds(
   },
 ): Promise<Reservation | null> {
   const id = randomUUID();
-  const { rows } = await runStatement<{ amount_micro: bigint }>(
-    db,
-    `WITH current AS (
-       SELECT agent_wallet, provider_id, LEAST($4::bigint, balance_micro - reserved_micro) AS amount
-         FROM balances
-        WHERE agent_wallet = $1 AND provider_id = $2 AND balance_micro - reserved_micro >= $3::bigint
-          FOR UPDATE),
-     held AS (
-       UPDATE balances b SET reserved_micro = b.reserved_micro + current.amount
-         FROM current WHERE b.agent_wallet = current.agent_wallet AND b.provider_id = current.provider_id
-       RETURNING current.amount)
-     INSERT INTO reservations (id, agent_wallet, provider_id, amount_micro, expires_at)
-     SELECT $5, $1, $2, amount, now() + make_interval(secs => $6) FROM held
-     RETURNING amount_micro`,
-    [request.agentWallet, request.providerId, request.minMicro, request.maxMicro, id, request.ttlSeconds],
-  );
+  const { rows } = await runStatement<{ amount_micro: bigint }>(db, RESERVE, [
+    request.agentWallet,
+    request.providerId,
+    request.minMicro,
+    request.maxMicro,
+    id,
+    request.ttlSeconds,
+  ]);
   const row = rows[0];
   if (!row) return null;
   return {
@@ -140,6 +124,29 @@ export async function reserveFunds(
     amountMicro: row.amount_micro,
   };
 }
+
+/**
+ * Locks the reservation before its balance row, as every statement that touches both does (the charge batch,
+ * settle, void): statements that take the two locks in opposite orders deadlock, and PostgreSQL only breaks a
+ * deadlock after `deadlock_timeout` (1 s), stalling the whole charge writer meanwhile.
+ */
+const EXTEND = ledgerStatement(
+  "extend",
+  `WITH held AS (
+       SELECT agent_wallet, provider_id FROM reservations WHERE id = $1 FOR UPDATE),
+     current AS (
+       SELECT b.agent_wallet, b.provider_id, LEAST($3::bigint, b.balance_micro - b.reserved_micro) AS delta
+         FROM balances b JOIN held r ON r.agent_wallet = b.agent_wallet AND r.provider_id = b.provider_id
+        WHERE b.balance_micro - b.reserved_micro >= $2::bigint
+          FOR UPDATE OF b),
+     raised AS (
+       UPDATE balances b SET reserved_micro = b.reserved_micro + current.delta
+         FROM current WHERE b.agent_wallet = current.agent_wallet AND b.provider_id = current.provider_id
+       RETURNING current.delta)
+     UPDATE reservations SET amount_micro = amount_micro + raised.delta, expires_at = now() + make_interval(secs => $4)
+       FROM raised WHERE id = $1
+     RETURNING raised.delta`,
+);
 
 /**
  * Adds between `minDeltaMicro` and `maxDeltaMicro` to a held reservation, as much as the agent's available
@@ -153,22 +160,12 @@ export async function extendReservation(
   maxDeltaMicro: bigint,
   ttlSeconds = 300,
 ): Promise<bigint> {
-  const { rows } = await runStatement<{ delta: bigint }>(
-    db,
-    `WITH current AS (
-       SELECT b.agent_wallet, b.provider_id, LEAST($3::bigint, b.balance_micro - b.reserved_micro) AS delta
-         FROM balances b JOIN reservations r ON r.agent_wallet = b.agent_wallet AND r.provider_id = b.provider_id
-        WHERE r.id = $1 AND b.balance_micro - b.reserved_micro >= $2::bigint
-          FOR UPDATE OF b),
-     held AS (
-       UPDATE balances b SET reserved_micro = b.reserved_micro + current.delta
-         FROM current WHERE b.agent_wallet = current.agent_wallet AND b.provider_id = current.provider_id
-       RETURNING current.delta)
-     UPDATE reservations SET amount_micro = amount_micro + held.delta, expires_at = now() + make_interval(secs => $4)
-       FROM held WHERE id = $1
-     RETURNING held.delta`,
-    [reservation.id, minDeltaMicro, maxDeltaMicro, ttlSeconds],
-  );
+  const { rows } = await runStatement<{ delta: bigint }>(db, EXTEND, [
+    reservation.id,
+    minDeltaMicro,
+    maxDeltaMicro,
+    ttlSeconds,
+  ]);
   const delta = rows[0]?.delta ?? 0n;
   reservation.amountMicro += delta;
   return delta;
@@ -198,6 +195,44 @@ export interface ReservationCharge {
 }
 
 /**
+ * The group-committed charge batch. Costs per batch (one transaction, one WAL flush, three tables touched) and
+ * per entry (a heap row and two index entries) are kept apart on purpose: the writer makes batches big, so the
+ * per-entry part is what has to be small. The reservation's expiry is pushed out only once half of its TTL has
+ * gone by: rewriting it every batch would change an indexed column and make every reservation update a non-HOT
+ * update with two new index entries.
+ */
+const CHARGE_BATCH = ledgerStatement(
+  "charge_batch",
+  `WITH input AS (
+     SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[]) WITH ORDINALITY AS t(reservation_id, cost, metadata, ord)),
+   drawn AS (
+     UPDATE reservations r
+        SET amount_micro = r.amount_micro - pr.total,
+            expires_at = CASE WHEN r.expires_at < now() + make_interval(secs => $4::float8 / 2)
+                              THEN now() + make_interval(secs => $4::float8) ELSE r.expires_at END
+       FROM (SELECT reservation_id, sum(cost)::bigint AS total FROM input GROUP BY reservation_id) pr
+      WHERE r.id = pr.reservation_id
+     RETURNING r.id, r.agent_wallet, r.provider_id, pr.total),
+   charged AS (
+     UPDATE balances b
+        SET balance_micro = b.balance_micro - pb.total, reserved_micro = b.reserved_micro - pb.total, updated_at = now()
+       FROM (SELECT agent_wallet, provider_id, sum(total)::bigint AS total FROM drawn GROUP BY agent_wallet, provider_id) pb
+      WHERE b.agent_wallet = pb.agent_wallet AND b.provider_id = pb.provider_id
+     RETURNING b.agent_wallet, b.provider_id, b.balance_micro + pb.total AS before_micro),
+   chained AS (
+     SELECT c.agent_wallet, c.provider_id, i.cost, i.metadata, i.ord,
+            c.before_micro - (sum(i.cost) OVER (PARTITION BY c.agent_wallet, c.provider_id ORDER BY i.ord))::bigint AS after_micro
+       FROM input i JOIN drawn d ON d.id = i.reservation_id
+       JOIN charged c ON c.agent_wallet = d.agent_wallet AND c.provider_id = d.provider_id),
+   entries AS (
+     INSERT INTO ledger_entries (agent_wallet, provider_id, type, amount_micro, balance_before_micro,
+                                 balance_after_micro, metadata)
+     SELECT agent_wallet, provider_id, 'query', -cost, after_micro + cost, after_micro, metadata
+       FROM chained ORDER BY ord)
+   SELECT id::text AS reservation_id FROM drawn`,
+);
+
+/**
  * Charges several statements against their (still held) reservations in one statement: each charge moves its
  * cost out of both the balance and the reservation and appends its own `query` entry, in the given order, with
  * balanceBefore/balanceAfter chained per agent and provider. Group commit for the wire proxy: many sessions'
@@ -212,37 +247,12 @@ export async function chargeReservations(
   const due = charges.filter((charge) => charge.costMicro > 0n);
   if (due.length === 0) return { written: 0, missing: [] };
   try {
-    const { rows } = await runStatement<{ reservation_id: string }>(
-      db,
-      `WITH input AS (
-         SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[]) WITH ORDINALITY AS t(reservation_id, cost, metadata, ord)),
-       per_reservation AS (
-         SELECT reservation_id, sum(cost)::bigint AS total FROM input GROUP BY reservation_id),
-       drawn AS (
-         UPDATE reservations r SET amount_micro = r.amount_micro - pr.total, expires_at = now() + make_interval(secs => $4)
-           FROM per_reservation pr WHERE r.id = pr.reservation_id
-         RETURNING r.id, r.agent_wallet, r.provider_id, pr.total),
-       per_balance AS (
-         SELECT agent_wallet, provider_id, sum(total)::bigint AS total FROM drawn GROUP BY agent_wallet, provider_id),
-       charged AS (
-         UPDATE balances b
-            SET balance_micro = b.balance_micro - pb.total, reserved_micro = b.reserved_micro - pb.total, updated_at = now()
-           FROM per_balance pb WHERE b.agent_wallet = pb.agent_wallet AND b.provider_id = pb.provider_id
-         RETURNING b.agent_wallet, b.provider_id, b.balance_micro + pb.total AS before_micro),
-       ordered AS (
-         SELECT i.reservation_id, i.cost, i.metadata, i.ord, d.agent_wallet, d.provider_id, c.before_micro,
-                sum(i.cost) OVER (PARTITION BY d.agent_wallet, d.provider_id ORDER BY i.ord)::bigint AS running
-           FROM input i JOIN drawn d ON d.id = i.reservation_id
-           JOIN charged c ON c.agent_wallet = d.agent_wallet AND c.provider_id = d.provider_id),
-       entries AS (
-         INSERT INTO ledger_entries (agent_wallet, provider_id, type, amount_micro, balance_before_micro,
-                                     balance_after_micro, metadata)
-         SELECT agent_wallet, provider_id, 'query', -cost, before_micro - running + cost, before_micro - running, metadata
-           FROM ordered ORDER BY ord
-         RETURNING 1)
-       SELECT DISTINCT reservation_id::text FROM ordered, (SELECT count(*) FROM entries) written`,
-      [due.map((c) => c.reservationId), due.map((c) => c.costMicro), due.map((c) => c.metadata), ttlSeconds],
-    );
+    const { rows } = await runStatement<{ reservation_id: string }>(db, CHARGE_BATCH, [
+      due.map((c) => c.reservationId),
+      due.map((c) => c.costMicro),
+      due.map((c) => c.metadata),
+      ttlSeconds,
+    ]);
     const charged = new Set(rows.map((row) => row.reservation_id));
     const missing = due.filter((charge) => !charged.has(charge.reservationId));
     return { written: due.length - missing.length, missing };
@@ -253,22 +263,9 @@ export async function chargeReservations(
   }
 }
 
-/**
- * Ends a reservation by charging `costMicro` (which may differ from what was held) and releasing the rest,
- * appending one `query` ledger entry with `metadata` when the cost is above zero. Throws
- * {@link InsufficientFundsError} when the cost exceeds what the agent can pay; nothing changes then.
- * A reservation that already expired is charged directly from the available balance.
- */
-export async function settleReservation(
-  db: Queryable,
-  reservation: Reservation,
-  costMicro: bigint,
-  metadata: Record<string, unknown>,
-): Promise<LedgerEntry | null> {
-  try {
-    const { rows } = await runStatement<EntryRow & { settled: boolean }>(
-      db,
-      `WITH released AS (
+const SETTLE = ledgerStatement(
+  "settle",
+  `WITH released AS (
          DELETE FROM reservations WHERE id = $1 RETURNING agent_wallet, provider_id, amount_micro),
        charged AS (
          UPDATE balances b
@@ -285,8 +282,26 @@ export async function settleReservation(
            FROM charged WHERE $2::bigint > 0
          RETURNING ${ENTRY_COLUMNS})
        SELECT entry.*, EXISTS (SELECT 1 FROM released) AS settled FROM (SELECT 1) one LEFT JOIN entry ON true`,
-      [reservation.id, costMicro, metadata],
-    );
+);
+
+/**
+ * Ends a reservation by charging `costMicro` (which may differ from what was held) and releasing the rest,
+ * appending one `query` ledger entry with `metadata` when the cost is above zero. Throws
+ * {@link InsufficientFundsError} when the cost exceeds what the agent can pay; nothing changes then.
+ * A reservation that already expired is charged directly from the available balance.
+ */
+export async function settleReservation(
+  db: Queryable,
+  reservation: Reservation,
+  costMicro: bigint,
+  metadata: Record<string, unknown>,
+): Promise<LedgerEntry | null> {
+  try {
+    const { rows } = await runStatement<EntryRow & { settled: boolean }>(db, SETTLE, [
+      reservation.id,
+      costMicro,
+      metadata,
+    ]);
     const row = rows[0];
     if (row?.settled) return row.id === null ? null : toEntry(row);
   } catch (error) {
@@ -296,17 +311,9 @@ export async function settleReservation(
   return chargeWithoutReservation(db, reservation, costMicro, metadata);
 }
 
-export async function chargeWithoutReservation(
-  db: Queryable,
-  target: { agentWallet: string; providerId: string },
-  costMicro: bigint,
-  metadata: Record<string, unknown>,
-): Promise<LedgerEntry | null> {
-  if (costMicro === 0n) return null;
-  try {
-    const { rows } = await runStatement<EntryRow>(
-      db,
-      `WITH charged AS (
+const CHARGE_DIRECT = ledgerStatement(
+  "charge_direct",
+  `WITH charged AS (
          UPDATE balances SET balance_micro = balance_micro - $3::bigint, updated_at = now()
           WHERE agent_wallet = $1 AND provider_id = $2
          RETURNING agent_wallet, provider_id, balance_micro)
@@ -315,8 +322,22 @@ export async function chargeWithoutReservation(
        SELECT agent_wallet, provider_id, 'query', -$3::bigint, balance_micro + $3::bigint, balance_micro, $4
          FROM charged
        RETURNING ${ENTRY_COLUMNS}`,
-      [target.agentWallet, target.providerId, costMicro, metadata],
-    );
+);
+
+export async function chargeWithoutReservation(
+  db: Queryable,
+  target: { agentWallet: string; providerId: string },
+  costMicro: bigint,
+  metadata: Record<string, unknown>,
+): Promise<LedgerEntry | null> {
+  if (costMicro === 0n) return null;
+  try {
+    const { rows } = await runStatement<EntryRow>(db, CHARGE_DIRECT, [
+      target.agentWallet,
+      target.providerId,
+      costMicro,
+      metadata,
+    ]);
     if (!rows[0]) throw new InsufficientFundsError("the agent has no balance with this provider");
     return toEntry(rows[0]);
   } catch (error) {
@@ -325,22 +346,21 @@ export async function chargeWithoutReservation(
   }
 }
 
-/** Releases a reservation without charging anything. Safe to call twice. */
-export async function voidReservation(db: Queryable, reservation: Reservation): Promise<void> {
-  await runStatement(
-    db,
-    `WITH released AS (DELETE FROM reservations WHERE id = $1 RETURNING agent_wallet, provider_id, amount_micro)
+const VOID = ledgerStatement(
+  "void",
+  `WITH released AS (DELETE FROM reservations WHERE id = $1 RETURNING agent_wallet, provider_id, amount_micro)
      UPDATE balances b SET reserved_micro = b.reserved_micro - released.amount_micro
        FROM released WHERE b.agent_wallet = released.agent_wallet AND b.provider_id = released.provider_id`,
-    [reservation.id],
-  );
+);
+
+/** Releases a reservation without charging anything. Safe to call twice. */
+export async function voidReservation(db: Queryable, reservation: Reservation): Promise<void> {
+  await runStatement(db, VOID, [reservation.id]);
 }
 
-/** Releases every reservation past its expiry (left by a crashed process). Returns how many. */
-export async function releaseExpiredReservations(db: Queryable): Promise<number> {
-  const { rows } = await runStatement<{ released: number }>(
-    db,
-    `WITH expired AS (
+const RELEASE_EXPIRED = ledgerStatement(
+  "release_expired",
+  `WITH expired AS (
        DELETE FROM reservations WHERE expires_at < now() RETURNING agent_wallet, provider_id, amount_micro),
      totals AS (
        SELECT agent_wallet, provider_id, sum(amount_micro)::bigint AS amount, count(*) AS n
@@ -350,7 +370,11 @@ export async function releaseExpiredReservations(db: Queryable): Promise<number>
          FROM totals WHERE b.agent_wallet = totals.agent_wallet AND b.provider_id = totals.provider_id
        RETURNING totals.n)
      SELECT coalesce(sum(n), 0)::int AS released FROM released`,
-  );
+);
+
+/** Releases every reservation past its expiry (left by a crashed process). Returns how many. */
+export async function releaseExpiredReservations(db: Queryable): Promise<number> {
+  const { rows } = await runStatement<{ released: number }>(db, RELEASE_EXPIRED);
   return rows[0]?.released ?? 0;
 }
 
@@ -363,15 +387,9 @@ export interface DepositCredit {
   blockNumber: bigint;
 }
 
-/**
- * Credits a verified deposit: records (chainId, txHash), raises the balance and appends a `deposit` entry,
- * all in one statement. Returns null when that transaction was already credited (the primary key of
- * `deposits` decides, however many requests race).
- */
-export async function creditDeposit(db: Queryable, deposit: DepositCredit): Promise<LedgerEntry | null> {
-  const { rows } = await runStatement<EntryRow>(
-    db,
-    `WITH recorded AS (
+const CREDIT_DEPOSIT = ledgerStatement(
+  "credit_deposit",
+  `WITH recorded AS (
        INSERT INTO deposits (chain_id, tx_hash, agent_wallet, provider_id, amount_micro, block_number)
        VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING
        RETURNING agent_wallet, provider_id, amount_micro, tx_hash),
@@ -388,17 +406,29 @@ export async function creditDeposit(db: Queryable, deposit: DepositCredit): Prom
             jsonb_build_object('chainId', $1::int, 'blockNumber', $6::text)
        FROM recorded, credited
      RETURNING ${ENTRY_COLUMNS}`,
-    [
-      deposit.chainId,
-      deposit.txHash,
-      deposit.agentWallet,
-      deposit.providerId,
-      deposit.amountMicro,
-      deposit.blockNumber,
-    ],
-  );
+);
+
+/**
+ * Credits a verified deposit: records (chainId, txHash), raises the balance and appends a `deposit` entry,
+ * all in one statement. Returns null when that transaction was already credited (the primary key of
+ * `deposits` decides, however many requests race).
+ */
+export async function creditDeposit(db: Queryable, deposit: DepositCredit): Promise<LedgerEntry | null> {
+  const { rows } = await runStatement<EntryRow>(db, CREDIT_DEPOSIT, [
+    deposit.chainId,
+    deposit.txHash,
+    deposit.agentWallet,
+    deposit.providerId,
+    deposit.amountMicro,
+    deposit.blockNumber,
+  ]);
   return rows[0] ? toEntry(rows[0]) : null;
 }
+
+const BALANCE = ledgerStatement(
+  "balance",
+  "SELECT balance_micro, reserved_micro, updated_at FROM balances WHERE agent_wallet = $1 AND provider_id = $2",
+);
 
 /** The agent's balance with a provider; zero with `updatedAt` null when it never had one. */
 export async function getBalance(
@@ -408,7 +438,7 @@ export async function getBalance(
 ): Promise<BalanceRecord> {
   const { rows } = await runStatement<{ balance_micro: bigint; reserved_micro: bigint; updated_at: Date }>(
     db,
-    "SELECT balance_micro, reserved_micro, updated_at FROM balances WHERE agent_wallet = $1 AND provider_id = $2",
+    BALANCE,
     [agentWallet, providerId],
   );
   const row = rows[0];
@@ -416,18 +446,41 @@ export async function getBalance(
   return { balanceMicro: row.balance_micro, reservedMicro: row.reserved_micro, updatedAt: row.updated_at };
 }
 
+const LIST_PROVIDER_ENTRIES = ledgerStatement(
+  "provider_entries",
+  `SELECT ${ENTRY_COLUMNS} FROM ledger_entries
+    WHERE agent_wallet = $1 AND provider_id = $2
+    ORDER BY id DESC LIMIT $3`,
+);
+
+/**
+ * Every entry has its (agent, provider) balance row, so the agent's newest entries are the newest of each
+ * provider's newest: one short walk of the (agent_wallet, provider_id, id DESC) index per provider, and no
+ * index of entries by agent alone for every append to maintain.
+ */
+const LIST_AGENT_ENTRIES = ledgerStatement(
+  "agent_entries",
+  `SELECT e.* FROM balances b
+     CROSS JOIN LATERAL (
+       SELECT ${ENTRY_COLUMNS} FROM ledger_entries
+        WHERE agent_wallet = b.agent_wallet AND provider_id = b.provider_id
+        ORDER BY id DESC LIMIT $2) e
+    WHERE b.agent_wallet = $1
+    ORDER BY e.id DESC LIMIT $2`,
+);
+
 /** The agent's ledger entries, newest first, optionally for one provider. */
 export async function listLedgerEntries(
   db: Queryable,
   agentWallet: string,
   options: { providerId?: string; limit: number },
 ): Promise<LedgerEntry[]> {
-  const { rows } = await runStatement<EntryRow>(
-    db,
-    `SELECT ${ENTRY_COLUMNS} FROM ledger_entries
-      WHERE agent_wallet = $1 AND ($2::uuid IS NULL OR provider_id = $2::uuid)
-      ORDER BY id DESC LIMIT $3`,
-    [agentWallet, options.providerId ?? null, options.limit],
-  );
+  const { rows } = options.providerId
+    ? await runStatement<EntryRow>(db, LIST_PROVIDER_ENTRIES, [
+        agentWallet,
+        options.providerId,
+        options.limit,
+      ])
+    : await runStatement<EntryRow>(db, LIST_AGENT_ENTRIES, [agentWallet, options.limit]);
   return rows.map(toEntry);
 }

@@ -293,4 +293,18 @@ CREATE TABLE physical_drops (
 );
 `,
   },
+  {
+    version: 3,
+    name: "ledger: appends without a per-entry foreign-key check or an agent-only index",
+    sql: `
+-- Every entry is inserted by the statement that updates or creates its (agent, provider) balance row in the
+-- same transaction, and balance rows are never deleted: the foreign key only re-checked that, with one
+-- locking lookup of balances per appended entry (a third of an entry's cost in a charge batch).
+ALTER TABLE ledger_entries DROP CONSTRAINT ledger_entries_agent_wallet_provider_id_fkey;
+
+-- An agent's newest entries over all providers are read per provider from ledger_entries_agent_provider_idx
+-- (listLedgerEntries); this index cost every append one more B-tree insertion.
+DROP INDEX ledger_entries_agent_idx;
+`,
+  },
 ];
