@@ -169,16 +169,31 @@ function toPricing(row: PricingRow): PricingRecord {
   };
 }
 
+/**
+ * How many times this process changed pricing in a metadata database (`setPricing`). Caches of pricing
+ * (provider-cache.ts) remember the count they read under and treat their entries as stale once it moved, so a
+ * price set through this process's API is in force for the very next query.
+ */
+const pricingChanges = new WeakMap<Queryable, number>();
+
+export function pricingChangeCount(db: Queryable): number {
+  return pricingChanges.get(db) ?? 0;
+}
+
 /** Sets or replaces a provider's pricing; the record keeps its id and createdAt across updates. */
 export async function setPricing(db: Queryable, providerId: string, price: Price): Promise<PricingRecord> {
-  const { rows } = await db.query<PricingRow>(
-    `INSERT INTO pricing AS p (id, provider_id, price_micro_per_1000_rows, markup_ppm) VALUES ($1, $2, $3, $4)
+  // Counted before and after: a cache filled while the statement runs can hold either price, so it must not last.
+  pricingChanges.set(db, pricingChangeCount(db) + 1);
+  const { rows } = await db
+    .query<PricingRow>(
+      `INSERT INTO pricing AS p (id, provider_id, price_micro_per_1000_rows, markup_ppm) VALUES ($1, $2, $3, $4)
      ON CONFLICT (provider_id) DO UPDATE
        SET price_micro_per_1000_rows = excluded.price_micro_per_1000_rows, markup_ppm = excluded.markup_ppm,
            updated_at = now()
      RETURNING *`,
-    [randomUUID(), providerId, price.priceMicroPer1000Rows, price.markupPpm],
-  );
+      [randomUUID(), providerId, price.priceMicroPer1000Rows, price.markupPpm],
+    )
+    .finally(() => pricingChanges.set(db, pricingChangeCount(db) + 1));
   return toPricing(rows[0]!);
 }
 

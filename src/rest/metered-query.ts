@@ -1,19 +1,12 @@
 import { performance } from "node:perf_hooks";
 import type pg from "pg";
-import Cursor from "pg-cursor";
 import { costOfRows, type Price } from "../billing/cost.js";
-import {
-  growReservation,
-  type LedgerEntry,
-  type Queryable,
-  type Reservation,
-  reserveFunds,
-  settleReservation,
-  voidReservation,
-} from "../billing/ledger.js";
-import { checkSql, type GuardedStatement, type GuardPolicy } from "../guard/index.js";
-import { sendCancelRequest } from "../providers/cancel-request.js";
+import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
+import type { EstimateCache } from "./estimate-cache.js";
+import type { HeldFunds, RequestFunds } from "./held-funds.js";
 import { QueryError, upstreamQueryError } from "./query-errors.js";
+import { runReadOnly } from "./read-only-run.js";
+import { executeInTransaction } from "./transaction-run.js";
 
 export interface MeteredQueryRequest {
   agentWallet: string;
@@ -29,35 +22,53 @@ export interface MeteredQueryResult {
   estimatedCostMicro: bigint;
   actualCostMicro: bigint;
   executionMs: number;
-  ledgerEntry: LedgerEntry | null;
   statements: { command: string; rowCount: number }[];
 }
 
 export interface MeteredQueryDeps {
-  ledger: Queryable;
+  /** The guard's verdict on a SQL string (checkSql with the gateway's policy, possibly memoised). */
+  check(sql: string): GuardVerdict;
+  /** The agents' funds held by this process (two-phase charging). */
+  funds: HeldFunds;
+  /** Recent planner estimates, so a statement repeated with new params is not explained every time. */
+  estimates: EstimateCache;
+  /** Rows' worth of balance reserved at a time when an agent's requests need more. */
+  reserveRows: number;
   upstream: pg.Pool;
-  policy?: GuardPolicy;
   rowCap: number;
   statementTimeoutMs: number;
-  reservationTtlSeconds: number;
 }
 
-/** Commands after which the pooled session must be reset before another agent uses it. */
-const SESSION_STATE_COMMANDS = new Set(["SET", "RESET", "PREPARE", "DECLARE CURSOR", "DECLARE", "LISTEN"]);
+/** What running the statements produced, before it is paid for. */
+export interface RunOutcome {
+  rows: Record<string, unknown>[];
+  rowCount: number;
+  estimatedRows: number;
+  statements: { command: string; rowCount: number }[];
+}
+
+/** Single statements that read and can run in a read-only transaction, answered in one round trip. */
+const READ_ONLY_COMMANDS = new Set(["SELECT", "SHOW"]);
 
 /**
- * Runs SQL for an agent on a provider's database, metered: guard, planner estimate, reservation, execution
- * in one upstream transaction, then the charge. The agent is never charged more than its available balance and
- * receives no row it has not paid for: when the actual cost outgrows what it can pay, the transaction is
- * rolled back and nothing is charged (402). A result above `rowCap` rows is refused uncharged before it is
- * held in memory. Transaction control statements (BEGIN/COMMIT) are acknowledged, not forwarded: each request
- * is one transaction, committed only once paid for.
+ * Runs SQL for an agent on a provider's database, metered: guard, reservation, execution, charge. The agent is
+ * never charged more than its available balance and receives no row it has not paid for: an agent with nothing
+ * available is refused before anything runs (402); when the actual cost outgrows what it can pay, its writes
+ * are rolled back and nothing is charged (402). A result above `rowCap` rows is refused uncharged before it is
+ * held in memory. `estimatedCost` is the planner's row estimate (EXPLAIN) made before the statement ran,
+ * reused for 10 s for the same text on the same provider (estimate-cache.ts).
+ *
+ * A single SELECT (or SHOW) runs in one round trip: BEGIN READ ONLY, EXPLAIN (unless reused), the statement,
+ * COMMIT (read-only-run.ts); being read-only, its transaction has nothing to undo when it cannot be paid for.
+ * Anything else (writes, several statements, session commands) runs in a read-write transaction that is
+ * committed only once the cost is secured (transaction-run.ts). The funds come from held-funds.ts: a lone
+ * request reserves before and settles after; an agent's concurrent requests share one reservation.
  */
 export async function runMeteredQuery(
   deps: MeteredQueryDeps,
   request: MeteredQueryRequest,
 ): Promise<MeteredQueryResult> {
-  const verdict = checkSql(request.sql, deps.policy);
+  const verdict = deps.check(request.sql);
   if (verdict.kind === "invalid") throw new QueryError(400, `invalid SQL: ${verdict.message}`);
   if (verdict.kind === "deny")
     throw new QueryError(403, `SQL not allowed (${verdict.rule}): ${verdict.message}`);
@@ -66,7 +77,42 @@ export async function runMeteredQuery(
     throw new QueryError(400, "params can only be used with a single statement");
   }
   const paid = request.price.priceMicroPer1000Rows > 0n;
+  const funds = paid
+    ? deps.funds.join(request.agentWallet, request.providerId, costOfRows(deps.reserveRows, request.price))
+    : null;
+  try {
+    if (funds) {
+      // Before running something must be available; what the statement is expected to cost is asked for.
+      const only = statements.length === 1 ? statements[0]! : undefined;
+      const expectedRows = (only && deps.estimates.get(request.providerId, only.sql)) || 1;
+      if (!(await funds.cover(1n, costOfRows(expectedRows, request.price))))
+        throw new QueryError(402, "insufficient balance: deposit funds with this provider first");
+    }
+    const started = performance.now();
+    const outcome = await runOnProvider(deps, statements, request, funds);
+    const executionMs = performance.now() - started;
+    const actualCostMicro = costOfRows(outcome.rowCount, request.price);
+    await funds?.charge(actualCostMicro, { sql: request.sql, rowCount: outcome.rowCount, source: "rest" });
+    return {
+      rows: outcome.rows,
+      rowCount: outcome.rowCount,
+      estimatedCostMicro: costOfRows(outcome.estimatedRows, request.price),
+      actualCostMicro,
+      executionMs,
+      statements: outcome.statements,
+    };
+  } finally {
+    await funds?.release();
+  }
+}
 
+/** Takes a connection of the provider's pool, runs the statements and secures their cost; 402 when it cannot. */
+async function runOnProvider(
+  deps: MeteredQueryDeps,
+  statements: GuardedStatement[],
+  request: MeteredQueryRequest,
+  funds: RequestFunds | null,
+): Promise<RunOutcome> {
   let client: pg.PoolClient;
   try {
     client = await deps.upstream.connect();
@@ -76,182 +122,54 @@ export async function runMeteredQuery(
       `query execution failed: the provider's database is unreachable: ${(error as Error).message}`,
     );
   }
-  const started = performance.now();
-  let reservation: Reservation | null = null;
-  let clientBroken: Error | undefined;
+  let broken: Error | undefined;
+  let outcome: RunOutcome | "read-write" = "read-write";
   try {
-    const estimatedRows = await estimateRows(client, statements, request.params);
-    const estimatedCostMicro = costOfRows(estimatedRows, request.price);
-    if (paid) {
-      reservation = await reserveFunds(deps.ledger, {
-        agentWallet: request.agentWallet,
-        providerId: request.providerId,
-        minMicro: 1n,
-        maxMicro: estimatedCostMicro > 0n ? estimatedCostMicro : 1n,
-        ttlSeconds: deps.reservationTtlSeconds,
-      });
-      if (!reservation)
-        throw new QueryError(402, "insufficient balance: deposit funds with this provider first");
-    }
-
-    const outcome = await executeInTransaction(client, deps, statements, request.params).catch(
-      (error: unknown) => {
-        if ((error as { brokenClient?: boolean }).brokenClient) clientBroken = error as Error;
-        throw error;
-      },
-    );
-    const actualCostMicro = costOfRows(outcome.rowCount, request.price);
-    if (reservation && !(await growReservation(deps.ledger, reservation, actualCostMicro))) {
-      await client.query("ROLLBACK");
-      throw new QueryError(
-        402,
-        `insufficient balance: this result of ${outcome.rowCount} rows costs more than the available balance; nothing was charged`,
+    const only = statements.length === 1 ? statements[0]! : undefined;
+    if (only && READ_ONLY_COMMANDS.has(only.command))
+      outcome = await runReadOnly(client, deps, only, request.params, deps.estimates, request.providerId);
+    if (outcome === "read-write") {
+      const { params, providerId, price } = request;
+      return await executeInTransaction(
+        client,
+        deps,
+        statements,
+        params,
+        deps.estimates,
+        providerId,
+        (rowCount) => secure(funds, price, rowCount),
       );
     }
-    await client.query("COMMIT");
-    if (outcome.changedSession) await client.query("DISCARD ALL");
-    let ledgerEntry: LedgerEntry | null = null;
-    if (reservation) {
-      ledgerEntry = await settleReservation(deps.ledger, reservation, actualCostMicro, {
-        sql: request.sql,
-        rowCount: outcome.rowCount,
-        source: "rest",
-      });
-      reservation = null;
-    }
-    return {
-      rows: outcome.rows,
-      rowCount: outcome.rowCount,
-      estimatedCostMicro,
-      actualCostMicro,
-      executionMs: performance.now() - started,
-      ledgerEntry,
-      statements: outcome.statements,
-    };
   } catch (error) {
-    if (!clientBroken) await client.query("ROLLBACK").catch((e: Error) => (clientBroken = e));
+    broken = await rollBack(client);
     throw error instanceof QueryError ? error : upstreamQueryError(error, deps.statementTimeoutMs);
   } finally {
-    if (reservation) await voidReservation(deps.ledger, reservation).catch(() => {});
-    client.release(clientBroken);
+    client.release(broken);
   }
-}
-
-/** Sum of the planner's row estimates; statements it cannot plan (yet) count 0. */
-async function estimateRows(
-  client: pg.PoolClient,
-  statements: GuardedStatement[],
-  params?: unknown[],
-): Promise<number> {
-  let total = 0;
-  for (const statement of statements) {
-    if (!statement.explainable) continue;
-    try {
-      const { rows } = await client.query<{ "QUERY PLAN": PlanJson[] }>(
-        `EXPLAIN (FORMAT JSON) ${statement.sql}`,
-        params,
-      );
-      total += planRows(rows[0]?.["QUERY PLAN"]?.[0]?.Plan);
-    } catch {
-      // The statement's own execution reports the real error.
-    }
-  }
-  return total;
-}
-
-interface PlanNode {
-  "Node Type"?: string;
-  "Plan Rows"?: number;
-  Plans?: PlanNode[];
-}
-interface PlanJson {
-  Plan?: PlanNode;
-}
-
-/** A ModifyTable node reports 0 rows without RETURNING; what it writes is its input's estimate. */
-function planRows(plan: PlanNode | undefined): number {
-  if (!plan) return 0;
-  if (plan["Node Type"] === "ModifyTable")
-    return Math.max(plan["Plan Rows"] ?? 0, plan.Plans?.[0]?.["Plan Rows"] ?? 0);
-  return Math.ceil(plan["Plan Rows"] ?? 0);
-}
-
-interface ExecutionOutcome {
-  rows: Record<string, unknown>[];
-  rowCount: number;
-  statements: { command: string; rowCount: number }[];
-  changedSession: boolean;
-}
-
-async function executeInTransaction(
-  client: pg.PoolClient,
-  deps: MeteredQueryDeps,
-  statements: GuardedStatement[],
-  params?: unknown[],
-): Promise<ExecutionOutcome> {
-  await client.query("BEGIN");
-  const outcome: ExecutionOutcome = { rows: [], rowCount: 0, statements: [], changedSession: false };
-  for (const statement of statements) {
-    if (statement.transactionControl && !/^(SAVEPOINT|RELEASE|ROLLBACK TO)/i.test(statement.sql)) {
-      // The request is the transaction: BEGIN/COMMIT are acknowledged; ROLLBACK undoes the work so far.
-      if (/^(ROLLBACK|ABORT)\b/i.test(statement.sql)) await client.query("ROLLBACK; BEGIN");
-      outcome.statements.push({ command: statement.command, rowCount: 0 });
-      continue;
-    }
-    if (SESSION_STATE_COMMANDS.has(statement.command)) outcome.changedSession = true;
-    const remaining = deps.rowCap - outcome.rowCount;
-    const { rows, rowCount } = await readWithCap(client, deps, statement.sql, params, remaining);
-    outcome.rows = rows;
-    outcome.rowCount += rowCount;
-    outcome.statements.push({ command: statement.command, rowCount });
-  }
+  // Read-only: the connection is back in the pool before the ledger is asked for more.
+  await secure(funds, request.price, outcome.rowCount);
   return outcome;
 }
 
-/** Runs one statement through a cursor, reading at most `cap + 1` rows so an oversized result is never buffered. */
-async function readWithCap(
-  client: pg.PoolClient,
-  deps: MeteredQueryDeps,
-  sql: string,
-  params: unknown[] | undefined,
-  cap: number,
-): Promise<{ rows: Record<string, unknown>[]; rowCount: number }> {
-  const cursor = client.query(new Cursor<Record<string, unknown>>(sql, params));
-  const timer = armCancelTimer(client, deps.statementTimeoutMs);
-  let rows: Record<string, unknown>[];
-  try {
-    rows = await cursor.read(cap + 1);
-  } finally {
-    timer.disarm();
-  }
-  // Close the portal before anything else is sent on this connection (ROLLBACK would queue behind it).
-  await cursor.close();
-  if (rows.length > cap) {
+/** Covers the cost of `rowCount` rows from the agent's funds; 402 when the available balance cannot. */
+async function secure(funds: RequestFunds | null, price: Price, rowCount: number): Promise<void> {
+  if (funds && !(await funds.cover(costOfRows(rowCount, price)))) {
     throw new QueryError(
-      400,
-      `result too large: more than ${deps.rowCap} rows (PGTOLL_ROW_CAP); add a LIMIT or narrow the query. Nothing was charged`,
+      402,
+      `insufficient balance: this result of ${rowCount} rows costs more than the available balance; nothing was charged`,
     );
   }
-  const result = (cursor as unknown as { _result: { rowCount: number | null } })._result;
-  return { rows, rowCount: Math.max(rows.length, result.rowCount ?? 0) };
 }
 
 /**
- * pgtoll's own enforcement of the statement timeout, in case the server's `statement_timeout` is not in force:
- * a CancelRequest shortly after the limit, and the connection is discarded if even that does not end it.
+ * Ends whatever transaction an error left open (a warning, no harm, when there is none); returns the error when
+ * the connection is unusable, so that the pool discards it.
  */
-function armCancelTimer(client: pg.PoolClient, statementTimeoutMs: number): { disarm(): void } {
-  const internals = client as unknown as { processID: number; secretKey: number; host: string; port: number };
-  const cancel = setTimeout(() => {
-    void sendCancelRequest(internals.host, internals.port, internals.processID, internals.secretKey);
-  }, statementTimeoutMs + 500);
-  const kill = setTimeout(() => {
-    (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
-  }, statementTimeoutMs + 3000);
-  return {
-    disarm() {
-      clearTimeout(cancel);
-      clearTimeout(kill);
-    },
-  };
+async function rollBack(client: pg.PoolClient): Promise<Error | undefined> {
+  try {
+    await client.query("ROLLBACK");
+    return undefined;
+  } catch (error) {
+    return error as Error;
+  }
 }

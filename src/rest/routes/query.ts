@@ -1,9 +1,13 @@
 import type { FastifyInstance } from "fastify";
+import { ChargeWriter } from "../../billing/charge-writer.js";
 import { formatMicro } from "../../billing/money.js";
-import { findProviderForQuery } from "../../providers/registry.js";
+import { ProviderCache } from "../../providers/provider-cache.js";
+import { createVerdictCache } from "../../proxy/verdict-cache.js";
 import { authenticateAgent } from "../agent-auth.js";
 import type { GatewayContext } from "../context.js";
-import { runMeteredQuery } from "../metered-query.js";
+import { EstimateCache } from "../estimate-cache.js";
+import { HeldFunds } from "../held-funds.js";
+import { type MeteredQueryDeps, runMeteredQuery } from "../metered-query.js";
 import { HttpError } from "../plugins/errors.js";
 import { gatewayLimits } from "../plugins/rate-limit.js";
 import { QueryError } from "../query-errors.js";
@@ -17,8 +21,46 @@ const OUTCOME_BY_STATUS: Record<number, string> = {
   404: "not_found",
 };
 
+/**
+ * Rows' worth of an agent's balance reserved at a time while several of its queries run at once (held-funds.ts);
+ * what is not spent is released when the last of them ends.
+ */
+const RESERVE_ROWS = 1000;
+
 /** POST /api/query: metered SQL over HTTP (see metered-query.ts for the rules). */
 export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayContext }) {
+  const providers = new ProviderCache(ctx.db);
+  const writer = new ChargeWriter(ctx.db, {
+    ttlSeconds: ctx.config.reservationTtlSeconds,
+    onError: (error, charge) =>
+      ctx.logger.error(
+        { err: error, reservationId: charge.reservationId },
+        "a query charge could not be written",
+      ),
+  });
+  const funds = new HeldFunds({
+    ledger: ctx.db,
+    writer,
+    reservationTtlSeconds: ctx.config.reservationTtlSeconds,
+    onReleaseError: (error) =>
+      ctx.logger.warn({ err: error }, "a held reservation could not be released; it will expire"),
+  });
+  app.addHook("onClose", async () => {
+    await funds.closeAll();
+    await writer.flush();
+  });
+  const deps: Omit<MeteredQueryDeps, "upstream"> = {
+    check: createVerdictCache(ctx.policy),
+    funds,
+    estimates: new EstimateCache(),
+    reserveRows: RESERVE_ROWS,
+    rowCap: ctx.config.rowCap,
+    statementTimeoutMs: ctx.config.statementTimeoutMs,
+  };
+  const ok = ctx.metrics.queries.labels("rest", "ok");
+  const rowsMetered = ctx.metrics.rowsMetered.labels("rest");
+  const chargedMicro = ctx.metrics.chargedMicro.labels("rest");
+
   app.post<{ Body: QueryBody }>(
     "/api/query",
     {
@@ -41,19 +83,12 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
       const agentWallet = walletParam(request.body.agentWallet, "agentWallet");
       const providerId = uuidParam(request.body.providerId, "providerId");
       await authenticateAgent(ctx, request, agentWallet, providerId);
-      const found = await findProviderForQuery(ctx.db, providerId);
+      const found = await providers.find(providerId);
       if (!found) throw new HttpError(404, `provider ${providerId} not found`);
       if (!found.pricing) throw new HttpError(404, `provider ${providerId} has no pricing yet`);
       try {
         const result = await runMeteredQuery(
-          {
-            ledger: ctx.db,
-            upstream: ctx.upstream.get(found.provider),
-            policy: ctx.policy,
-            rowCap: ctx.config.rowCap,
-            statementTimeoutMs: ctx.config.statementTimeoutMs,
-            reservationTtlSeconds: ctx.config.reservationTtlSeconds,
-          },
+          { ...deps, upstream: ctx.upstream.get(found.provider) },
           {
             agentWallet,
             providerId,
@@ -62,9 +97,9 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
             price: found.pricing,
           },
         );
-        ctx.metrics.queries.labels("rest", "ok").inc();
-        ctx.metrics.rowsMetered.labels("rest").inc(result.rowCount);
-        ctx.metrics.chargedMicro.labels("rest").inc(Number(result.actualCostMicro));
+        ok.inc();
+        rowsMetered.inc(result.rowCount);
+        chargedMicro.inc(Number(result.actualCostMicro));
         return {
           rows: result.rows,
           rowCount: result.rowCount,

@@ -1,0 +1,279 @@
+import type { ChargeWriter } from "../billing/charge-writer.js";
+import {
+  extendReservation,
+  type Queryable,
+  type Reservation,
+  reserveFunds,
+  settleReservation,
+  voidReservation,
+} from "../billing/ledger.js";
+
+export interface HeldFundsOptions {
+  ledger: Queryable;
+  /** Group commit of the charges of requests that share a hold. */
+  writer: ChargeWriter;
+  reservationTtlSeconds: number;
+  /** How long a shared hold outlives its last request, waiting for the agent's next one. Default 50 ms. */
+  lingerMs?: number;
+  /** Told about a failure to release a hold in the background (the reservation then expires on its own). */
+  onReleaseError?: (error: unknown) => void;
+}
+
+/** One agent's funds held with one provider by this process, for that agent's requests. */
+interface Hold {
+  key: string;
+  agentWallet: string;
+  providerId: string;
+  reservation: Reservation | null;
+  /** Held by the reservation and promised to no request. */
+  unspent: bigint;
+  /** Requests that joined and whose charge is not yet durable. */
+  members: number;
+  /** Had two requests at once: its charges are group-committed and it lingers after the last one. */
+  shared: boolean;
+  /** Charges queued on the writer and not yet durable: the release waits for them. */
+  pending: Set<Promise<void>>;
+  /** The reservation call in flight; other requests wait for it rather than reserve beside it. */
+  topUp: Promise<boolean> | null;
+  /** After this instant new requests open a hold of their own, so no reservation outlives its expiry. */
+  joinableUntil: number;
+  linger: NodeJS.Timeout | null;
+}
+
+/**
+ * Two-phase charging for `POST /api/query`: a request covers its cost from a reservation before it may run
+ * (and again, for its actual cost, before its result is committed or returned), then charges exactly that cost.
+ *
+ * A lone request reserves what it expects to cost, and its charge releases the rest in the same statement
+ * (settleReservation), before its answer: nothing stays held after it. Requests of one agent that run at the
+ * same time share one reservation instead (held in SQL like any other, so the balance never goes below zero,
+ * whatever runs elsewhere): each takes what it needs from it without a round trip, tops it up by `chunkMicro`
+ * when it runs low, and has its charge written by the group-committing ChargeWriter after its answer, as the
+ * wire proxy does (the cost is held before the answer; a crash in between leaves it unpaid and the reservation
+ * expires). A busy agent so costs one ledger statement per batch of requests rather than several per request.
+ * A shared hold is released `lingerMs` after its last request unless another came; until then its funds are
+ * not available to the agent's requests in other processes (here, a request that falls short waits for it).
+ */
+export class HeldFunds {
+  readonly #holds = new Map<string, Hold>();
+  /** Releases in flight, per agent and provider: a reservation that falls short waits for them and tries again. */
+  readonly #closing = new Map<string, Set<Promise<void>>>();
+  readonly #lingerMs: number;
+
+  constructor(private readonly options: HeldFundsOptions) {
+    this.#lingerMs = options.lingerMs ?? 50;
+  }
+
+  /** Starts one request's use of the agent's funds; end it with `charge` or `release`. */
+  join(agentWallet: string, providerId: string, chunkMicro: bigint): RequestFunds {
+    const key = `${agentWallet}/${providerId}`;
+    let hold = this.#holds.get(key);
+    if (!hold || performance.now() > hold.joinableUntil) {
+      hold = {
+        key,
+        agentWallet,
+        providerId,
+        reservation: null,
+        unspent: 0n,
+        members: 0,
+        shared: false,
+        pending: new Set(),
+        topUp: null,
+        joinableUntil: performance.now() + (this.options.reservationTtlSeconds * 1000) / 4,
+        linger: null,
+      };
+      this.#holds.set(key, hold);
+    }
+    if (hold.linger) {
+      clearTimeout(hold.linger);
+      hold.linger = null;
+    }
+    if (++hold.members > 1) hold.shared = true;
+    return new RequestFunds(this, hold, chunkMicro > 0n ? chunkMicro : 1n);
+  }
+
+  /** Releases every hold now (shutdown), after the charges already queued. */
+  async closeAll(): Promise<void> {
+    for (const hold of [...this.#holds.values()]) {
+      if (hold.members === 0) this.#close(hold);
+    }
+    await Promise.allSettled([...this.#closing.values()].flatMap((releases) => [...releases]));
+  }
+
+  /** Tops the hold up by at least `minMicro` and at most `maxMicro` if the balance allows; false when it cannot. */
+  topUp(hold: Hold, minMicro: bigint, maxMicro: bigint): Promise<boolean> {
+    hold.topUp ??= this.#reserveMore(hold, minMicro, maxMicro).finally(() => {
+      hold.topUp = null;
+    });
+    return hold.topUp;
+  }
+
+  async #reserveMore(hold: Hold, minMicro: bigint, maxMicro: bigint): Promise<boolean> {
+    let added = await this.#reserve(hold, minMicro, maxMicro);
+    const releases = this.#closing.get(hold.key);
+    if (added < minMicro && releases) {
+      // The agent's funds may still sit in a hold of this process that is being released: wait for it.
+      await Promise.allSettled([...releases]);
+      added += await this.#reserve(hold, minMicro - added, maxMicro - added);
+    }
+    return added >= minMicro;
+  }
+
+  async #reserve(hold: Hold, minMicro: bigint, maxMicro: bigint): Promise<bigint> {
+    const ttlSeconds = this.options.reservationTtlSeconds;
+    let added: bigint;
+    if (!hold.reservation) {
+      const { agentWallet, providerId } = hold;
+      const ledger = this.options.ledger;
+      hold.reservation = await reserveFunds(ledger, {
+        agentWallet,
+        providerId,
+        minMicro,
+        maxMicro,
+        ttlSeconds,
+      });
+      added = hold.reservation?.amountMicro ?? 0n;
+    } else {
+      added = await extendReservation(this.options.ledger, hold.reservation, minMicro, maxMicro, ttlSeconds);
+    }
+    hold.unspent += added;
+    return added;
+  }
+
+  /**
+   * Ends one request's membership with its charge (0 for none). Alone: resolves once the charge is durable.
+   * Shared: the charge is queued for the next group commit.
+   */
+  async finish(hold: Hold, costMicro: bigint, metadata: Record<string, unknown>): Promise<void> {
+    if (hold.members === 1 && !hold.shared) {
+      // Alone: charge and release in one statement, before the answer, so nothing stays held.
+      hold.members = 0;
+      if (this.#holds.get(hold.key) === hold) this.#holds.delete(hold.key);
+      return this.#track(hold.key, this.#release(hold, costMicro, metadata));
+    }
+    // Shared: the cost is already held in the reservation; the group commit writes the charge (the wire proxy
+    // does the same), and the hold is released only after it.
+    if (costMicro > 0n) this.#enqueue(hold, costMicro, metadata);
+    if (--hold.members === 0) {
+      if (performance.now() > hold.joinableUntil) this.#close(hold);
+      else hold.linger = setTimeout(() => this.#close(hold), this.#lingerMs);
+    }
+  }
+
+  /** Queues a charge on the writer; a failure is reported by the writer's `onError`. */
+  #enqueue(hold: Hold, costMicro: bigint, metadata: Record<string, unknown>): void {
+    const written = this.options.writer.enqueue({
+      reservationId: hold.reservation!.id,
+      agentWallet: hold.agentWallet,
+      providerId: hold.providerId,
+      costMicro,
+      metadata,
+    });
+    hold.pending.add(written);
+    const forget = () => hold.pending.delete(written);
+    written.then(forget, forget);
+  }
+
+  /** Releases an idle shared hold in the background. */
+  #close(hold: Hold): void {
+    if (hold.linger) clearTimeout(hold.linger);
+    hold.linger = null;
+    if (this.#holds.get(hold.key) === hold) this.#holds.delete(hold.key);
+    this.#track(hold.key, this.#release(hold, 0n, {})).catch((error) => this.options.onReleaseError?.(error));
+  }
+
+  /** Remembers a release in flight until it ends. */
+  #track(key: string, release: Promise<void>): Promise<void> {
+    const releases = this.#closing.get(key) ?? new Set<Promise<void>>();
+    this.#closing.set(key, releases);
+    releases.add(release);
+    const done = () => {
+      releases.delete(release);
+      if (releases.size === 0 && this.#closing.get(key) === releases) this.#closing.delete(key);
+    };
+    release.then(done, done);
+    return release;
+  }
+
+  /** After the queued charges: charges `costMicro` and releases the rest of the reservation. */
+  async #release(hold: Hold, costMicro: bigint, metadata: Record<string, unknown>): Promise<void> {
+    await Promise.allSettled([...hold.pending]);
+    const reservation = hold.reservation;
+    hold.reservation = null;
+    hold.unspent = 0n;
+    if (!reservation) return;
+    if (costMicro === 0n) return voidReservation(this.options.ledger, reservation);
+    try {
+      await settleReservation(this.options.ledger, reservation, costMicro, metadata);
+    } catch (error) {
+      await voidReservation(this.options.ledger, reservation).catch(() => {});
+      throw error;
+    }
+  }
+}
+
+/** One request's share of a {@link HeldFunds} hold. */
+export class RequestFunds {
+  /** Promised to this request and not charged yet. */
+  #taken = 0n;
+  #finished = false;
+
+  constructor(
+    private readonly funds: HeldFunds,
+    private readonly hold: Hold,
+    private readonly chunkMicro: bigint,
+  ) {}
+
+  /**
+   * Makes sure this request holds `totalMicro` in all, reserving more if needed: up to `wantMicro` (what the
+   * request expects to cost) when it is alone, a chunk when the agent has other requests running. False when
+   * the balance cannot cover `totalMicro`.
+   */
+  async cover(totalMicro: bigint, wantMicro = totalMicro): Promise<boolean> {
+    const hold = this.hold;
+    while (this.#taken < totalMicro) {
+      if (hold.unspent > 0n) {
+        const missing = totalMicro - this.#taken;
+        const share = hold.unspent < missing ? hold.unspent : missing;
+        hold.unspent -= share;
+        this.#taken += share;
+      } else if (hold.topUp) {
+        await hold.topUp.catch(() => {});
+      } else if (
+        !(await this.funds.topUp(hold, totalMicro - this.#taken, this.#topUpLimit(totalMicro, wantMicro)))
+      ) {
+        // What this request took goes back: a later request of the agent may be cheaper and payable.
+        hold.unspent += this.#taken;
+        this.#taken = 0n;
+        return false;
+      }
+    }
+    return true;
+  }
+
+  #topUpLimit(totalMicro: bigint, wantMicro: bigint): bigint {
+    const missing = totalMicro - this.#taken;
+    const wanted = (wantMicro > totalMicro ? wantMicro : totalMicro) - this.#taken;
+    const limit = this.hold.shared ? this.chunkMicro : wanted;
+    return limit > missing ? limit : missing;
+  }
+
+  /**
+   * Charges `costMicro` (at most what `cover` secured) with one ledger entry holding `metadata`, and ends the
+   * request's share (see {@link HeldFunds.finish} for when the entry is written).
+   */
+  async charge(costMicro: bigint, metadata: Record<string, unknown>): Promise<void> {
+    if (this.#finished) throw new Error("this request's funds were already charged or released");
+    if (costMicro > this.#taken)
+      throw new Error(`a charge of ${costMicro} exceeds the ${this.#taken} covered`);
+    this.#finished = true;
+    this.hold.unspent += this.#taken - costMicro;
+    this.#taken = 0n;
+    await this.funds.finish(this.hold, costMicro, metadata);
+  }
+
+  /** Ends the request's share without charging anything. Does nothing after `charge`. */
+  async release(): Promise<void> {
+    if (!this.#finished) await this.charge(0n, {});
+  }
+}

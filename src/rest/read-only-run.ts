@@ -1,0 +1,95 @@
+import type pg from "pg";
+import type { GuardedStatement } from "../guard/index.js";
+import type { EstimateCache } from "./estimate-cache.js";
+import type { RunOutcome } from "./metered-query.js";
+import { planRows, type QueryPlan } from "./plan-rows.js";
+import { QueryError } from "./query-errors.js";
+import { withStatementTimer } from "./statement-timer.js";
+import { type PipelineError, type PipelineStep, runPipeline } from "./upstream-pipeline.js";
+
+/** SQLSTATE 25006: the statement tried to write in a read-only transaction. */
+const READ_ONLY_TRANSACTION = "25006";
+
+export interface ReadOnlyRunSettings {
+  rowCap: number;
+  statementTimeoutMs: number;
+}
+
+/**
+ * Runs one reading statement in a single round trip: `BEGIN READ ONLY`, `EXPLAIN (FORMAT JSON)` of it (the
+ * estimate, planned before the statement runs; skipped when `estimates` has a recent one for this text), the
+ * statement reading at most `rowCap + 1` rows, `COMMIT`. PostgreSQL itself refuses any write in the transaction
+ * (a function with side effects, nextval, a data-modifying CTE), so paying for the result afterwards is safe:
+ * if the agent cannot pay, it gets nothing and nothing changed. A statement that does try to write answers
+ * "read-write", and the caller runs it in a read-write transaction instead. Errors leave the transaction
+ * aborted: the caller rolls back.
+ */
+export async function runReadOnly(
+  client: pg.ClientBase,
+  settings: ReadOnlyRunSettings,
+  statement: GuardedStatement,
+  params: readonly unknown[] | undefined,
+  estimates: EstimateCache,
+  providerId: string,
+): Promise<RunOutcome | "read-write"> {
+  const known = statement.explainable ? estimates.get(providerId, statement.sql) : 0;
+  const run = await runOnce(client, settings, statement, params, known === undefined);
+  if (run === "read-write") return run;
+  const { outcome, plannedRows } = run;
+  if (plannedRows !== undefined) estimates.set(providerId, statement.sql, plannedRows);
+  outcome.estimatedRows = plannedRows ?? known ?? 0;
+  return outcome;
+}
+
+async function runOnce(
+  client: pg.ClientBase,
+  settings: ReadOnlyRunSettings,
+  statement: GuardedStatement,
+  params: readonly unknown[] | undefined,
+  withEstimate: boolean,
+): Promise<{ outcome: RunOutcome; plannedRows: number | undefined } | "read-write"> {
+  const steps: PipelineStep[] = [{ text: "BEGIN READ ONLY" }];
+  if (withEstimate)
+    steps.push({ text: `EXPLAIN (FORMAT JSON) ${statement.sql}`, values: params, maxRows: 1 });
+  const statementStep = steps.length;
+  steps.push({ text: statement.sql, values: params, maxRows: settings.rowCap + 1 });
+  steps.push({ text: "COMMIT" });
+
+  let results: Awaited<ReturnType<typeof runPipeline>>;
+  try {
+    results = await withStatementTimer(client, settings.statementTimeoutMs, runPipeline(client, steps));
+  } catch (error) {
+    const failed = error as PipelineError;
+    if (failed.failedStep === statementStep && failed.code === READ_ONLY_TRANSACTION) {
+      await client.query("ROLLBACK");
+      return "read-write";
+    }
+    if (withEstimate && failed.failedStep === statementStep - 1 && failed.code !== undefined) {
+      // The planner could not explain it: the statement's own execution reports the real error, if any.
+      await client.query("ROLLBACK");
+      return runOnce(client, settings, statement, params, false);
+    }
+    throw error;
+  }
+
+  const result = results[statementStep]!;
+  if (result.rows.length > settings.rowCap) {
+    throw new QueryError(
+      400,
+      `result too large: more than ${settings.rowCap} rows (PGTOLL_ROW_CAP); add a LIMIT or narrow the query. Nothing was charged`,
+    );
+  }
+  const plan = withEstimate
+    ? (results[statementStep - 1]!.rows[0]?.["QUERY PLAN"] as QueryPlan[] | undefined)
+    : undefined;
+  const rowCount = Math.max(result.rows.length, result.rowCount ?? 0);
+  return {
+    outcome: {
+      rows: result.rows,
+      rowCount,
+      estimatedRows: 0,
+      statements: [{ command: statement.command, rowCount }],
+    },
+    plannedRows: withEstimate ? planRows(plan?.[0]?.Plan) : undefined,
+  };
+}

@@ -1,0 +1,68 @@
+import type pg from "pg";
+import type { GuardedStatement } from "../guard/index.js";
+import type { EstimateCache } from "./estimate-cache.js";
+import type { RunOutcome } from "./metered-query.js";
+import { estimateRows } from "./plan-rows.js";
+import { QueryError } from "./query-errors.js";
+import { withStatementTimer } from "./statement-timer.js";
+import { type PipelineStep, runPipeline } from "./upstream-pipeline.js";
+
+export interface TransactionRunSettings {
+  rowCap: number;
+  statementTimeoutMs: number;
+}
+
+/** Commands after which the pooled session must be reset before another agent uses it. */
+const SESSION_STATE_COMMANDS = new Set(["SET", "RESET", "PREPARE", "DECLARE CURSOR", "DECLARE", "LISTEN"]);
+
+/**
+ * Runs the statements of one request as one read-write transaction on `client`, committed only after
+ * `secure(rowCount)` resolved (it throws when the result cannot be paid for; the caller then rolls back).
+ * Before anything runs, each statement is explained for the estimate (or its recent estimate reused). BEGIN travels with the first statement,
+ * and each statement reads at most the rows left under `rowCap` (+1, to tell an oversized result), in one
+ * round trip. Transaction control statements (BEGIN/COMMIT) are acknowledged, not forwarded: the request is the
+ * transaction; ROLLBACK undoes the work so far; savepoints work. Session state (SET, PREPARE, cursors) is
+ * discarded before the connection goes back to the pool.
+ */
+export async function executeInTransaction(
+  client: pg.ClientBase,
+  settings: TransactionRunSettings,
+  statements: GuardedStatement[],
+  params: readonly unknown[] | undefined,
+  estimates: EstimateCache,
+  providerId: string,
+  secure: (rowCount: number) => Promise<void>,
+): Promise<RunOutcome> {
+  const estimatedRows = await estimateRows(client, statements, params, estimates, providerId);
+  const outcome: RunOutcome = { rows: [], rowCount: 0, estimatedRows, statements: [] };
+  let began = false;
+  let changedSession = false;
+  for (const statement of statements) {
+    if (statement.transactionControl && !/^(SAVEPOINT|RELEASE|ROLLBACK TO)/i.test(statement.sql)) {
+      if (began && /^(ROLLBACK|ABORT)\b/i.test(statement.sql)) await client.query("ROLLBACK; BEGIN");
+      outcome.statements.push({ command: statement.command, rowCount: 0 });
+      continue;
+    }
+    if (SESSION_STATE_COMMANDS.has(statement.command)) changedSession = true;
+    const remaining = settings.rowCap - outcome.rowCount;
+    const steps: PipelineStep[] = began ? [] : [{ text: "BEGIN" }];
+    steps.push({ text: statement.sql, values: params, maxRows: remaining + 1 });
+    began = true;
+    const results = await withStatementTimer(client, settings.statementTimeoutMs, runPipeline(client, steps));
+    const result = results[steps.length - 1]!;
+    if (result.rows.length > remaining) {
+      throw new QueryError(
+        400,
+        `result too large: more than ${settings.rowCap} rows (PGTOLL_ROW_CAP); add a LIMIT or narrow the query. Nothing was charged`,
+      );
+    }
+    const rowCount = Math.max(result.rows.length, result.rowCount ?? 0);
+    outcome.rows = result.rows;
+    outcome.rowCount += rowCount;
+    outcome.statements.push({ command: statement.command, rowCount });
+  }
+  await secure(outcome.rowCount);
+  if (began) await client.query("COMMIT");
+  if (changedSession) await client.query("DISCARD ALL");
+  return outcome;
+}

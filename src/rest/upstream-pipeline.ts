@@ -1,0 +1,158 @@
+import pg from "pg";
+
+/** pg's row builder and parameter encoder: public on the CommonJS export, absent from its type definitions. */
+interface RowBuilder {
+  command: string | null;
+  rowCount: number | null;
+  addFields(fields: unknown[]): void;
+  parseRow(values: unknown[]): Record<string, unknown>;
+  addCommandComplete(message: unknown): void;
+  _types?: unknown;
+}
+const pgInternals = pg as unknown as {
+  Result: new (rowMode?: string, types?: unknown) => RowBuilder;
+  utils: { prepareValue(value: unknown): unknown };
+};
+const prepareValue = (value: unknown) => pgInternals.utils.prepareValue(value);
+
+/** What a step of a pipeline sends and how much of its result is read. */
+export interface PipelineStep {
+  text: string;
+  values?: readonly unknown[];
+  /**
+   * Read at most this many rows (the portal is left suspended beyond). Required for a step that returns rows:
+   * only such a step is described, and rows without a description cannot be read.
+   */
+  maxRows?: number;
+}
+
+export interface StepResult {
+  rows: Record<string, unknown>[];
+  /** Command tag, e.g. "SELECT"; null when the step did not complete (suspended, or never ran). */
+  command: string | null;
+  /** The count of the command tag (rows returned or written); null when the tag has none. */
+  rowCount: number | null;
+  /** True when the step stopped at `maxRows` with more rows left. */
+  suspended: boolean;
+}
+
+/** An error of the server, with the index of the step it answered. */
+export type PipelineError = Error & { code?: string; failedStep?: number };
+
+/**
+ * Sends several statements to PostgreSQL in one write and reads their answers in one round trip: each step is
+ * Parse/Bind/(Describe)/Execute of the unnamed statement and portal, and one Sync ends them all. The first
+ * error makes the server skip the remaining steps (the error carries `failedStep`); inside an explicit
+ * transaction the caller then sends ROLLBACK. A row-returning step reads at most `maxRows` rows, so an oversized
+ * result is never buffered. Use through {@link runPipeline}.
+ */
+class Pipeline implements pg.Submittable {
+  /** The client gives this builder its type parsers (those of the pool) before submitting. */
+  readonly _result: RowBuilder = new pgInternals.Result();
+  readonly results: StepResult[];
+  /** Per step, made when the step describes rows or completes. */
+  readonly #builders: (RowBuilder | undefined)[] = [];
+  #current = 0;
+  #rowError: Error | undefined;
+  readonly done: Promise<StepResult[]>;
+  #settle!: { resolve(results: StepResult[]): void; reject(error: PipelineError): void };
+
+  constructor(private readonly steps: readonly PipelineStep[]) {
+    this.results = steps.map(() => ({ rows: [], command: null, rowCount: null, suspended: false }));
+    this.done = new Promise((resolve, reject) => {
+      this.#settle = { resolve, reject };
+    });
+  }
+
+  submit(connection: pg.Connection): void {
+    const con = connection as unknown as WireConnection;
+    con.stream.cork?.();
+    try {
+      for (const step of this.steps) {
+        con.parse({ text: step.text });
+        con.bind({ values: step.values as unknown[] | undefined, valueMapper: prepareValue });
+        if (step.maxRows !== undefined) con.describe({ type: "P", name: "" });
+        con.execute({ portal: "", rows: step.maxRows ?? 0 });
+      }
+      con.sync();
+    } finally {
+      con.stream.uncork?.();
+    }
+  }
+
+  #builder(): RowBuilder {
+    let builder = this.#builders[this.#current];
+    if (!builder) {
+      builder = new pgInternals.Result(undefined, this._result._types);
+      this.#builders[this.#current] = builder;
+    }
+    return builder;
+  }
+
+  handleRowDescription(message: { fields: unknown[] }): void {
+    this.#builder().addFields(message.fields);
+  }
+
+  handleDataRow(message: { fields: unknown[] }): void {
+    if (this.#rowError) return;
+    try {
+      this.results[this.#current]?.rows.push(this.#builder().parseRow(message.fields));
+    } catch (error) {
+      this.#rowError = error as Error;
+    }
+  }
+
+  handleCommandComplete(message: unknown): void {
+    const builder = this.#builder();
+    builder.addCommandComplete(message);
+    const result = this.results[this.#current];
+    if (result) {
+      result.command = builder.command;
+      result.rowCount = builder.rowCount;
+    }
+    this.#current++;
+  }
+
+  handlePortalSuspended(): void {
+    const result = this.results[this.#current];
+    if (result) result.suspended = true;
+    this.#current++;
+  }
+
+  handleEmptyQuery(): void {
+    this.#current++;
+  }
+
+  handleReadyForQuery(): void {
+    if (this.#rowError) this.#settle.reject(this.#rowError);
+    else this.#settle.resolve(this.results);
+  }
+
+  /** A server error (the client will still read the ReadyForQuery that follows), or the connection broke. */
+  handleError(error: PipelineError): void {
+    error.failedStep = this.#current;
+    this.#settle.reject(error);
+  }
+
+  handleCopyInResponse(connection: pg.Connection): void {
+    (connection as unknown as WireConnection).sendCopyFail("COPY FROM STDIN is not supported here");
+  }
+
+  handleCopyData(): void {}
+}
+
+/** The parts of pg's Connection a pipeline writes with (typed loosely by @types/pg). */
+interface WireConnection {
+  stream: { cork?(): void; uncork?(): void };
+  parse(options: { text: string }): void;
+  bind(options: { values?: unknown[]; valueMapper(value: unknown): unknown }): void;
+  describe(options: { type: "P"; name: string }): void;
+  execute(options: { portal: string; rows: number }): void;
+  sync(): void;
+  sendCopyFail(message: string): void;
+}
+
+/** Runs the steps in one round trip on `client`; rejects with a {@link PipelineError} on the first error. */
+export function runPipeline(client: pg.ClientBase, steps: readonly PipelineStep[]): Promise<StepResult[]> {
+  return client.query(new Pipeline(steps)).done;
+}
