@@ -47,18 +47,24 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
     ctx.config.restAgentAuth === "signature"
       ? ["Content-Type", "X-API-Key", "Authorization"]
       : ["Content-Type", "X-API-Key"];
-  await app.register(cors, {
-    delegator: (request, callback) => {
-      const management = request.url.startsWith("/api/v2/");
-      callback(null, {
-        origin: "*",
-        methods: management
-          ? ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-          : ["GET", "POST", "PUT", "DELETE", "OPTIONS"],
-        allowedHeaders: management ? ["Content-Type", "Authorization", "Accept"] : gatewayHeaders,
-        exposedHeaders,
-      });
+  // Built once: the delegator runs on every request.
+  const corsFor = {
+    gateway: {
+      origin: "*",
+      methods: ["GET", "POST", "PUT", "DELETE", "OPTIONS"],
+      allowedHeaders: gatewayHeaders,
+      exposedHeaders,
     },
+    management: {
+      origin: "*",
+      methods: ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+      allowedHeaders: ["Content-Type", "Authorization", "Accept"],
+      exposedHeaders,
+    },
+  };
+  await app.register(cors, {
+    delegator: (request, callback) =>
+      callback(null, request.url.startsWith("/api/v2/") ? corsFor.management : corsFor.gateway),
   });
   await app.register(metricsPlugin, { metrics: ctx.metrics });
   await app.register(rateLimitPlugin, {
