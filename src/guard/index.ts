@@ -4,6 +4,7 @@ export {
   FORBIDDEN_FUNCTIONS,
   isForbiddenFunction,
 } from "./forbidden-functions.js";
+export { type LiteralMask, maskLiterals } from "./literal-mask.js";
 export {
   findReadOnlySettingViolation,
   findReadOnlyViolation,
@@ -13,3 +14,4 @@ export { SETTABLE_PARAMETERS } from "./settable-parameters.js";
 export { loadGuard } from "./sql-parser.js";
 export { standardPolicy } from "./standard-policy.js";
 export type { Denial, GuardedStatement, GuardPolicy, GuardVerdict } from "./types.js";
+export { VerdictShapes } from "./verdict-shapes.js";

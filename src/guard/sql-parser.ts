@@ -23,16 +23,25 @@ const NON_ASCII = /[\u0080-\uffff]/;
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /**
+ * Why the server would read `sql` differently from the parser, or null: a NUL character ends a C string,
+ * so the parser would see only what precedes it; a lone UTF-16 surrogate has no UTF-8 form.
+ */
+export function unreadableText(sql: string): string | null {
+  if (sql.includes("\0")) return "query contains a NUL character";
+  if (NON_ASCII.test(sql) && LONE_SURROGATE.test(sql)) return "query is not valid Unicode";
+  return null;
+}
+
+/**
  * Parses `sql` with PostgreSQL 18's own grammar. Synchronous; throws if `loadGuard()` has not resolved.
- * Text the server would read differently from the parser is refused here: a NUL character ends a C
- * string, so the parser would see only what precedes it.
+ * Text the server would read differently from the parser is refused here (see {@link unreadableText}).
  */
 export function parseStatements(sql: string): ParseOutcome {
   if (!loaded) throw new Error("pgtoll guard: the SQL parser is not loaded; await loadGuard() first");
   if (sql.trim() === "") return { ok: false, message: "empty query" };
-  if (sql.includes("\0")) return { ok: false, message: "query contains a NUL character" };
+  const unreadable = unreadableText(sql);
+  if (unreadable) return { ok: false, message: unreadable };
   const nonAscii = NON_ASCII.test(sql);
-  if (nonAscii && LONE_SURROGATE.test(sql)) return { ok: false, message: "query is not valid Unicode" };
   let stmts: { stmt?: unknown; stmt_location?: number; stmt_len?: number }[];
   try {
     stmts = parseSync(sql).stmts ?? [];

@@ -12,6 +12,8 @@ import {
   decodeReadyForQuery,
   decodeRowDescription,
   parseCommandTag,
+  readyForQueryStatusOf,
+  writeCountOf,
 } from "./backend-messages.js";
 import { ProtocolViolationError } from "./protocol-violation-error.js";
 import * as encode from "./serializer.js";
@@ -53,6 +55,49 @@ describe("parseCommandTag", () => {
       rows: 7,
     });
     expect(() => decodeCommandComplete(Buffer.from("UPDATE 7"))).toThrow(ProtocolViolationError);
+  });
+});
+
+describe("relay fast paths", () => {
+  /** `frame` inside a bigger chunk, as the relay sees it. */
+  const inChunk = (frame: Buffer) => {
+    const chunk = Buffer.concat([Buffer.from("xyz"), frame, Buffer.from("tail")]);
+    return [chunk, 3, 3 + frame.length] as const;
+  };
+
+  it("reads a write's row count from CommandComplete, and nothing from other tags", () => {
+    for (const [tag, rows] of [
+      ["INSERT 0 5", 5],
+      ["UPDATE 2", 2],
+      ["DELETE 0", 0],
+      ["MERGE 4", 4],
+      ["SELECT 3", null],
+      ["COPY 10", null],
+      ["INSERTED 3", null],
+      ["DELETE", null],
+      ["", null],
+    ] as const) {
+      expect(writeCountOf(...inChunk(encode.encodeCommandComplete(tag))), tag).toBe(rows);
+    }
+  });
+
+  it("refuses a malformed CommandComplete as the decoder does", () => {
+    for (const payload of [Buffer.from("SELECT 1"), Buffer.from("SELECT 1\0x\0"), Buffer.alloc(0)]) {
+      const frame = encode.encodeFrame(0x43, payload);
+      expect(() => decodeCommandComplete(payload)).toThrow(ProtocolViolationError);
+      expect(() => writeCountOf(...inChunk(frame))).toThrow(ProtocolViolationError);
+    }
+  });
+
+  it("reads ReadyForQuery's status, and refuses a malformed one as the decoder does", () => {
+    for (const status of ["I", "T", "E"] as const) {
+      expect(readyForQueryStatusOf(...inChunk(encode.encodeReadyForQuery(status)))).toBe(status);
+    }
+    for (const payload of [Buffer.from("X"), Buffer.from("II"), Buffer.alloc(0)]) {
+      expect(() => readyForQueryStatusOf(...inChunk(encode.encodeFrame(0x5a, payload)))).toThrow(
+        ProtocolViolationError,
+      );
+    }
   });
 });
 

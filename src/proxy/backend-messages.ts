@@ -51,6 +51,25 @@ export function decodeCommandComplete(payload: Buffer): CommandCompleteMessage {
   return { tag, ...parseCommandTag(tag) };
 }
 
+const WRITE_COMMANDS = new Set(["INSERT", "UPDATE", "DELETE", "MERGE"]);
+
+/**
+ * The row count of a CommandComplete that reports a write (INSERT, UPDATE, DELETE, MERGE), or null for any
+ * other tag, read from the whole frame `buffer[start, end)`. The relay's per-statement path: the tag is
+ * decoded only when it can be a write, but always checked as {@link decodeCommandComplete} checks it.
+ */
+export function writeCountOf(buffer: Buffer, start: number, end: number): number | null {
+  const tagStart = start + 5;
+  if (buffer.indexOf(0, tagStart) !== end - 1 || end - 1 < tagStart) {
+    decodeCommandComplete(buffer.subarray(tagStart, end)); // throws the precise protocol violation
+  }
+  const first = buffer[tagStart];
+  // I(NSERT), U(PDATE), D(ELETE), M(ERGE)
+  if (first !== 0x49 && first !== 0x55 && first !== 0x44 && first !== 0x4d) return null;
+  const { command, rows } = parseCommandTag(buffer.toString("latin1", tagStart, end - 1));
+  return rows !== null && WRITE_COMMANDS.has(command) ? rows : null;
+}
+
 /** Fields of ErrorResponse / NoticeResponse by their documented names. */
 export interface NoticeFields {
   /** 'S': localized severity (ERROR, FATAL, PANIC, WARNING, NOTICE, DEBUG, INFO, LOG). */
@@ -142,6 +161,15 @@ export function decodeReadyForQuery(payload: Buffer): TransactionStatus {
   reader.end();
   if (status === "I" || status === "T" || status === "E") return status;
   return reader.fail(`unknown transaction status ${JSON.stringify(status)}`);
+}
+
+/** {@link decodeReadyForQuery} of the whole frame `buffer[start, end)`, without allocating. */
+export function readyForQueryStatusOf(buffer: Buffer, start: number, end: number): TransactionStatus {
+  const status = buffer[start + 5];
+  if (end - start === 6 && (status === 0x49 || status === 0x54 || status === 0x45)) {
+    return status === 0x49 ? "I" : status === 0x54 ? "T" : "E";
+  }
+  return decodeReadyForQuery(buffer.subarray(start + 5, end));
 }
 
 export interface BackendKeyDataMessage {

@@ -15,6 +15,8 @@ import {
 } from "./backend-messages.js";
 import { FRONTEND_MAX_FRAME_LENGTH, FrameReader } from "./frame-reader.js";
 import {
+  decodeBind,
+  decodeBindTarget,
   decodeFrontendMessage,
   decodeSASLInitialResponse,
   ProtocolViolationError,
@@ -98,6 +100,45 @@ const onlyProtocolViolations = (run: () => void): void => {
 
 const cuts = fc.array(fc.nat(), { maxLength: 10 });
 
+const u16 = (n: number) => Buffer.from([(n >> 8) & 0xff, n & 0xff]);
+const i32 = (n: number) => {
+  const b = Buffer.alloc(4);
+  b.writeInt32BE(n);
+  return b;
+};
+
+/** Bind payloads: well formed, then perhaps cut short, lengthened or with a count or length off. */
+const bindish = fc
+  .record({
+    portal: fc.string({ maxLength: 4 }),
+    statement: fc.string({ maxLength: 4 }),
+    formats: fc.array(fc.integer({ min: 0, max: 1 }), { maxLength: 3 }),
+    params: fc.array(fc.option(fc.uint8Array({ maxLength: 6 })), { maxLength: 3 }),
+    results: fc.array(fc.integer({ min: 0, max: 1 }), { maxLength: 3 }),
+    damage: fc.oneof(
+      fc.constant(null),
+      fc.record({ at: fc.nat(), kind: fc.constantFrom("cut", "append", "flip") }),
+    ),
+  })
+  .map(({ portal, statement, formats, params, results, damage }) => {
+    const payload = Buffer.concat([
+      Buffer.from(`${portal.replace(/\0/g, "")}\0${statement.replace(/\0/g, "")}\0`),
+      u16(formats.length),
+      ...formats.map(u16),
+      u16(params.length),
+      ...params.map((p) => (p === null ? i32(-1) : Buffer.concat([i32(p.length), p]))),
+      u16(results.length),
+      ...results.map(u16),
+    ]);
+    if (!damage) return payload;
+    const at = damage.at % (payload.length + 1);
+    if (damage.kind === "cut") return payload.subarray(0, at);
+    if (damage.kind === "append") return Buffer.concat([payload, Buffer.from([0])]);
+    const flipped = Buffer.from(payload);
+    if (at < flipped.length) flipped[at] = 0xff;
+    return flipped;
+  });
+
 describe("codec properties", () => {
   it("framer + frontend decoders throw nothing but ProtocolViolationError on any bytes, any chunking", () => {
     fc.assert(
@@ -112,6 +153,30 @@ describe("codec properties", () => {
         });
       }),
       { numRuns: 400 },
+    );
+  });
+
+  it("decodeBindTarget accepts exactly the Bind messages decodeBind accepts, with the same names", () => {
+    const outcome = (decode: () => { portal: string; statement: string }) => {
+      try {
+        const { portal, statement } = decode();
+        return { portal, statement };
+      } catch (error) {
+        if (!(error instanceof ProtocolViolationError)) throw error;
+        return "refused";
+      }
+    };
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          bindish,
+          body.map((parts) => Buffer.concat(parts)),
+        ),
+        (payload) => {
+          expect(outcome(() => decodeBindTarget(payload))).toEqual(outcome(() => decodeBind(payload)));
+        },
+      ),
+      { numRuns: 1000 },
     );
   });
 

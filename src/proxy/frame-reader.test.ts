@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { FRONTEND_MAX_FRAME_LENGTH, type Frame, FrameReader } from "./frame-reader.js";
+import { FRONTEND_MAX_FRAME_LENGTH, type Frame, FrameBatch, FrameReader } from "./frame-reader.js";
 import { ProtocolViolationError } from "./protocol-violation-error.js";
 import {
   encodeCommandComplete,
@@ -110,5 +110,24 @@ describe("FrameReader", () => {
     const atLimit = Buffer.concat([Buffer.from([0x64, 0, 0, 0, 14]), Buffer.alloc(10)]);
     expect(feedAll(new FrameReader({ maxFrameLength: 14 }), [atLimit])).toHaveLength(1);
     expect(() => feedAll(new FrameReader({ maxFrameLength: 13 }), [atLimit])).toThrow(ProtocolViolationError);
+  });
+
+  it("appends frames to a batch as positions in the chunks, a straddling one as its own buffer", () => {
+    const batch = new FrameBatch();
+    const reader = new FrameReader();
+    const cut = messages[0]!.length + 3; // inside the second message
+    const first = stream.subarray(0, cut);
+    const second = stream.subarray(cut);
+    reader.feedInto(first, batch);
+    reader.feedInto(second, batch);
+    const seen = Array.from({ length: batch.length }, (_, i) =>
+      batch.buffers[i]!.subarray(batch.starts[i], batch.ends[i]).toString("hex"),
+    );
+    expect(seen).toEqual(messages.map((m) => m.toString("hex")));
+    expect(batch.codes.slice(0, batch.length)).toEqual(messages.map((m) => m[0]));
+    expect(batch.buffers[0]).toBe(first);
+    expect(batch.buffers[2]).toBe(second);
+    batch.clear();
+    expect([batch.length, batch.head, batch.buffers[0]]).toEqual([0, 0, undefined]);
   });
 });

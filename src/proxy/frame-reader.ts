@@ -35,6 +35,49 @@ class LazyFrame implements Frame {
   }
 }
 
+/** Receives one frame as its type byte and its bytes `buffer[start, end)` (header included). */
+type FrameSink = (code: number, buffer: Buffer, start: number, end: number) => void;
+
+/**
+ * Frames read and not handled yet, as positions in the chunks they arrived in: parallel arrays reused from
+ * chunk to chunk, so relaying a frame allocates nothing. `head` is the next frame to handle.
+ */
+export class FrameBatch {
+  readonly codes: number[] = [];
+  readonly buffers: (Buffer | undefined)[] = [];
+  readonly starts: number[] = [];
+  readonly ends: number[] = [];
+  length = 0;
+  head = 0;
+
+  readonly add: FrameSink = (code, buffer, start, end) => {
+    const at = this.length++;
+    this.codes[at] = code;
+    this.buffers[at] = buffer;
+    this.starts[at] = start;
+    this.ends[at] = end;
+  };
+
+  /** Appends a whole frame (e.g. one read during startup). */
+  addFrame(frame: Frame): void {
+    this.add(frame.code, frame.frame, 0, frame.frame.length);
+  }
+
+  /** Forgets every frame, and the chunks they point into; a batch that grew large gives its room back. */
+  clear(): void {
+    if (this.codes.length > 1024) {
+      this.codes.length = 0;
+      this.buffers.length = 0;
+      this.starts.length = 0;
+      this.ends.length = 0;
+    } else {
+      for (let i = 0; i < this.length; i++) this.buffers[i] = undefined;
+    }
+    this.length = 0;
+    this.head = 0;
+  }
+}
+
 export interface FrameReaderOptions {
   /**
    * Largest accepted value of the length word (which counts itself but not the type byte).
@@ -76,6 +119,23 @@ export class FrameReader {
    * @throws ProtocolViolationError on a length word below 4 or above the configured maximum
    */
   feed(chunk: Buffer, onFrame: (frame: Frame) => void): void {
+    this.#scan(chunk, (code, buffer, start, end) =>
+      onFrame(
+        new LazyFrame(code, start === 0 && end === buffer.length ? buffer : buffer.subarray(start, end)),
+      ),
+    );
+  }
+
+  /**
+   * Like {@link feed}, but appends the frames to `batch` as positions, allocating nothing per frame: the
+   * relay's hot path. The whole chunk is framed before the caller handles any of it, so a bad length word
+   * is seen before anything of the chunk is acted on.
+   */
+  feedInto(chunk: Buffer, batch: FrameBatch): void {
+    this.#scan(chunk, batch.add);
+  }
+
+  #scan(chunk: Buffer, onFrame: FrameSink): void {
     if (this.failure) throw this.failure;
     let offset = 0;
     if (this.pendingBytes > 0) {
@@ -89,7 +149,7 @@ export class FrameReader {
         this.pendingTotal = total;
         break;
       }
-      onFrame(new LazyFrame(chunk[offset]!, chunk.subarray(offset, offset + total)));
+      onFrame(chunk[offset]!, chunk, offset, offset + total);
       offset += total;
     }
     if (offset < end) {
@@ -99,7 +159,7 @@ export class FrameReader {
   }
 
   /** Returns the chunk offset after the completed frame, or -1 when the whole chunk was absorbed. */
-  private continuePending(chunk: Buffer, onFrame: (frame: Frame) => void): number {
+  private continuePending(chunk: Buffer, onFrame: FrameSink): number {
     let used = 0;
     if (this.pendingTotal < 0) {
       const missing = FRAME_HEADER_LENGTH - this.pendingBytes;
@@ -125,7 +185,7 @@ export class FrameReader {
     this.pieces = [];
     this.pendingBytes = 0;
     this.pendingTotal = -1;
-    onFrame(new LazyFrame(frame[0]!, frame));
+    onFrame(frame[0]!, frame, 0, frame.length);
     return used;
   }
 

@@ -118,6 +118,36 @@ export function decodeBind(payload: Buffer): BindMessage {
   return { portal, statement, paramFormats, params, resultFormats };
 }
 
+/**
+ * The portal and statement names of a Bind, checked exactly as {@link decodeBind} checks the whole message
+ * but without collecting its formats and values: the relay's per-Execute path needs only the names.
+ */
+export function decodeBindTarget(payload: Buffer): { portal: string; statement: string } {
+  const reader = new PayloadReader(payload, "Bind");
+  const portal = reader.cstring("portal name");
+  const statement = reader.cstring("statement name");
+  const formats = skipFormats(reader, "parameter format");
+  const count = reader.uint16("parameter count");
+  if (count * 4 > reader.remaining) reader.fail(`${count} parameters run past the end of the message`);
+  if (formats > 1 && formats !== count) reader.fail(`${formats} parameter formats but ${count} parameters`);
+  for (let i = 0; i < count; i++) {
+    const length = reader.int32("parameter length");
+    if (length < -1) reader.fail(`parameter ${i + 1} has negative length ${length}`);
+    if (length > 0) reader.bytes(length, "parameter value");
+  }
+  skipFormats(reader, "result format");
+  reader.end();
+  return { portal, statement };
+}
+
+/** Reads past a format code list as {@link readFormats} does; returns its length. */
+function skipFormats(reader: PayloadReader, field: string): number {
+  const count = reader.uint16(`${field} count`);
+  if (count * 2 > reader.remaining) reader.fail(`${count} ${field}s run past the end of the message`);
+  for (let i = 0; i < count; i++) reader.int16(field);
+  return count;
+}
+
 /** Format codes are not checked here: the server rejects unknown ones with a proper SQLSTATE. */
 function readFormats(reader: PayloadReader, field: string): number[] {
   const count = reader.uint16(`${field} count`);

@@ -1,9 +1,78 @@
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 
+/**
+ * Counts the relay adds to on every statement and chunk. Plain numbers: a labelled prom-client `inc` hashes
+ * its labels on every call. They are moved into the counters below whenever those are read (`collect`), so
+ * /metrics is always current.
+ */
+export interface ProxyTally {
+  verdicts: { allow: number; deny: number; invalid: number };
+  cutOff: number;
+  bytesFromClient: number;
+  bytesFromUpstream: number;
+  rowsRelayed: number;
+  /** From forwarding a query or Execute to its completion. */
+  upstreamLatency: LatencyTally;
+}
+
+const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10];
+
+/**
+ * Observations not yet moved into a histogram: a count per bucket (the last one is +Inf), their sum and count.
+ * prom-client's `observe` builds label objects and a closure per call; this is a loop over the bounds.
+ */
+export class LatencyTally {
+  readonly counts: Float64Array;
+  sum = 0;
+  count = 0;
+
+  constructor(readonly bounds: readonly number[]) {
+    this.counts = new Float64Array(bounds.length + 1);
+  }
+
+  observe(seconds: number): void {
+    const { bounds } = this;
+    let bucket = 0;
+    while (bucket < bounds.length && seconds > bounds[bucket]!) bucket++;
+    this.counts[bucket]!++;
+    this.sum += seconds;
+    this.count++;
+  }
+
+  /**
+   * Adds what was observed to an unlabelled prom-client Histogram with the same buckets, as its own `observe`
+   * would have, and starts over. Writes prom-client's per-label state (`hashMap[""]`: `bucketValues` keyed by
+   * upper bound, `sum`, `count`); proxy-metrics.test.ts compares the result with `observe`'s.
+   */
+  drainInto(histogram: Histogram): void {
+    if (this.count === 0) return;
+    const state = histogram as unknown as {
+      hashMap: Record<string, { bucketValues: Record<number, number>; sum: number; count: number }>;
+    };
+    if (!state.hashMap[""]) histogram.zero({});
+    const values = state.hashMap[""]!;
+    for (let i = 0; i < this.bounds.length; i++) values.bucketValues[this.bounds[i]!]! += this.counts[i]!;
+    values.sum += this.sum;
+    values.count += this.count;
+    this.counts.fill(0);
+    this.sum = 0;
+    this.count = 0;
+  }
+}
+
 /** The wire proxy's Prometheus metrics, registered in the server's registry. */
 export function createProxyMetrics(registry: Registry) {
   const registers = [registry];
+  const tally: ProxyTally = {
+    verdicts: { allow: 0, deny: 0, invalid: 0 },
+    cutOff: 0,
+    bytesFromClient: 0,
+    bytesFromUpstream: 0,
+    rowsRelayed: 0,
+    upstreamLatency: new LatencyTally(LATENCY_BUCKETS),
+  };
   return {
+    tally,
     sessionsActive: new Gauge({
       name: "pgtoll_proxy_sessions_active",
       help: "Client sessions open now",
@@ -25,23 +94,46 @@ export function createProxyMetrics(registry: Registry) {
       help: "Statements by guard verdict (allow, deny, invalid) and cut_off for results stopped by the balance",
       labelNames: ["verdict"] as const,
       registers,
+      collect() {
+        const { verdicts } = tally;
+        for (const verdict of ["allow", "deny", "invalid"] as const) {
+          if (verdicts[verdict] > 0) this.inc({ verdict }, verdicts[verdict]);
+          verdicts[verdict] = 0;
+        }
+        if (tally.cutOff > 0) this.inc({ verdict: "cut_off" }, tally.cutOff);
+        tally.cutOff = 0;
+      },
     }),
     rowsRelayed: new Counter({
       name: "pgtoll_proxy_rows_relayed_total",
       help: "DataRow and CopyData messages relayed to clients",
       registers,
+      collect() {
+        if (tally.rowsRelayed > 0) this.inc(tally.rowsRelayed);
+        tally.rowsRelayed = 0;
+      },
     }),
     bytesRelayed: new Counter({
       name: "pgtoll_proxy_bytes_relayed_total",
       help: "Bytes relayed, by direction (client_to_upstream, upstream_to_client)",
       labelNames: ["direction"] as const,
       registers,
+      collect() {
+        if (tally.bytesFromClient > 0) this.inc({ direction: "client_to_upstream" }, tally.bytesFromClient);
+        if (tally.bytesFromUpstream > 0)
+          this.inc({ direction: "upstream_to_client" }, tally.bytesFromUpstream);
+        tally.bytesFromClient = 0;
+        tally.bytesFromUpstream = 0;
+      },
     }),
     upstreamLatency: new Histogram({
       name: "pgtoll_proxy_upstream_latency_seconds",
       help: "From forwarding a query or Execute to its completion",
-      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10],
+      buckets: LATENCY_BUCKETS,
       registers,
+      collect() {
+        tally.upstreamLatency.drainInto(this);
+      },
     }),
     chargedMicro: new Counter({
       name: "pgtoll_proxy_charged_micro_usdc_total",

@@ -2,14 +2,26 @@ import type { Socket } from "node:net";
 import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
 import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
-import { decodeCommandComplete, decodeReadyForQuery, type TransactionStatus } from "./backend-messages.js";
-import { FRONTEND_MAX_FRAME_LENGTH, type Frame, FrameReader } from "./frame-reader.js";
-import { decodeBind, decodeClose, decodeExecute, decodeParse, decodeQuery } from "./frontend-messages.js";
+import { readyForQueryStatusOf, type TransactionStatus, writeCountOf } from "./backend-messages.js";
+import {
+  FRAME_HEADER_LENGTH,
+  FRONTEND_MAX_FRAME_LENGTH,
+  type Frame,
+  FrameBatch,
+  FrameReader,
+} from "./frame-reader.js";
+import {
+  decodeBindTarget,
+  decodeClose,
+  decodeExecute,
+  decodeParse,
+  decodeQuery,
+} from "./frontend-messages.js";
 import { refusedParse, refusedQuery } from "./injected-errors.js";
 import { BackendCode, FrontendCode } from "./message-codes.js";
 import { OutputBatch } from "./output-batch.js";
 import { errorFrame, SqlState } from "./proxy-errors.js";
-import type { ProxyMetrics } from "./proxy-metrics.js";
+import type { ProxyMetrics, ProxyTally } from "./proxy-metrics.js";
 import { encodeTerminate } from "./serializer.js";
 import type { SessionMeter } from "./session-meter.js";
 
@@ -40,24 +52,43 @@ export interface RelayDeps {
   onEnd(reason: string): void;
 }
 
+/** One direction of the relay: frames read from its socket, handled strictly in order. */
+interface Direction {
+  readonly side: "client" | "upstream";
+  readonly reader: FrameReader;
+  /** Read and not handled yet: more arrive here while a frame waits for the ledger. */
+  readonly frames: FrameBatch;
+  /** A pass over `frames` is running, or paused on the ledger (then the socket is paused too). */
+  busy: boolean;
+}
+
 /**
  * The ready phase of a proxied session: every client message is guarded before it is forwarded, every upstream
  * answer is relayed while the agent's reservation pays for it, and every statement is charged when it completes.
  * Both directions are processed frame by frame in order; a pass that needs the ledger (to grow the
  * reservation) pauses its socket until the answer is in, so order is never lost and memory stays bounded.
+ * Frames are handled as positions in the received chunks and relayed as ranges of them: a relayed message
+ * costs no allocation.
  */
 export class Relay {
   readonly #units: Unit[] = [];
   readonly #statements = new Map<string, string>();
   readonly #portals = new Map<string, string>();
-  readonly #fromClient = new FrameReader({ maxFrameLength: FRONTEND_MAX_FRAME_LENGTH });
-  readonly #fromUpstream = new FrameReader();
-  readonly #clientFrames: Frame[] = [];
-  readonly #upstreamFrames: Frame[] = [];
+  readonly #client: Direction = {
+    side: "client",
+    reader: new FrameReader({ maxFrameLength: FRONTEND_MAX_FRAME_LENGTH }),
+    frames: new FrameBatch(),
+    busy: false,
+  };
+  readonly #upstream: Direction = {
+    side: "upstream",
+    reader: new FrameReader(),
+    frames: new FrameBatch(),
+    busy: false,
+  };
   readonly #toClient = new OutputBatch();
   readonly #toUpstream = new OutputBatch();
-  #clientBusy = false;
-  #upstreamBusy = false;
+  readonly #tally: ProxyTally;
   #status: TransactionStatus;
   /** Set when a result was cut off for lack of funds: upstream answers are dropped until ReadyForQuery. */
   #cutOff = false;
@@ -70,25 +101,16 @@ export class Relay {
    */
   #closing: "terminated" | "gone" | undefined;
   #drainTimer: NodeJS.Timeout | undefined;
-  #rowsRelayed = 0;
+  /**
+   * When the session last became idle (ReadyForQuery outside a transaction, nothing upstream); cleared by
+   * client traffic. One timer checks it, so a statement costs no timer of its own.
+   */
+  #idleSince: number | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
-
-  /** Labelled counters looked up once per session, not once per statement or chunk. */
-  readonly #counters;
 
   constructor(private readonly deps: RelayDeps) {
     this.#status = deps.status;
-    const { statements, bytesRelayed } = deps.metrics;
-    this.#counters = {
-      verdict: {
-        allow: statements.labels("allow"),
-        deny: statements.labels("deny"),
-        invalid: statements.labels("invalid"),
-      } as Record<GuardVerdict["kind"], { inc(): void }>,
-      cutOff: statements.labels("cut_off"),
-      fromClient: bytesRelayed.labels("client_to_upstream"),
-      fromUpstream: bytesRelayed.labels("upstream_to_client"),
-    };
+    this.#tally = deps.metrics.tally;
   }
 
   get status(): TransactionStatus {
@@ -103,39 +125,37 @@ export class Relay {
   /** Starts relaying; `early` holds client frames that arrived with the password message. */
   start(early: Frame[] = []): void {
     const { client, upstream } = this.deps;
-    this.#clientFrames.push(...early);
-    client.on("data", (chunk: Buffer) =>
-      this.#receive(chunk, this.#fromClient, this.#clientFrames, () => this.#pumpClient()),
-    );
-    upstream.on("data", (chunk: Buffer) =>
-      this.#receive(chunk, this.#fromUpstream, this.#upstreamFrames, () => this.#pumpUpstream()),
-    );
+    for (const frame of early) this.#client.frames.addFrame(frame);
+    client.on("data", (chunk: Buffer) => this.#receive(this.#client, chunk));
+    upstream.on("data", (chunk: Buffer) => this.#receive(this.#upstream, chunk));
     // A pass waiting for the ledger keeps its socket paused: resuming it early would queue a whole result.
     client.on("drain", () => {
-      if (!this.#upstreamBusy) upstream.resume();
+      if (!this.#upstream.busy) upstream.resume();
     });
     upstream.on("drain", () => {
-      if (!this.#clientBusy) client.resume();
+      if (!this.#client.busy) client.resume();
     });
     upstream.resume();
     client.resume();
-    if (early.length > 0) this.#pumpClient();
+    if (early.length > 0) this.#pump(this.#client);
   }
 
-  #receive(chunk: Buffer, reader: FrameReader, queue: Frame[], pump: () => void): void {
-    if (this.#ended || (this.#closing && reader === this.#fromClient)) return;
-    if (this.#idleTimer && reader === this.#fromClient) {
-      clearTimeout(this.#idleTimer);
-      this.#idleTimer = undefined;
+  #receive(direction: Direction, chunk: Buffer): void {
+    if (this.#ended) return;
+    if (direction === this.#client) {
+      if (this.#closing) return;
+      this.#idleSince = undefined;
+      this.#tally.bytesFromClient += chunk.length;
+    } else {
+      this.#tally.bytesFromUpstream += chunk.length;
     }
-    (reader === this.#fromClient ? this.#counters.fromClient : this.#counters.fromUpstream).inc(chunk.length);
     try {
-      reader.feed(chunk, (frame) => queue.push(frame));
+      direction.reader.feedInto(chunk, direction.frames);
     } catch (error) {
-      this.#protocolFailure(reader === this.#fromClient ? "client" : "upstream", error as Error);
+      this.#protocolFailure(direction.side, error as Error);
       return;
     }
-    pump();
+    this.#pump(direction);
   }
 
   #protocolFailure(side: "client" | "upstream", error: Error): void {
@@ -163,7 +183,7 @@ export class Relay {
    */
   #close(how: "terminated" | "gone", reason: string): void {
     if (this.#ended || this.#closing === "gone") return;
-    if (this.#units.length === 0 && !this.#upstreamBusy) {
+    if (this.#units.length === 0 && !this.#upstream.busy) {
       this.end(reason);
       return;
     }
@@ -211,42 +231,74 @@ export class Relay {
     this.#ended = true;
     clearTimeout(this.#idleTimer);
     clearTimeout(this.#drainTimer);
-    this.#flushRowsMetric();
+    this.#client.frames.clear();
+    this.#upstream.frames.clear();
     this.deps.onEnd(reason);
   }
 
-  // ---- client -> upstream -------------------------------------------------------------------------
+  // ---- both directions ----------------------------------------------------------------------------
 
-  #pumpClient(): void {
-    if (this.#clientBusy) return;
-    this.#clientBusy = true;
+  /**
+   * Handles the direction's frames in order until they are all done or one has to wait for the ledger; then
+   * writes what the pass produced. A client pass stops for good once the client is closing.
+   */
+  #pump(direction: Direction): void {
+    if (direction.busy) return;
+    direction.busy = true;
+    const fromClient = direction === this.#client;
+    const { frames } = direction;
     try {
-      while (this.#clientFrames.length > 0 && !this.#ended && !this.#closing) {
-        const frame = this.#clientFrames[0]!;
-        const waiting = this.#handleClientFrame(frame);
+      while (frames.head < frames.length && !this.#ended && !(fromClient && this.#closing)) {
+        const at = frames.head++;
+        const code = frames.codes[at]!;
+        const buffer = frames.buffers[at]!;
+        const start = frames.starts[at]!;
+        const end = frames.ends[at]!;
+        const waiting = fromClient
+          ? this.#handleClientFrame(code, buffer, start, end)
+          : this.#handleUpstreamFrame(code, buffer, start, end);
         if (waiting) {
-          this.deps.client.pause();
-          this.#flushToUpstream();
-          waiting.then(
-            () => {
-              this.#clientFrames.shift();
-              this.#clientBusy = false;
-              if (this.#closing) return;
-              if (!this.deps.upstream.writableNeedDrain) this.deps.client.resume();
-              this.#pumpClient();
-            },
-            (error: unknown) => this.#internalFailure(error),
-          );
+          this.#wait(direction, waiting);
           return;
         }
-        this.#clientFrames.shift();
       }
-      this.#flushToUpstream();
+      frames.clear();
+      if (fromClient) this.#flushToUpstream();
+      else this.#flushToClient();
     } catch (error) {
-      this.#protocolFailure("client", error as Error);
+      this.#protocolFailure(direction.side, error as Error);
     }
-    this.#clientBusy = false;
+    direction.busy = false;
   }
+
+  /** Pauses the direction's socket until `waiting` settles, then carries on with its next frame. */
+  #wait(direction: Direction, waiting: Promise<void>): void {
+    const { client, upstream } = this.deps;
+    if (direction === this.#client) {
+      client.pause();
+      this.#flushToUpstream();
+    } else {
+      upstream.pause();
+      this.#flushToClient();
+    }
+    waiting.then(
+      () => {
+        direction.busy = false;
+        if (direction === this.#client) {
+          if (this.#closing) return;
+          if (!upstream.writableNeedDrain) client.resume();
+        } else {
+          // A slow client keeps the upstream paused: its 'drain' resumes it, not the ledger's answer.
+          const clientWaiting = this.#closing !== "gone" && client.writableNeedDrain;
+          if (!clientWaiting) upstream.resume();
+        }
+        this.#pump(direction);
+      },
+      (error: unknown) => this.#internalFailure(error),
+    );
+  }
+
+  // ---- client -> upstream -------------------------------------------------------------------------
 
   #flushToUpstream(): void {
     // Once closing, the upstream has had its Terminate: nothing may follow it.
@@ -254,55 +306,47 @@ export class Relay {
     if (!this.#toUpstream.flushTo(this.deps.upstream)) this.deps.client.pause();
   }
 
-  /** Handles one client frame; returns a promise when it had to wait for the ledger. */
-  #handleClientFrame(frame: Frame): Promise<void> | undefined {
-    switch (frame.code) {
+  /** Handles one client frame, `buffer[start, end)`; returns a promise when it has to wait for the ledger. */
+  #handleClientFrame(code: number, buffer: Buffer, start: number, end: number): Promise<void> | undefined {
+    switch (code) {
       case FrontendCode.Query:
-        return this.#onQuery(frame);
+        return this.#onQuery(buffer, start, end);
       case FrontendCode.Parse: {
-        const parse = decodeParse(frame.payload);
+        const parse = decodeParse(payloadOf(buffer, start, end));
         const verdict = this.deps.check(parse.sql);
-        this.#counters.verdict[verdict.kind].inc();
+        this.#tally.verdicts[verdict.kind]++;
         if (verdict.kind !== "allow") {
           this.#statements.delete(parse.name);
           this.#refuse(refusalFor(verdict), false);
           return;
         }
         this.#statements.set(parse.name, parse.sql);
-        this.#toUpstream.push(frame.frame);
+        this.#toUpstream.pushRange(buffer, start, end);
         return;
       }
       case FrontendCode.Bind: {
-        const bind = decodeBind(frame.payload);
+        const bind = decodeBindTarget(payloadOf(buffer, start, end));
         this.#portals.set(bind.portal, this.#statements.get(bind.statement) ?? "");
-        this.#toUpstream.push(frame.frame);
+        this.#toUpstream.pushRange(buffer, start, end);
         return;
       }
       case FrontendCode.Execute: {
-        const { portal } = decodeExecute(frame.payload);
-        const forward = () => {
-          this.#units.push({
-            kind: "execute",
-            sql: this.#portals.get(portal) ?? "",
-            started: performance.now(),
-          });
-          this.#toUpstream.push(frame.frame);
-        };
-        if (this.deps.meter.canStart) return void forward();
+        const { portal } = decodeExecute(payloadOf(buffer, start, end));
+        if (this.deps.meter.canStart) return void this.#forwardExecute(portal, buffer, start, end);
         return this.deps.meter.topUp(1).then((ok) => {
-          if (ok) forward();
+          if (ok) this.#forwardExecute(portal, buffer, start, end);
           else this.#refuse(insufficientFunds(0), false);
         });
       }
       case FrontendCode.Sync:
         this.#units.push({ kind: "sync" });
-        this.#toUpstream.push(frame.frame);
+        this.#toUpstream.pushRange(buffer, start, end);
         return;
       case FrontendCode.Close: {
-        const target = decodeClose(frame.payload);
+        const target = decodeClose(payloadOf(buffer, start, end));
         if (target.kind === "S") this.#statements.delete(target.name);
         else this.#portals.delete(target.name);
-        this.#toUpstream.push(frame.frame);
+        this.#toUpstream.pushRange(buffer, start, end);
         return;
       }
       case FrontendCode.FunctionCall:
@@ -319,34 +363,37 @@ export class Relay {
         return;
       default:
         // Describe, Flush, CopyData/CopyDone/CopyFail and the rest pass through; the upstream judges them.
-        this.#toUpstream.push(frame.frame);
+        this.#toUpstream.pushRange(buffer, start, end);
         return;
     }
   }
 
-  #onQuery(frame: Frame): Promise<void> | undefined {
-    const { sql } = decodeQuery(frame.payload);
+  #onQuery(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
+    const { sql } = decodeQuery(payloadOf(buffer, start, end));
     const verdict = this.deps.check(sql);
-    this.#counters.verdict[verdict.kind].inc();
+    this.#tally.verdicts[verdict.kind]++;
     if (verdict.kind !== "allow") {
       this.#refuse(refusalFor(verdict), true);
       return;
     }
-    const forward = () => {
-      this.#units.push({
-        kind: "simple",
-        statements: verdict.statements,
-        index: 0,
-        started: performance.now(),
-      });
-      this.#toUpstream.push(frame.frame);
-    };
-    if (this.deps.meter.canStart || verdict.statements.every((s) => !s.returnsRows && !isWrite(s)))
-      return void forward();
+    const { statements } = verdict;
+    if (this.deps.meter.canStart || statements.every((s) => !s.returnsRows && !isWrite(s)))
+      return void this.#forwardQuery(statements, buffer, start, end);
     return this.deps.meter.topUp(1).then((ok) => {
-      if (ok) forward();
+      if (ok) this.#forwardQuery(statements, buffer, start, end);
       else this.#refuse(insufficientFunds(0), true);
     });
+  }
+
+  // No closure on the per-statement path: each would cost an allocation (and, under tsx, a name).
+  #forwardQuery(statements: readonly GuardedStatement[], buffer: Buffer, start: number, end: number): void {
+    this.#units.push({ kind: "simple", statements, index: 0, started: performance.now() });
+    this.#toUpstream.pushRange(buffer, start, end);
+  }
+
+  #forwardExecute(portal: string, buffer: Buffer, start: number, end: number): void {
+    this.#units.push({ kind: "execute", sql: this.#portals.get(portal) ?? "", started: performance.now() });
+    this.#toUpstream.pushRange(buffer, start, end);
   }
 
   /** Sends the upstream an unparsable stand-in and remembers to show the client `error` in its place. */
@@ -358,83 +405,45 @@ export class Relay {
 
   // ---- upstream -> client -------------------------------------------------------------------------
 
-  #pumpUpstream(): void {
-    if (this.#upstreamBusy) return;
-    this.#upstreamBusy = true;
-    try {
-      while (this.#upstreamFrames.length > 0 && !this.#ended) {
-        const waiting = this.#handleUpstreamFrame(this.#upstreamFrames[0]!);
-        if (waiting) {
-          this.deps.upstream.pause();
-          this.#flushToClient();
-          waiting.then(
-            () => {
-              this.#upstreamFrames.shift();
-              this.#upstreamBusy = false;
-              // A slow client keeps the upstream paused: its 'drain' resumes it, not the ledger's answer.
-              const clientWaiting = this.#closing !== "gone" && this.deps.client.writableNeedDrain;
-              if (!clientWaiting) this.deps.upstream.resume();
-              this.#pumpUpstream();
-            },
-            (error: unknown) => this.#internalFailure(error),
-          );
-          return;
-        }
-        this.#upstreamFrames.shift();
-      }
-      this.#flushToClient();
-    } catch (error) {
-      this.#protocolFailure("upstream", error as Error);
-    }
-    this.#upstreamBusy = false;
-  }
-
   #flushToClient(): void {
     if (!this.#toClient.flushTo(this.deps.client) && this.#closing !== "gone") this.deps.upstream.pause();
-    this.#flushRowsMetric();
   }
 
-  #flushRowsMetric(): void {
-    if (this.#rowsRelayed > 0) {
-      this.deps.metrics.rowsRelayed.inc(this.#rowsRelayed);
-      this.#rowsRelayed = 0;
-    }
-  }
-
-  #handleUpstreamFrame(frame: Frame): Promise<void> | undefined {
-    switch (frame.code) {
+  /** Handles one upstream frame, `buffer[start, end)`; returns a promise when it has to wait for the ledger. */
+  #handleUpstreamFrame(code: number, buffer: Buffer, start: number, end: number): Promise<void> | undefined {
+    switch (code) {
       case BackendCode.DataRow:
       case BackendCode.CopyData:
-        return this.#onRow(frame);
+        return this.#onRow(buffer, start, end);
       case BackendCode.CommandComplete:
-        return this.#onStatementEnd(frame, decodeCommandComplete(frame.payload));
+        return this.#onStatementEnd(buffer, start, end, writeCountOf(buffer, start, end));
       case BackendCode.PortalSuspended:
       case BackendCode.EmptyQueryResponse:
-        return this.#onStatementEnd(frame, null);
+        return this.#onStatementEnd(buffer, start, end, null);
       case BackendCode.ErrorResponse:
-        this.#onError(frame);
+        this.#onError(buffer, start, end);
         return;
       case BackendCode.ReadyForQuery:
-        this.#onReady(frame);
+        this.#onReady(buffer, start, end);
         return;
       default:
-        if (!this.#cutOff) this.#toClient.push(frame.frame);
+        if (!this.#cutOff) this.#toClient.pushRange(buffer, start, end);
         return;
     }
   }
 
-  #onRow(frame: Frame): Promise<void> | undefined {
+  #onRow(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
     // Rows for a client that is gone are neither delivered nor charged.
     if (this.#cutOff || this.#closing === "gone") return;
     if (this.deps.meter.allowRow()) {
-      this.#rowsRelayed++;
-      this.#toClient.push(frame.frame);
+      this.#tally.rowsRelayed++;
+      this.#toClient.pushRange(buffer, start, end);
       return;
     }
     return this.deps.meter.topUp(1).then((ok) => {
       if (ok && this.deps.meter.allowRow()) {
-        this.#rowsRelayed++;
-        this.#toClient.push(frame.frame);
+        this.#tally.rowsRelayed++;
+        this.#toClient.pushRange(buffer, start, end);
       } else {
         return this.#cutOffResult();
       }
@@ -447,14 +456,17 @@ export class Relay {
     const head = this.#units[0];
     const delivered = this.deps.meter.statementRows;
     await this.deps.meter.endStatement(delivered, { sql: sqlOf(head), rowCount: delivered, cutOff: true });
-    this.#counters.cutOff.inc();
+    this.#tally.cutOff++;
     this.#toClient.push(insufficientFunds(delivered));
     this.deps.cancelUpstream();
   }
 
+  /** A statement's result is complete; `written` is the row count of a write's CommandComplete. */
   #onStatementEnd(
-    frame: Frame,
-    tag: { command: string; rows: number | null } | null,
+    buffer: Buffer,
+    start: number,
+    end: number,
+    written: number | null,
   ): Promise<void> | undefined {
     const head = this.#units[0];
     if (this.#cutOff) {
@@ -462,23 +474,22 @@ export class Relay {
       return;
     }
     const counted = this.deps.meter.statementRows;
-    const rows =
-      tag && tag.rows !== null && WRITE_COMMANDS.has(tag.command) ? Math.max(tag.rows, counted) : counted;
+    const rows = written !== null ? Math.max(written, counted) : counted;
     const sql = sqlOf(head);
     if (head?.kind === "simple") head.index++;
     else if (head?.kind === "execute") {
-      this.deps.metrics.upstreamLatency.observe((performance.now() - head.started) / 1000);
+      this.#tally.upstreamLatency.observe((performance.now() - head.started) / 1000);
       this.#units.shift();
     }
     const costly = this.deps.meter.endStatement(rows, { sql, rowCount: rows });
-    this.#toClient.push(frame.frame);
+    this.#toClient.pushRange(buffer, start, end);
     // The charge is queued (group commit); only a write that outgrew the reservation waits for the ledger.
     return costly?.then((result) => {
       if (result.unpaidMicro > 0n) this.deps.metrics.unpaidMicro.inc(Number(result.unpaidMicro));
     });
   }
 
-  #onError(frame: Frame): void {
+  #onError(buffer: Buffer, start: number, end: number): void {
     const head = this.#units[0];
     if (head?.kind === "refused") {
       this.#units.shift();
@@ -498,7 +509,7 @@ export class Relay {
       if (head.kind === "execute") this.#units.shift();
     }
     this.#dropUntilSync();
-    this.#toClient.push(frame.frame);
+    this.#toClient.pushRange(buffer, start, end);
   }
 
   /** After an error the upstream skips the rest of the batch up to Sync: so do our expectations. */
@@ -507,30 +518,42 @@ export class Relay {
       this.#units.shift();
   }
 
-  #onReady(frame: Frame): void {
+  #onReady(buffer: Buffer, start: number, end: number): void {
+    const now = performance.now();
     // ReadyForQuery closes the oldest simple query or Sync-terminated batch.
     while (this.#units.length > 0) {
       const head = this.#units.shift()!;
-      if (head.kind === "simple")
-        this.deps.metrics.upstreamLatency.observe((performance.now() - head.started) / 1000);
+      if (head.kind === "simple") this.#tally.upstreamLatency.observe((now - head.started) / 1000);
       if (head.kind === "simple" || head.kind === "sync") break;
     }
-    this.#status = decodeReadyForQuery(frame.payload);
+    this.#status = readyForQueryStatusOf(buffer, start, end);
     this.#cutOff = false;
-    this.#toClient.push(frame.frame);
+    this.#toClient.pushRange(buffer, start, end);
     if (this.#status === "I" && this.#units.length === 0) {
-      clearTimeout(this.#idleTimer);
-      this.#idleTimer = setTimeout(() => {
-        this.#idleTimer = undefined;
-        if (this.#units.length === 0 && !this.#ended) {
-          this.deps.meter
-            .release()
-            .catch((error: unknown) => this.deps.logger.warn({ err: error }, "idle release failed"));
-        }
-      }, this.deps.idleReleaseMs);
-      this.#idleTimer.unref();
+      this.#idleSince = now;
+      this.#idleTimer ??= this.#armIdleTimer(this.deps.idleReleaseMs);
     }
   }
+
+  #armIdleTimer(delayMs: number): NodeJS.Timeout {
+    const timer = setTimeout(this.#onIdleTimer, delayMs);
+    timer.unref();
+    return timer;
+  }
+
+  /** Gives the reservation back once the session has been idle for `idleReleaseMs` (else waits the rest). */
+  readonly #onIdleTimer = (): void => {
+    this.#idleTimer = undefined;
+    if (this.#ended || this.#idleSince === undefined || this.#units.length > 0) return;
+    const idleMs = performance.now() - this.#idleSince;
+    if (idleMs < this.deps.idleReleaseMs) {
+      this.#idleTimer = this.#armIdleTimer(this.deps.idleReleaseMs - idleMs);
+      return;
+    }
+    this.deps.meter
+      .release()
+      .catch((error: unknown) => this.deps.logger.warn({ err: error }, "idle release failed"));
+  };
 
   #internalFailure(error: unknown): void {
     this.deps.logger.error({ err: error }, "proxy session failed");
@@ -545,6 +568,11 @@ export class Relay {
     }
     this.end("internal failure");
   }
+}
+
+/** The body of the frame `buffer[start, end)`, after its type byte and length word. */
+function payloadOf(buffer: Buffer, start: number, end: number): Buffer {
+  return buffer.subarray(start + FRAME_HEADER_LENGTH, end);
 }
 
 function isWrite(statement: GuardedStatement): boolean {

@@ -29,8 +29,17 @@ export class SessionMeter {
   #unspent = 0n;
   #statementRows = 0;
   #rowLimit = 0;
-  /** Charges queued and not yet written: a set, so a long busy session does not keep every one. */
-  readonly #charges = new Set<Promise<void>>();
+  /** Charges queued and not yet written; `release` waits for them. */
+  #unwritten = 0;
+  #allWritten: { promise: Promise<void>; resolve(): void } | null = null;
+  readonly #written = (): void => {
+    if (--this.#unwritten === 0 && this.#allWritten) {
+      this.#allWritten.resolve();
+      this.#allWritten = null;
+    }
+  };
+  /** Costs of small row counts, the common case, so a statement does not redo the bigint arithmetic. */
+  readonly #smallCosts: bigint[] = [];
   /** Reservation calls in flight: `release` waits for them, or one made just after it would stay held. */
   readonly #ledgerCalls = new Set<Promise<unknown>>();
   readonly #chunkMicro: bigint;
@@ -56,7 +65,18 @@ export class SessionMeter {
 
   /** Whether a statement may start: false when nothing is held and nothing could be reserved yet. */
   get canStart(): boolean {
-    return this.#free || this.#unspent >= costOfRows(1, this.price);
+    return this.#free || this.#unspent >= this.#costOf(1);
+  }
+
+  /** {@link costOfRows} for this session's price, remembered for small counts. */
+  #costOf(rows: number): bigint {
+    if (rows >= 64) return costOfRows(rows, this.price);
+    let cost = this.#smallCosts[rows];
+    if (cost === undefined) {
+      cost = costOfRows(rows, this.price);
+      this.#smallCosts[rows] = cost;
+    }
+    return cost;
   }
 
   beginStatement(): void {
@@ -77,7 +97,7 @@ export class SessionMeter {
    */
   async topUp(minRows = 1): Promise<boolean> {
     if (this.#free) return true;
-    const needed = costOfRows(this.#statementRows + minRows, this.price) - this.#unspent;
+    const needed = this.#costOf(this.#statementRows + minRows) - this.#unspent;
     const minDelta = needed > 0n ? needed : 0n;
     const maxDelta = minDelta > this.#chunkMicro ? minDelta : this.#chunkMicro;
     let added: bigint;
@@ -114,7 +134,7 @@ export class SessionMeter {
     rowCount: number,
     metadata: Record<string, unknown>,
   ): Promise<{ unpaidMicro: bigint }> | undefined {
-    const cost = costOfRows(rowCount, this.price);
+    const cost = this.#costOf(rowCount);
     if (cost > this.#unspent) return this.#endCostlyStatement(cost, metadata);
     this.#charge(cost, 0n, metadata);
     return undefined;
@@ -158,9 +178,8 @@ export class SessionMeter {
         costMicro: cost,
         metadata: unpaidMicro > 0n ? { ...metadata, unpaidMicro: unpaidMicro.toString() } : metadata,
       });
-      this.#charges.add(charge);
-      const written = () => this.#charges.delete(charge);
-      charge.then(written, written);
+      this.#unwritten++;
+      charge.then(this.#written, this.#written);
       this.options.onCharge?.(cost);
     }
     this.#statementRows = 0;
@@ -184,7 +203,14 @@ export class SessionMeter {
       await Promise.allSettled([...this.#ledgerCalls]);
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
-    await Promise.allSettled([...this.#charges]);
+    if (this.#unwritten > 0) {
+      if (!this.#allWritten) {
+        let resolve = () => {};
+        const promise = new Promise<void>((done) => (resolve = done));
+        this.#allWritten = { promise, resolve };
+      }
+      await this.#allWritten.promise;
+    }
     if (this.#reservation) {
       const reservation = this.#reservation;
       this.#reservation = null;

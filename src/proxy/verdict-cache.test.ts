@@ -1,0 +1,96 @@
+import { beforeAll, describe, expect, it } from "vitest";
+import { readGuardCases } from "../guard/guard-cases.js";
+import { checkSql, loadGuard, maskLiterals } from "../guard/index.js";
+import { createVerdictCache } from "./verdict-cache.js";
+
+const cases = readGuardCases();
+
+const INTEGERS = ["0", "7", "000", "999999999"];
+const STRINGS = [
+  "''",
+  "'x'",
+  "'it''s'",
+  "'; DROP TABLE t; --'",
+  "'ü/* '",
+  "'\\'",
+  "'$$'",
+  "'sjis'",
+  "'utf8'",
+];
+
+/** `sql` with each masked literal in turn, then all of them, replaced by other values of its kind. */
+function variants(sql: string): string[] {
+  const mask = maskLiterals(sql);
+  if (!mask) return [];
+  const { spans } = mask;
+  const kindOf = (k: number) => (sql[spans[k]!] === "'" ? STRINGS : INTEGERS);
+  const replace = (values: (string | undefined)[]) => {
+    let out = "";
+    let at = 0;
+    for (let k = 0; k < spans.length; k += 2) {
+      out += sql.slice(at, spans[k]) + (values[k / 2] ?? sql.slice(spans[k], spans[k + 1]));
+      at = spans[k + 1]!;
+    }
+    return out + sql.slice(at);
+  };
+  const out: string[] = [];
+  for (let k = 0; k < spans.length; k += 2) {
+    for (const value of kindOf(k)) {
+      const values: (string | undefined)[] = [];
+      values[k / 2] = value;
+      out.push(replace(values));
+    }
+  }
+  for (let v = 0; v < STRINGS.length; v++) {
+    const values: string[] = [];
+    for (let k = 0; k < spans.length; k += 2) values.push(kindOf(k)[v % kindOf(k).length]!);
+    out.push(replace(values));
+  }
+  return out;
+}
+
+beforeAll(() => loadGuard());
+
+describe("createVerdictCache", () => {
+  it("gives every contract case the guard's own verdict, cold, warm and in any order", () => {
+    for (const order of [cases, [...cases].reverse()]) {
+      const check = createVerdictCache();
+      for (const pass of [1, 2]) {
+        for (const { sql } of order) expect(check(sql), `pass ${pass}: ${sql}`).toEqual(checkSql(sql));
+      }
+    }
+  });
+
+  it("gives every contract case with other literal values the guard's own verdict", () => {
+    let compared = 0;
+    for (const { sql } of cases) {
+      const check = createVerdictCache();
+      check(sql);
+      for (const variant of variants(sql)) {
+        expect(check(variant), variant).toEqual(checkSql(variant));
+        compared++;
+      }
+    }
+    expect(compared).toBeGreaterThan(500);
+  });
+
+  it("answers pgbench's select from the shape it learned, with the statement's own text", () => {
+    const check = createVerdictCache();
+    const sql = (aid: number) => `SELECT abalance FROM pgbench_accounts WHERE aid = ${aid};`;
+    check(sql(1));
+    for (const aid of [2, 77, 123456]) {
+      expect(check(sql(aid))).toEqual({
+        kind: "allow",
+        statements: [
+          {
+            sql: `SELECT abalance FROM pgbench_accounts WHERE aid = ${aid}`,
+            command: "SELECT",
+            explainable: true,
+            returnsRows: true,
+            transactionControl: false,
+          },
+        ],
+      });
+    }
+  });
+});
