@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMetadataDatabase } from "../../test/support/database.js";
-import { insertProvider, randomTxHash, randomWallet } from "../../test/support/fixtures.js";
+import { depositFor, insertProvider } from "../../test/support/fixtures.js";
 import { createMetadataPool } from "../db/pool.js";
 import {
   chargeReservations,
-  creditDeposit,
   extendReservation,
   getBalance,
   type Reservation,
@@ -22,15 +21,7 @@ beforeAll(async () => {
 afterAll(async () => meta?.close());
 
 async function heldReservation(): Promise<Reservation> {
-  const agentWallet = randomWallet();
-  await creditDeposit(meta.pool, {
-    chainId: 8453,
-    txHash: randomTxHash(),
-    agentWallet,
-    providerId,
-    amountMicro: 1000n,
-    blockNumber: 1n,
-  });
+  const agentWallet = await depositFor(meta.pool, providerId, 1000n);
   const r = await reserveFunds(meta.pool, {
     agentWallet,
     providerId,

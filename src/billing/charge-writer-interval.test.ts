@@ -1,9 +1,9 @@
 import { performance } from "node:perf_hooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMetadataDatabase } from "../../test/support/database.js";
-import { insertProvider, randomTxHash, randomWallet } from "../../test/support/fixtures.js";
+import { depositFor, insertProvider } from "../../test/support/fixtures.js";
 import { ChargeWriter } from "./charge-writer.js";
-import { creditDeposit, getBalance, listLedgerEntries, type Reservation, reserveFunds } from "./ledger.js";
+import { getBalance, listLedgerEntries, type Reservation, reserveFunds } from "./ledger.js";
 
 let meta: Awaited<ReturnType<typeof createMetadataDatabase>>;
 let providerId: string;
@@ -15,15 +15,7 @@ beforeAll(async () => {
 afterAll(async () => meta?.close());
 
 async function heldReservation(amountMicro = 1000n): Promise<Reservation> {
-  const agentWallet = randomWallet();
-  await creditDeposit(meta.pool, {
-    chainId: 8453,
-    txHash: randomTxHash(),
-    agentWallet,
-    providerId,
-    amountMicro: 1_000_000n,
-    blockNumber: 1n,
-  });
+  const agentWallet = await depositFor(meta.pool, providerId, 1_000_000n);
   const reservation = await reserveFunds(meta.pool, {
     agentWallet,
     providerId,

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMetadataDatabase } from "../../test/support/database.js";
-import { insertProvider, randomTxHash, randomWallet } from "../../test/support/fixtures.js";
+import { depositFor, insertProvider, randomWallet } from "../../test/support/fixtures.js";
 import { ChargeWriter } from "../billing/charge-writer.js";
-import { creditDeposit, getBalance, listLedgerEntries } from "../billing/ledger.js";
+import { getBalance, listLedgerEntries } from "../billing/ledger.js";
 import { HeldFunds } from "./held-funds.js";
 
 let meta: Awaited<ReturnType<typeof createMetadataDatabase>>;
@@ -15,15 +15,7 @@ beforeAll(async () => {
 afterAll(async () => meta?.close());
 
 async function fundedAgent(amountMicro: bigint): Promise<string> {
-  const agentWallet = randomWallet();
-  await creditDeposit(meta.pool, {
-    chainId: 8453,
-    txHash: randomTxHash(),
-    agentWallet,
-    providerId,
-    amountMicro,
-    blockNumber: 1n,
-  });
+  const agentWallet = await depositFor(meta.pool, providerId, amountMicro);
   return agentWallet;
 }
 

@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import type { Queryable } from "../../src/billing/ledger.js";
+import { creditDeposit, type Queryable } from "../../src/billing/ledger.js";
 
 export function randomWallet(): `0x${string}` {
   return `0x${randomBytes(20).toString("hex")}`;
@@ -18,4 +18,22 @@ export async function insertProvider(db: Queryable): Promise<string> {
     [id, `${id}@example.com`, randomWallet()],
   );
   return id;
+}
+
+/** Credits `amountMicro` to a wallet's balance with the provider by a deposit entry (no chain involved). */
+export async function depositFor(
+  db: Queryable,
+  providerId: string,
+  amountMicro: bigint,
+  agentWallet: string = randomWallet(),
+): Promise<string> {
+  await creditDeposit(db, {
+    chainId: 8453,
+    txHash: randomTxHash(),
+    agentWallet,
+    providerId,
+    amountMicro,
+    blockNumber: 1n,
+  });
+  return agentWallet;
 }
