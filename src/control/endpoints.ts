@@ -152,54 +152,64 @@ export async function deleteEndpoint(
 }
 
 /** Starts a suspended endpoint (409 when it is disabled). */
-export async function startEndpoint(
+export function startEndpoint(
   plane: ControlPlane,
   principal: Principal,
   projectId: string,
   endpointId: string,
 ) {
-  const { operations } = await changeProject(plane, principal, projectId, async (client) => {
-    const endpoint = await getEndpoint(client, projectId, endpointId, true);
+  return changeEndpointState(plane, principal, projectId, endpointId, async (client, endpoint) => {
     if (endpoint.disabled)
       throw conflict(`endpoint ${endpointId} is disabled: enable it (disabled: false) before starting it`);
-    await client.query(
-      "UPDATE endpoints SET pending_state = 'active', updated_at = clock_timestamp() WHERE id = $1",
-      [endpointId],
-    );
-    return { result: undefined, planned: [start(endpoint)] };
+    await setPendingState(client, endpointId, "active");
+    return [start(endpoint)];
   });
-  return { endpoint: await getEndpoint(plane.db, projectId, endpointId), operations };
 }
 
 /** Suspends an endpoint: its sessions end, and it refuses connections until started again. */
-export async function suspendEndpoint(
+export function suspendEndpoint(
   plane: ControlPlane,
   principal: Principal,
   projectId: string,
   endpointId: string,
 ) {
+  return changeEndpointState(plane, principal, projectId, endpointId, async (client, endpoint) => {
+    await setPendingState(client, endpointId, "idle");
+    return [suspend(endpoint)];
+  });
+}
+
+/** Ends the endpoint's sessions and starts it again. */
+export function restartEndpoint(
+  plane: ControlPlane,
+  principal: Principal,
+  projectId: string,
+  endpointId: string,
+) {
+  return changeEndpointState(plane, principal, projectId, endpointId, async (_client, endpoint) => {
+    if (endpoint.disabled) throw conflict(`endpoint ${endpointId} is disabled`);
+    return [suspend(endpoint), start(endpoint)];
+  });
+}
+
+/** One start/suspend/restart: `plan` checks the locked endpoint and returns its operations. */
+async function changeEndpointState(
+  plane: ControlPlane,
+  principal: Principal,
+  projectId: string,
+  endpointId: string,
+  plan: (client: Queryable, endpoint: EndpointRow) => Promise<PlannedOperation[]>,
+) {
   const { operations } = await changeProject(plane, principal, projectId, async (client) => {
     const endpoint = await getEndpoint(client, projectId, endpointId, true);
-    await client.query(
-      "UPDATE endpoints SET pending_state = 'idle', updated_at = clock_timestamp() WHERE id = $1",
-      [endpointId],
-    );
-    return { result: undefined, planned: [suspend(endpoint)] };
+    return { result: undefined, planned: await plan(client, endpoint) };
   });
   return { endpoint: await getEndpoint(plane.db, projectId, endpointId), operations };
 }
 
-/** Ends the endpoint's sessions and starts it again. */
-export async function restartEndpoint(
-  plane: ControlPlane,
-  principal: Principal,
-  projectId: string,
-  endpointId: string,
-) {
-  const { operations } = await changeProject(plane, principal, projectId, async (client) => {
-    const endpoint = await getEndpoint(client, projectId, endpointId, true);
-    if (endpoint.disabled) throw conflict(`endpoint ${endpointId} is disabled`);
-    return { result: undefined, planned: [suspend(endpoint), start(endpoint)] };
-  });
-  return { endpoint: await getEndpoint(plane.db, projectId, endpointId), operations };
+function setPendingState(client: Queryable, endpointId: string, state: "active" | "idle") {
+  return client.query(
+    "UPDATE endpoints SET pending_state = $2, updated_at = clock_timestamp() WHERE id = $1",
+    [endpointId, state],
+  );
 }
