@@ -119,6 +119,11 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       embedded?.adminUrl ?? maintenanceUrl(databaseUrl),
       tls !== undefined,
     );
+    const chargeWriter = new ChargeWriter(db, {
+      ttlSeconds: config.reservationTtlSeconds,
+      onError: (error, charge) =>
+        logger.error({ err: error, reservationId: charge.reservationId }, "a charge could not be written"),
+    });
     const ctx: GatewayContext = {
       config,
       db,
@@ -129,19 +134,12 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       metrics,
       logger,
       management,
+      chargeWriter,
     };
     const app = await buildApp(ctx);
     cleanups.push(() => app.close());
     const address = await app.listen({ host: config.host, port: config.httpPort });
 
-    const chargeWriter = new ChargeWriter(db, {
-      ttlSeconds: config.reservationTtlSeconds,
-      onError: (error, charge) =>
-        logger.error(
-          { err: error, reservationId: charge.reservationId },
-          "a proxy charge could not be written",
-        ),
-    });
     const proxy = await startProxyServer(
       {
         db,

@@ -1,6 +1,7 @@
 import type pg from "pg";
 import type { Logger } from "pino";
 import type { DepositVerification } from "../billing/chain-verify.js";
+import type { ChargeWriter } from "../billing/charge-writer.js";
 import type { Config } from "../config.js";
 import type { ControlSettings } from "../control/settings.js";
 import type { GuardPolicy } from "../guard/index.js";
@@ -39,6 +40,11 @@ export interface GatewayContext {
   metrics: Metrics;
   logger: Logger;
   policy?: GuardPolicy;
+  /**
+   * The process's group-committing charge writer, shared with the wire proxy so both surfaces' charges go in
+   * the same batches. Without it the query route makes its own.
+   */
+  chargeWriter?: ChargeWriter;
   /** Settings of the management API v2 (/api/v2); without them it is not served. */
   management?: ControlSettings;
 }

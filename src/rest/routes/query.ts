@@ -30,14 +30,16 @@ const RESERVE_ROWS = 1000;
 /** POST /api/query: metered SQL over HTTP (see metered-query.ts for the rules). */
 export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayContext }) {
   const providers = new ProviderCache(ctx.db);
-  const writer = new ChargeWriter(ctx.db, {
-    ttlSeconds: ctx.config.reservationTtlSeconds,
-    onError: (error, charge) =>
-      ctx.logger.error(
-        { err: error, reservationId: charge.reservationId },
-        "a query charge could not be written",
-      ),
-  });
+  const writer =
+    ctx.chargeWriter ??
+    new ChargeWriter(ctx.db, {
+      ttlSeconds: ctx.config.reservationTtlSeconds,
+      onError: (error, charge) =>
+        ctx.logger.error(
+          { err: error, reservationId: charge.reservationId },
+          "a query charge could not be written",
+        ),
+    });
   const funds = new HeldFunds({
     ledger: ctx.db,
     writer,
