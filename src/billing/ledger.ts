@@ -204,7 +204,8 @@ export interface ReservationCharge {
 const CHARGE_BATCH = ledgerStatement(
   "charge_batch",
   `WITH input AS (
-     SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[]) WITH ORDINALITY AS t(reservation_id, cost, metadata, ord)),
+     SELECT * FROM ROWS FROM (unnest($1::uuid[]), unnest($2::bigint[]), jsonb_array_elements($3::jsonb))
+                   WITH ORDINALITY AS t(reservation_id, cost, metadata, ord)),
    drawn AS (
      UPDATE reservations r
         SET amount_micro = r.amount_micro - pr.total,
@@ -232,6 +233,11 @@ const CHARGE_BATCH = ledgerStatement(
    SELECT id::text AS reservation_id FROM drawn`,
 );
 
+/** A PostgreSQL array literal of values whose text needs no quoting (UUIDs, integers). */
+function arrayLiteral(values: readonly (string | bigint)[]): string {
+  return `{${values.join(",")}}`;
+}
+
 /**
  * Charges several statements against their (still held) reservations in one statement: each charge moves its
  * cost out of both the balance and the reservation and appends its own `query` entry, in the given order, with
@@ -248,9 +254,12 @@ export async function chargeReservations(
   if (due.length === 0) return { written: 0, missing: [] };
   try {
     const { rows } = await runStatement<{ reservation_id: string }>(db, CHARGE_BATCH, [
-      due.map((c) => c.reservationId),
-      due.map((c) => c.costMicro),
-      due.map((c) => c.metadata),
+      // Array literals and one JSON array built here: node-postgres would run two escaping regular expressions
+      // over every element of an array parameter (and stringify each jsonb element first). Neither a UUID nor
+      // a decimal integer has a character an array literal must escape.
+      arrayLiteral(due.map((c) => c.reservationId)),
+      arrayLiteral(due.map((c) => c.costMicro)),
+      JSON.stringify(due.map((c) => c.metadata)),
       ttlSeconds,
     ]);
     const charged = new Set(rows.map((row) => row.reservation_id));
@@ -455,7 +464,7 @@ const LIST_PROVIDER_ENTRIES = ledgerStatement(
 
 /**
  * Every entry has its (agent, provider) balance row, so the agent's newest entries are the newest of each
- * provider's newest: one short walk of the (agent_wallet, provider_id, id DESC) index per provider, and no
+ * provider's newest: one short backward walk of the (agent_wallet, provider_id, id) index per provider, and no
  * index of entries by agent alone for every append to maintain.
  */
 const LIST_AGENT_ENTRIES = ledgerStatement(
