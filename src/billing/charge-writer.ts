@@ -11,10 +11,12 @@ function nextTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
 
+/** Told once a charge is written (no argument) or could not be written (the error). */
+export type ChargeSettled = (error?: Error) => void;
+
 interface Pending {
   charge: ReservationCharge;
-  resolve(): void;
-  reject(error: Error): void;
+  settled: ChargeSettled;
 }
 
 export interface ChargeWriterOptions {
@@ -76,12 +78,23 @@ export class ChargeWriter {
 
   /** Queues a charge; resolves once it is durably in the ledger. */
   enqueue(charge: ReservationCharge): Promise<void> {
-    if (charge.costMicro === 0n) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      this.#queue.push({ charge, resolve, reject });
-      if (!this.#inFlight) this.#inFlight = this.#drain();
-      else if (this.#queue.length >= this.#fullBatch) this.#wake?.();
-    });
+    return new Promise((resolve, reject) =>
+      this.submit(charge, (error) => (error ? reject(error) : resolve())),
+    );
+  }
+
+  /**
+   * Queues a charge and calls `settled` once it is durably in the ledger or could not be written. The proxy's
+   * per-statement path: no promise per charge. `settled` may be called synchronously (a charge of 0).
+   */
+  submit(charge: ReservationCharge, settled: ChargeSettled): void {
+    if (charge.costMicro === 0n) {
+      settled();
+      return;
+    }
+    this.#queue.push({ charge, settled });
+    if (!this.#inFlight) this.#inFlight = this.#drain();
+    else if (this.#queue.length >= this.#fullBatch) this.#wake?.();
   }
 
   /** Resolves when every charge queued so far is written, without waiting out the batch interval. */
@@ -160,10 +173,15 @@ export class ChargeWriter {
         batch.map((p) => p.charge),
         this.options.ttlSeconds,
       );
+      if (missing.length === 0) {
+        return () => {
+          for (const pending of batch) pending.settled();
+        };
+      }
       const missingSet = new Set(missing);
       const outcomes = await Promise.all(
         batch.map((pending) =>
-          missingSet.has(pending.charge) ? this.#writeAlone(pending) : () => pending.resolve(),
+          missingSet.has(pending.charge) ? this.#writeAlone(pending) : () => pending.settled(),
         ),
       );
       return () => {
@@ -183,7 +201,7 @@ export class ChargeWriter {
     try {
       if (viaReservation) {
         const { missing } = await chargeReservations(this.db, [pending.charge], this.options.ttlSeconds);
-        if (missing.length === 0) return () => pending.resolve();
+        if (missing.length === 0) return () => pending.settled();
       }
       // The reservation expired (e.g. an idle session outlived it): take the cost from the available balance.
       await chargeWithoutReservation(
@@ -192,7 +210,7 @@ export class ChargeWriter {
         pending.charge.costMicro,
         pending.charge.metadata,
       );
-      return () => pending.resolve();
+      return () => pending.settled();
     } catch (error) {
       return () => this.#settleFailure(pending, error);
     }
@@ -200,6 +218,6 @@ export class ChargeWriter {
 
   #settleFailure(pending: Pending, error: unknown): void {
     this.options.onError?.(error, pending.charge);
-    pending.reject(error instanceof Error ? error : new InsufficientFundsError(String(error)));
+    pending.settled(error instanceof Error ? error : new InsufficientFundsError(String(error)));
   }
 }

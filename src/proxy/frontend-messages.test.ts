@@ -138,11 +138,30 @@ describe("frontend decoders on hand-built messages", () => {
   });
 });
 
+describe("strings decode exactly", () => {
+  it.each([
+    ["empty", ""],
+    ["ASCII", "SELECT 1"],
+    ["non-ASCII", "SELECT 'Zürich', '東京', '🐘'"],
+    ["long ASCII", `SELECT '${"a".repeat(5000)}'`],
+    ["long non-ASCII", `SELECT '${"ü".repeat(3000)}'`],
+  ])("%s", (_, sql) => {
+    expect(decodeQuery(Buffer.from(`${sql}\0`))).toEqual({ sql });
+  });
+});
+
 describe("frontend decoders reject malformed content with ProtocolViolationError", () => {
   const cases: [string, number, Buffer][] = [
     ["Query without NUL", 0x51, Buffer.from("SELECT 1")],
     ["Query with bytes after NUL", 0x51, Buffer.from("SELECT 1\0; DROP TABLE t\0")],
     ["Query with invalid UTF-8", 0x51, Buffer.from([0x53, 0xc3, 0x28, 0])],
+    [
+      "Query with invalid UTF-8 after a long ASCII prefix",
+      0x51,
+      Buffer.concat([Buffer.from(`SELECT '${"x".repeat(600)}`), Buffer.from([0xc3, 0x28, 0x27, 0])]),
+    ],
+    ["Query with a lone continuation byte", 0x51, Buffer.from([0x53, 0x80, 0])],
+    ["Query with an overlong encoding", 0x51, Buffer.from([0x53, 0xc0, 0xaf, 0])],
     ["Parse with more types than bytes", 0x50, Buffer.concat([cstr(""), cstr("q"), int16(3), int32(23)])],
     ["Parse missing its count", 0x50, Buffer.concat([cstr(""), cstr("q")])],
     [

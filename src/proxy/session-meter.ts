@@ -171,15 +171,17 @@ export class SessionMeter {
   #charge(cost: bigint, unpaidMicro: bigint, metadata: Record<string, unknown>): void {
     if (cost > 0n && this.#reservation) {
       this.#unspent -= cost;
-      const charge = this.writer.enqueue({
-        reservationId: this.#reservation.id,
-        agentWallet: this.agentWallet,
-        providerId: this.providerId,
-        costMicro: cost,
-        metadata: unpaidMicro > 0n ? { ...metadata, unpaidMicro: unpaidMicro.toString() } : metadata,
-      });
       this.#unwritten++;
-      charge.then(this.#written, this.#written);
+      this.writer.submit(
+        {
+          reservationId: this.#reservation.id,
+          agentWallet: this.agentWallet,
+          providerId: this.providerId,
+          costMicro: cost,
+          metadata: unpaidMicro > 0n ? { ...metadata, unpaidMicro: unpaidMicro.toString() } : metadata,
+        },
+        this.#written,
+      );
       this.options.onCharge?.(cost);
     }
     this.#statementRows = 0;
