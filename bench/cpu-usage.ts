@@ -5,6 +5,8 @@ import { readdirSync, readFileSync } from "node:fs";
 export interface CpuSources {
   pgtollPid?: number;
   pgbouncerPid?: number;
+  /** bench/node-relay.ts, the bare Node.js relay. */
+  nodeRelayPid?: number;
   /** PostgreSQL's postmaster: its own time, its reaped backends' and its live backends'. */
   postmasterPid?: number;
 }
@@ -14,6 +16,7 @@ export interface CpuSnapshot {
   machineBusy: number;
   pgtoll: number;
   pgbouncer: number;
+  nodeRelay: number;
   postgres: number;
   /** This process's reaped children: pgbench (the only child that ends during a measurement). */
   pgbench: number;
@@ -89,13 +92,23 @@ export function cpuSnapshot(sources: CpuSources): CpuSnapshot {
       machineBusy: seconds(machine.busy),
       pgtoll: seconds(sources.pgtollPid ? ownTicks(statFields(sources.pgtollPid)) : 0),
       pgbouncer: seconds(sources.pgbouncerPid ? ownTicks(statFields(sources.pgbouncerPid)) : 0),
+      nodeRelay: seconds(sources.nodeRelayPid ? ownTicks(statFields(sources.nodeRelayPid)) : 0),
       postgres: seconds(processes.postgres),
       pgbench: seconds(reapedChildTicks(self)),
       runner: seconds(ownTicks(self)),
       kernel: seconds(processes.kernelThreads + machine.interrupts),
     };
   } catch {
-    return { machineBusy: 0, pgtoll: 0, pgbouncer: 0, postgres: 0, pgbench: 0, runner: 0, kernel: 0 };
+    return {
+      machineBusy: 0,
+      pgtoll: 0,
+      pgbouncer: 0,
+      nodeRelay: 0,
+      postgres: 0,
+      pgbench: 0,
+      runner: 0,
+      kernel: 0,
+    };
   }
 }
 
@@ -105,12 +118,20 @@ export function cpuSpent(before: CpuSnapshot, after: CpuSnapshot): CpuSpent {
     machineBusy: d("machineBusy"),
     pgtoll: d("pgtoll"),
     pgbouncer: d("pgbouncer"),
+    nodeRelay: d("nodeRelay"),
     postgres: d("postgres"),
     pgbench: d("pgbench"),
     runner: d("runner"),
     kernel: d("kernel"),
   };
-  const ours = spent.pgtoll + spent.pgbouncer + spent.postgres + spent.pgbench + spent.runner + spent.kernel;
+  const ours =
+    spent.pgtoll +
+    spent.pgbouncer +
+    spent.nodeRelay +
+    spent.postgres +
+    spent.pgbench +
+    spent.runner +
+    spent.kernel;
   return { ...spent, other: Math.max(0, spent.machineBusy - ours) };
 }
 

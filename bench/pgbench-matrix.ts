@@ -5,7 +5,7 @@ import { type CpuSnapshot, type CpuSpent, cpuSpent } from "./cpu-usage.js";
 import { type BuiltinScript, type Protocol, runPgbench } from "./pgbench.js";
 import { type LatencySummary, type Spread, spread, summariseLatency } from "./stats.js";
 
-export type TargetName = "direct" | "pgbouncer" | "pgtoll";
+export type TargetName = "direct" | "pgbouncer" | "node-relay" | "pgtoll";
 
 export interface PgbenchTarget {
   name: TargetName;
@@ -51,7 +51,7 @@ export interface MatrixOptions {
 
 /**
  * Runs pgbench for every (clients, protocol, target), `runs` times. Targets are interleaved inside each
- * repetition (direct, pgbouncer, pgtoll, direct, ...) so that drift over the run (ledger growth, page cache,
+ * repetition (direct, pgbouncer, node-relay, pgtoll, direct, ...) so that drift over the run (ledger growth, page cache,
  * thermal) lands on all of them alike. A failed repetition is counted and left out of the numbers.
  */
 export async function runPgbenchMatrix(options: MatrixOptions): Promise<PgbenchCell[]> {
@@ -142,20 +142,23 @@ export async function runPgbenchMatrix(options: MatrixOptions): Promise<PgbenchC
   }));
 }
 
+/** Every CPU component, checked by the compiler against CpuSpent so that a new one cannot be left out. */
+const CPU_KEYS = Object.keys({
+  machineBusy: true,
+  pgtoll: true,
+  pgbouncer: true,
+  nodeRelay: true,
+  postgres: true,
+  pgbench: true,
+  runner: true,
+  kernel: true,
+  other: true,
+} satisfies Record<keyof CpuSpent, true>) as (keyof CpuSpent)[];
+
 /** Sums CPU seconds over runs and divides by transactions, in microseconds. */
 function perTransaction(spent: CpuSpent[], transactions: number): Record<keyof CpuSpent, number> {
-  const keys = [
-    "machineBusy",
-    "pgtoll",
-    "pgbouncer",
-    "postgres",
-    "pgbench",
-    "runner",
-    "kernel",
-    "other",
-  ] as const;
   const out = {} as Record<keyof CpuSpent, number>;
-  for (const key of keys) {
+  for (const key of CPU_KEYS) {
     const seconds = spent.reduce((sum, c) => sum + c[key], 0);
     out[key] = transactions > 0 ? (seconds * 1e6) / transactions : Number.NaN;
   }

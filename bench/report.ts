@@ -6,7 +6,7 @@ import type { PgbenchCell, TargetName } from "./pgbench-matrix.js";
 import type { RestResult } from "./rest-query.js";
 import type { BenchSettings } from "./settings.js";
 import type { Spread } from "./stats.js";
-import type { TargetCheck } from "./targets.js";
+import type { ContextRatio, TargetCheck } from "./targets.js";
 
 /** Everything one `npm run bench` measured; written as JSON to bench/results/. */
 export interface BenchResult {
@@ -23,6 +23,8 @@ export interface BenchResult {
   ledger: LedgerCell[];
   memory: IdleMemoryResult | null;
   targets: TargetCheck[];
+  /** Ratios that explain the targets (pgtoll and PgBouncer against the bare Node.js relay); no bounds. */
+  context: ContextRatio[];
   cpuProfile: string | null;
 }
 
@@ -61,7 +63,7 @@ function pgbenchTable(title: string, cells: PgbenchCell[]): string[] {
     );
   }
   lines.push(
-    "CPU us per transaction: proxy (pgtoll or PgBouncer) / postgres / pgbench / kernel threads+irq / other processes; machine busy %",
+    "CPU us per transaction: proxy (pgtoll, PgBouncer or node relay) / postgres / pgbench / kernel threads+irq / other processes; machine busy %",
   );
   for (const row of rows) {
     const [clients, protocol] = row.split("/");
@@ -69,7 +71,9 @@ function pgbenchTable(title: string, cells: PgbenchCell[]): string[] {
       const c = cells.find((x) => x.target === target && `${x.clients}/${x.protocol}` === row);
       if (!c || c.tps.values.length === 0) return "";
       const u = c.cpuUsPerTransaction;
-      const proxy = target === "pgtoll" ? u.pgtoll : target === "pgbouncer" ? u.pgbouncer : 0;
+      const proxy = { direct: 0, pgbouncer: u.pgbouncer, "node-relay": u.nodeRelay, pgtoll: u.pgtoll }[
+        target
+      ];
       return `${int(proxy)} / ${int(u.postgres)} / ${int(u.pgbench)} / ${int(u.kernel)} / ${int(u.other)}  ${int(c.machineUtilisation * 100)}%`;
     });
     lines.push(
@@ -162,6 +166,15 @@ export function formatReport(result: BenchResult): string {
     const status = t.met === null ? "n/a" : t.met ? "met" : "NOT MET";
     const value = t.value === null ? "-" : t.unit ? `${fixed(t.value, 1)} ${t.unit}` : fixed(t.value, 2);
     out.push(`  ${t.name.padEnd(50)} ${value.padStart(10)}   target ${t.target.padEnd(10)} ${status}`);
+  }
+  if (result.context.length > 0) {
+    out.push(
+      "",
+      "context (not targets): the bare Node.js relay, what Node's socket path alone costs a proxy",
+    );
+    for (const r of result.context) {
+      out.push(`  ${r.name.padEnd(50)} ${(r.value === null ? "-" : fixed(r.value, 2)).padStart(10)}`);
+    }
   }
   if (result.cpuProfile) out.push("", `CPU profile of the pgtoll process: ${result.cpuProfile}`);
   return out.join("\n");

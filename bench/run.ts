@@ -17,13 +17,14 @@ import { measureIdleMemory } from "./idle-memory.js";
 import { runLedgerThroughput } from "./ledger-throughput.js";
 import { describeMachine } from "./machine.js";
 import { BENCH_PRICING, fundedAgent, registerProvider } from "./metered-agent.js";
+import { startNodeRelay } from "./node-relay-process.js";
 import { type PgbenchTarget, runPgbenchMatrix } from "./pgbench-matrix.js";
 import { startPgbouncer } from "./pgbouncer.js";
 import { mainThreadProfile, newSecretKeyHex, type PgtollProcess, startPgtoll } from "./pgtoll-process.js";
 import { type BenchResult, formatReport } from "./report.js";
 import { runRestQuery } from "./rest-query.js";
 import { loadSettings } from "./settings.js";
-import { checkTargets } from "./targets.js";
+import { checkTargets, contextRatios } from "./targets.js";
 import { findTools } from "./tools.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -130,8 +131,14 @@ async function main(): Promise<void> {
       const targets: PgbenchTarget[] = [
         { name: "direct", endpoint: cluster.data },
         { name: "pgbouncer", endpoint: bouncer.endpoint },
-        { name: "pgtoll", endpoint: await agentEndpoint() },
       ];
+      const relay = settings.nodeRelay ? await startNodeRelay(root, scratch, cluster.data) : undefined;
+      if (relay) {
+        cleanups.push(() => relay.stop());
+        cpuSources.nodeRelayPid = relay.pid;
+        targets.push({ name: "node-relay", endpoint: relay.endpoint });
+      }
+      targets.push({ name: "pgtoll", endpoint: await agentEndpoint() });
       selectOnly = await runPgbenchMatrix({
         ...matrixCommon,
         script: "select-only",
@@ -140,6 +147,7 @@ async function main(): Promise<void> {
         protocols: ["simple", "prepared"],
       });
       await bouncer.stop();
+      await relay?.stop();
     }
 
     let writeMix: BenchResult["writeMix"] = [];
@@ -247,6 +255,7 @@ async function main(): Promise<void> {
       ledger,
       memory,
       targets: checkTargets(selectOnly, rest, memory),
+      context: contextRatios(selectOnly),
       cpuProfile: cpuProfile ? relative(root, cpuProfile) : null,
     };
     const file = join(resultsDir, `${stamp}.json`);

@@ -29,6 +29,8 @@ export interface BenchSettings {
   logLevel: string;
   /** Keep the scratch directory (cluster, logs) instead of deleting it. */
   keepScratch: boolean;
+  /** Run the bare Node.js relay as a fourth select-only target (on unless PGTOLL_BENCH_NODE_RELAY=off). */
+  nodeRelay: boolean;
 }
 
 function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -87,5 +89,6 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): BenchSetting
     cpuProfile: flag(env.PGTOLL_BENCH_CPU_PROF),
     logLevel: env.PGTOLL_BENCH_LOG_LEVEL || "info",
     keepScratch: flag(env.PGTOLL_BENCH_KEEP),
+    nodeRelay: !["0", "false", "off", "no"].includes((env.PGTOLL_BENCH_NODE_RELAY ?? "").toLowerCase()),
   };
 }

@@ -41,6 +41,42 @@ function check(
   };
 }
 
+/** A ratio printed beside the targets to explain them; it has no bound of its own. */
+export interface ContextRatio {
+  name: string;
+  value: number | null;
+}
+
+/**
+ * Where pgtoll's cost comes from: against the bare Node.js relay (what Node's socket path costs any proxy
+ * written in it) and that relay against PgBouncer. Absent when the relay did not run.
+ */
+export function contextRatios(select: PgbenchCell[]): ContextRatio[] {
+  const ratio = (a: TargetName, b: TargetName, clients: number, protocol: Protocol) => {
+    const x = cell(select, a, clients, protocol);
+    const y = cell(select, b, clients, protocol);
+    return x && y ? x.tps.median / y.tps.median : null;
+  };
+  if (!select.some((c) => c.target === "node-relay")) return [];
+  const clientCounts = [...new Set(select.map((c) => c.clients))].filter((n) => n > 1);
+  const out: ContextRatio[] = [];
+  for (const clients of clientCounts) {
+    for (const protocol of ["simple", "prepared"] as const) {
+      out.push(
+        {
+          name: `pgtoll / node relay TPS, ${clients} clients, ${protocol}`,
+          value: ratio("pgtoll", "node-relay", clients, protocol),
+        },
+        {
+          name: `node relay / PgBouncer TPS, ${clients} clients, ${protocol}`,
+          value: ratio("node-relay", "pgbouncer", clients, protocol),
+        },
+      );
+    }
+  }
+  return out;
+}
+
 /** Every target of issue 5, in its order. Ratios of TPS use medians; latency uses pooled p50. */
 export function checkTargets(
   select: PgbenchCell[],

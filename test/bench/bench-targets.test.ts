@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { PgbenchCell } from "../../bench/pgbench-matrix.js";
 import { percentile, spread, summariseLatency } from "../../bench/stats.js";
-import { checkTargets } from "../../bench/targets.js";
+import { checkTargets, contextRatios } from "../../bench/targets.js";
 
 function cell(
   target: PgbenchCell["target"],
@@ -22,6 +22,7 @@ function cell(
       machineBusy: 0,
       pgtoll: 0,
       pgbouncer: 0,
+      nodeRelay: 0,
       postgres: 0,
       pgbench: 0,
       runner: 0,
@@ -96,5 +97,26 @@ describe("bench targets", () => {
       value: 120,
       met: false,
     });
+  });
+});
+
+describe("bench context ratios", () => {
+  it("compares pgtoll and PgBouncer with the bare Node.js relay per client count and protocol", () => {
+    const select = [
+      cell("pgbouncer", 10, "simple", [1000]),
+      cell("node-relay", 10, "simple", [800]),
+      cell("pgtoll", 10, "simple", [400]),
+      cell("pgtoll", 1, "simple", [100]),
+      cell("node-relay", 1, "simple", [200]),
+    ];
+    const ratios = contextRatios(select);
+    expect(ratios.find((r) => r.name === "pgtoll / node relay TPS, 10 clients, simple")?.value).toBe(0.5);
+    expect(ratios.find((r) => r.name === "node relay / PgBouncer TPS, 10 clients, simple")?.value).toBe(0.8);
+    expect(ratios.find((r) => r.name === "pgtoll / node relay TPS, 10 clients, prepared")?.value).toBeNull();
+    expect(ratios.some((r) => r.name.includes(" 1 clients"))).toBe(false);
+  });
+
+  it("is empty when the relay did not run", () => {
+    expect(contextRatios([cell("pgtoll", 10, "simple", [400])])).toEqual([]);
   });
 });
