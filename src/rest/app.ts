@@ -1,12 +1,14 @@
 import { randomUUID } from "node:crypto";
-import cors from "@fastify/cors";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { GatewayContext } from "./context.js";
+import { lazyRequestLogger } from "./lazy-request-logger.js";
+import { corsPlugin } from "./plugins/cors.js";
 import { errorsPlugin } from "./plugins/errors.js";
 import { metricsPlugin } from "./plugins/metrics.js";
 import { gatewayLimits, rateLimitPlugin } from "./plugins/rate-limit.js";
+import { RequestLog } from "./request-log.js";
 import { agentRoutes } from "./routes/agents.js";
 import { depositRoutes } from "./routes/deposit.js";
 import { healthRoutes } from "./routes/health.js";
@@ -21,6 +23,8 @@ import { managementApi } from "./v2/index.js";
 export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: ctx.logger as FastifyBaseLogger,
+    logController: new RequestLog(ctx.logger),
+    childLoggerFactory: lazyRequestLogger,
     bodyLimit: ctx.config.bodyLimit,
     trustProxy: ctx.config.trustProxy,
     requestIdHeader: "x-request-id",
@@ -30,8 +34,10 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
 
   // Bodies are JSON only: any other content type is a 415, not a string that fails validation later.
   app.removeContentTypeParser("text/plain");
-  app.addHook("onSend", async (request, reply) => {
+  // Set before anything can answer, so every response carries it, preflights and errors included.
+  app.addHook("onRequest", (request, reply, done) => {
     reply.header("X-Request-Id", request.id);
+    done();
   });
 
   await app.register(errorsPlugin);
@@ -47,24 +53,15 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
     ctx.config.restAgentAuth === "signature"
       ? ["Content-Type", "X-API-Key", "Authorization"]
       : ["Content-Type", "X-API-Key"];
-  // Built once: the delegator runs on every request.
-  const corsFor = {
-    gateway: {
-      origin: "*",
-      methods: ["GET", "POST", "PUT", "DELETE", "OPTIONS"],
-      allowedHeaders: gatewayHeaders,
-      exposedHeaders,
+  await app.register(corsPlugin, {
+    exposedHeaders,
+    policy: { methods: ["GET", "POST", "PUT", "DELETE", "OPTIONS"], allowedHeaders: gatewayHeaders },
+    byPrefix: {
+      "/api/v2/": {
+        methods: ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+        allowedHeaders: ["Content-Type", "Authorization", "Accept"],
+      },
     },
-    management: {
-      origin: "*",
-      methods: ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
-      allowedHeaders: ["Content-Type", "Authorization", "Accept"],
-      exposedHeaders,
-    },
-  };
-  await app.register(cors, {
-    delegator: (request, callback) =>
-      callback(null, request.url.startsWith("/api/v2/") ? corsFor.management : corsFor.gateway),
   });
   await app.register(metricsPlugin, { metrics: ctx.metrics });
   await app.register(rateLimitPlugin, {

@@ -170,8 +170,12 @@ export class HeldFunds {
       metadata,
     });
     hold.pending.add(written);
-    const forget = () => hold.pending.delete(written);
-    written.then(forget, forget);
+    // Two inline closures rather than a named one: where function names are kept (esbuild's keepNames, as under
+    // tsx), naming a closure is an Object.defineProperty on every charge.
+    written.then(
+      () => hold.pending.delete(written),
+      () => hold.pending.delete(written),
+    );
   }
 
   /** Releases an idle shared hold in the background. */

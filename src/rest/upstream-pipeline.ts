@@ -50,7 +50,7 @@ class Pipeline implements pg.Submittable {
   /** The client gives this builder its type parsers (those of the pool) before submitting. */
   readonly _result: RowBuilder = new pgInternals.Result();
   readonly results: StepResult[];
-  /** Per step, made when the step describes rows or completes. */
+  /** Per step, made when the step describes rows. */
   readonly #builders: (RowBuilder | undefined)[] = [];
   #current = 0;
   #rowError: Error | undefined;
@@ -103,7 +103,8 @@ class Pipeline implements pg.Submittable {
   }
 
   handleCommandComplete(message: unknown): void {
-    const builder = this.#builder();
+    // A step without rows (BEGIN, COMMIT, a write) only needs its tag read: the pipeline's own builder does it.
+    const builder = this.#builders[this.#current] ?? this._result;
     builder.addCommandComplete(message);
     const result = this.results[this.#current];
     if (result) {

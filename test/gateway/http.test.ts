@@ -63,8 +63,35 @@ describe("errors", () => {
   });
 
   it("sends a request id with every answer", async () => {
-    const res = await gateway.app.inject({ method: "GET", url: "/api/health" });
-    expect(res.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+    const answers = [
+      await gateway.app.inject({ method: "GET", url: "/api/health" }),
+      await gateway.app.inject({ method: "GET", url: "/api/nothing" }),
+      await gateway.app.inject({
+        method: "POST",
+        url: "/api/query",
+        headers: { "content-type": "text/plain" },
+        payload: "SELECT 1",
+      }),
+      await gateway.app.inject({
+        method: "OPTIONS",
+        url: "/api/query",
+        headers: { origin: "https://agent.example", "access-control-request-method": "POST" },
+      }),
+    ];
+    expect(answers.map((res) => res.statusCode)).toEqual([200, 404, 415, 204]);
+    const ids = answers.map((res) => res.headers["x-request-id"]);
+    for (const id of ids) expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it("keeps the request id the client sent", async () => {
+    const res = await gateway.app.inject({
+      method: "GET",
+      url: "/api/nothing",
+      headers: { "x-request-id": "client-chosen-42" },
+    });
+    expect(res.statusCode).toBe(404);
+    expect(res.headers["x-request-id"]).toBe("client-chosen-42");
   });
 });
 
@@ -89,6 +116,41 @@ describe("CORS", () => {
       headers: { origin: "https://x.example" },
     });
     expect(get.headers["access-control-allow-origin"]).toBe("*");
+    expect(get.headers["access-control-expose-headers"]).toBe(
+      "X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After, X-Request-Id",
+    );
+    expect(get.headers.vary).toBe("Origin");
+  });
+
+  it("sends CORS headers only to requests with an Origin, and Vary: Origin to every one", async () => {
+    const res = await gateway.app.inject({ method: "GET", url: "/api/health" });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers["access-control-allow-origin"]).toBeUndefined();
+    expect(res.headers["access-control-expose-headers"]).toBeUndefined();
+    expect(res.headers.vary).toBe("Origin");
+  });
+
+  it("allows PATCH and Authorization under /api/v2", async () => {
+    const res = await gateway.app.inject({
+      method: "OPTIONS",
+      url: "/api/v2/projects/p-1",
+      headers: { origin: "https://console.example", "access-control-request-method": "PATCH" },
+    });
+    expect(res.statusCode).toBe(204);
+    expect(res.headers["access-control-allow-origin"]).toBe("*");
+    expect(res.headers["access-control-allow-methods"]).toBe("GET, POST, PUT, PATCH, DELETE, OPTIONS");
+    expect(res.headers["access-control-allow-headers"]).toBe("Content-Type, Authorization, Accept");
+    expect(res.headers["content-length"]).toBe("0");
+  });
+
+  it("refuses an OPTIONS request that is not a preflight", async () => {
+    const res = await gateway.app.inject({
+      method: "OPTIONS",
+      url: "/api/query",
+      headers: { origin: "https://agent.example" },
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.body).toBe("Invalid Preflight Request");
   });
 });
 

@@ -135,6 +135,33 @@ describe("POST /api/query: metering", () => {
     });
   });
 
+  it("counts queries, rows and micro-USDC in /metrics", async () => {
+    const read = async () => {
+      const text = (await gateway.app.inject({ method: "GET", url: "/metrics" })).body;
+      const value = (series: string) =>
+        Number(
+          text
+            .split("\n")
+            .find((line) => line.startsWith(`${series} `))
+            ?.split(" ")[1] ?? 0,
+        );
+      return {
+        ok: value('pgtoll_queries_total{surface="rest",outcome="ok"}'),
+        rows: value('pgtoll_rows_metered_total{surface="rest"}'),
+        charged: value('pgtoll_charged_micro_usdc_total{surface="rest"}'),
+      };
+    };
+    const before = await read();
+    const agent = await fundedAgent(1_000_000n);
+    expect((await query(agent, "SELECT id FROM items WHERE id <= 3")).statusCode).toBe(200);
+    expect((await query(agent, "SELECT id FROM items WHERE id <= 2")).statusCode).toBe(200);
+    expect(await read()).toEqual({
+      ok: before.ok + 2,
+      rows: before.rows + 5,
+      charged: before.charged + Number(costOfRows(3, price) + costOfRows(2, price)),
+    });
+  });
+
   it("estimates from the planner before running", async () => {
     const agent = await fundedAgent(1_000_000n);
     const body = (await query(agent, "SELECT * FROM items")).json();

@@ -4,7 +4,7 @@ import { checksumAddress } from "../../billing/address.js";
 import { getBalance, listLedgerEntries } from "../../billing/ledger.js";
 import { formatMicro } from "../../billing/money.js";
 import { findProvider } from "../../providers/registry.js";
-import { authenticateAgent } from "../agent-auth.js";
+import { agentAuthentication } from "../agent-auth.js";
 import type { GatewayContext } from "../context.js";
 import { HttpError } from "../plugins/errors.js";
 import { presentLedgerEntry } from "../present.js";
@@ -15,6 +15,7 @@ export const MAX_TRANSACTIONS = 100;
 
 /** GET /api/balance/:wallet/:providerId and GET /api/transactions/:wallet. */
 export async function agentRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayContext }) {
+  const authenticate = agentAuthentication(ctx);
   app.get<{ Params: { wallet: string; providerId: string } }>(
     "/api/balance/:wallet/:providerId",
     {
@@ -28,7 +29,7 @@ export async function agentRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     async (request) => {
       const wallet = walletParam(request.params.wallet, "wallet address");
       const providerId = uuidParam(request.params.providerId, "provider id");
-      await authenticateAgent(ctx, request, wallet, providerId);
+      await authenticate(request, wallet, providerId);
       const [balance, provider] = await Promise.all([
         getBalance(ctx.db, wallet, providerId),
         findProvider(ctx.db, providerId),
@@ -65,7 +66,7 @@ export async function agentRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
         request.query.providerId === undefined
           ? undefined
           : uuidParam(request.query.providerId, "providerId");
-      await authenticateAgent(ctx, request, wallet, providerId);
+      await authenticate(request, wallet, providerId);
       const requested = request.query.limit === undefined ? 50 : Number(request.query.limit);
       if (requested < 1) throw new HttpError(400, "invalid limit: must be a whole number of at least 1");
       const limit = Math.min(requested, MAX_TRANSACTIONS);

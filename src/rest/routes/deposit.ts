@@ -3,7 +3,7 @@ import { ChainUnavailableError } from "../../billing/chain-verify.js";
 import { creditDeposit } from "../../billing/ledger.js";
 import { formatMicro } from "../../billing/money.js";
 import { findProvider } from "../../providers/registry.js";
-import { authenticateAgent } from "../agent-auth.js";
+import { agentAuthentication } from "../agent-auth.js";
 import type { GatewayContext } from "../context.js";
 import { HttpError } from "../plugins/errors.js";
 import { gatewayLimits } from "../plugins/rate-limit.js";
@@ -15,6 +15,7 @@ import { txHashParam, uuidParam, walletParam } from "../validate.js";
  * chain, at most once per (chain id, transaction hash).
  */
 export async function depositRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayContext }) {
+  const authenticate = agentAuthentication(ctx);
   app.post<{ Body: DepositBody }>(
     "/api/deposit",
     {
@@ -37,7 +38,7 @@ export async function depositRoutes(app: FastifyInstance, { ctx }: { ctx: Gatewa
       const txHash = txHashParam(request.body.txHash);
       const agentWallet = walletParam(request.body.agentWallet, "agentWallet");
       const providerId = uuidParam(request.body.providerId, "providerId");
-      await authenticateAgent(ctx, request, agentWallet, providerId);
+      await authenticate(request, agentWallet, providerId);
       const provider = await findProvider(ctx.db, providerId);
       if (!provider) throw new HttpError(404, `provider ${providerId} not found`);
       const seen = await ctx.db.query("SELECT 1 FROM deposits WHERE chain_id = $1 AND tx_hash = $2", [

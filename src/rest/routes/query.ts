@@ -1,9 +1,10 @@
 import type { FastifyInstance } from "fastify";
+import type pg from "pg";
 import { ChargeWriter } from "../../billing/charge-writer.js";
 import { formatMicro } from "../../billing/money.js";
 import { ProviderCache } from "../../providers/provider-cache.js";
 import { createVerdictCache } from "../../proxy/verdict-cache.js";
-import { authenticateAgent } from "../agent-auth.js";
+import { agentAuthentication } from "../agent-auth.js";
 import type { GatewayContext } from "../context.js";
 import { EstimateCache } from "../estimate-cache.js";
 import { HeldFunds } from "../held-funds.js";
@@ -29,6 +30,7 @@ const RESERVE_ROWS = 1000;
 
 /** POST /api/query: metered SQL over HTTP (see metered-query.ts for the rules). */
 export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayContext }) {
+  const authenticate = agentAuthentication(ctx);
   const providers = new ProviderCache(ctx.db);
   const writer =
     ctx.chargeWriter ??
@@ -51,7 +53,7 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     await funds.closeAll();
     await writer.flush();
   });
-  const deps: Omit<MeteredQueryDeps, "upstream"> = {
+  const shared: Omit<MeteredQueryDeps, "upstream"> = {
     check: createVerdictCache(ctx.policy),
     funds,
     estimates: new EstimateCache(),
@@ -59,9 +61,19 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     rowCap: ctx.config.rowCap,
     statementTimeoutMs: ctx.config.statementTimeoutMs,
   };
-  const ok = ctx.metrics.queries.labels("rest", "ok");
-  const rowsMetered = ctx.metrics.rowsMetered.labels("rest");
-  const chargedMicro = ctx.metrics.chargedMicro.labels("rest");
+  // One per provider pool, made once: copying the shared part into a new object on every request costs more.
+  const depsByPool = new WeakMap<pg.Pool, MeteredQueryDeps>();
+  const depsFor = (upstream: pg.Pool): MeteredQueryDeps => {
+    let deps = depsByPool.get(upstream);
+    if (!deps) {
+      deps = { ...shared, upstream };
+      depsByPool.set(upstream, deps);
+    }
+    return deps;
+  };
+  const ok = ctx.metrics.queries.summed({ surface: "rest", outcome: "ok" });
+  const rowsMetered = ctx.metrics.rowsMetered.summed({ surface: "rest" });
+  const chargedMicro = ctx.metrics.chargedMicro.summed({ surface: "rest" });
 
   app.post<{ Body: QueryBody }>(
     "/api/query",
@@ -84,21 +96,18 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     async (request) => {
       const agentWallet = walletParam(request.body.agentWallet, "agentWallet");
       const providerId = uuidParam(request.body.providerId, "providerId");
-      await authenticateAgent(ctx, request, agentWallet, providerId);
+      await authenticate(request, agentWallet, providerId);
       const found = await providers.find(providerId);
       if (!found) throw new HttpError(404, `provider ${providerId} not found`);
       if (!found.pricing) throw new HttpError(404, `provider ${providerId} has no pricing yet`);
       try {
-        const result = await runMeteredQuery(
-          { ...deps, upstream: ctx.upstream.get(found.provider) },
-          {
-            agentWallet,
-            providerId,
-            sql: request.body.sql,
-            params: request.body.params,
-            price: found.pricing,
-          },
-        );
+        const result = await runMeteredQuery(depsFor(ctx.upstream.get(found.provider)), {
+          agentWallet,
+          providerId,
+          sql: request.body.sql,
+          params: request.body.params,
+          price: found.pricing,
+        });
         ok.inc();
         rowsMetered.inc(result.rowCount);
         chargedMicro.inc(Number(result.actualCostMicro));
