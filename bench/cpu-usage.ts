@@ -99,17 +99,22 @@ export function cpuSnapshot(sources: CpuSources): CpuSnapshot {
       kernel: seconds(processes.kernelThreads + machine.interrupts),
     };
   } catch {
-    return {
-      machineBusy: 0,
-      pgtoll: 0,
-      pgbouncer: 0,
-      nodeRelay: 0,
-      postgres: 0,
-      pgbench: 0,
-      runner: 0,
-      kernel: 0,
-    };
+    return noCpu();
   }
+}
+
+/** A snapshot of zeros: where /proc cannot be read, and a neutral value for tests. */
+export function noCpu(): CpuSnapshot {
+  return {
+    machineBusy: 0,
+    pgtoll: 0,
+    pgbouncer: 0,
+    nodeRelay: 0,
+    postgres: 0,
+    pgbench: 0,
+    runner: 0,
+    kernel: 0,
+  };
 }
 
 export function cpuSpent(before: CpuSnapshot, after: CpuSnapshot): CpuSpent {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { noCpu } from "../../bench/cpu-usage.js";
 import type { PgbenchCell } from "../../bench/pgbench-matrix.js";
 import { percentile, spread, summariseLatency } from "../../bench/stats.js";
 import { checkTargets, contextRatios } from "../../bench/targets.js";
@@ -18,17 +19,7 @@ function cell(
     tps: spread(tps),
     latency: { p50Us, p99Us: p50Us * 3, samples: 100 },
     transactions: 100,
-    cpuUsPerTransaction: {
-      machineBusy: 0,
-      pgtoll: 0,
-      pgbouncer: 0,
-      nodeRelay: 0,
-      postgres: 0,
-      pgbench: 0,
-      runner: 0,
-      kernel: 0,
-      other: 0,
-    },
+    cpuUsPerTransaction: { ...noCpu(), other: 0 },
     machineUtilisation: 0,
     failedRuns: 0,
   };
