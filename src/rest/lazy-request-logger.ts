@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from "fastify";
 import type { Bindings, ChildLoggerOptions } from "pino";
 
 type LogArgs = [unknown, ...unknown[]];
+type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace";
 
 /**
  * A request's `request.log`: the child logger bound to its request id, made the first time something logs
@@ -30,34 +31,33 @@ class LazyRequestLogger implements FastifyBaseLogger {
     this.#logger.level = level;
   }
 
-  fatal(...args: LogArgs): void {
+  #log(level: LogLevel, args: LogArgs): void {
     const logger = this.#logger;
-    (logger.fatal as (...args: LogArgs) => void).apply(logger, args);
+    (logger[level] as (...args: LogArgs) => void).apply(logger, args);
+  }
+
+  fatal(...args: LogArgs): void {
+    this.#log("fatal", args);
   }
 
   error(...args: LogArgs): void {
-    const logger = this.#logger;
-    (logger.error as (...args: LogArgs) => void).apply(logger, args);
+    this.#log("error", args);
   }
 
   warn(...args: LogArgs): void {
-    const logger = this.#logger;
-    (logger.warn as (...args: LogArgs) => void).apply(logger, args);
+    this.#log("warn", args);
   }
 
   info(...args: LogArgs): void {
-    const logger = this.#logger;
-    (logger.info as (...args: LogArgs) => void).apply(logger, args);
+    this.#log("info", args);
   }
 
   debug(...args: LogArgs): void {
-    const logger = this.#logger;
-    (logger.debug as (...args: LogArgs) => void).apply(logger, args);
+    this.#log("debug", args);
   }
 
   trace(...args: LogArgs): void {
-    const logger = this.#logger;
-    (logger.trace as (...args: LogArgs) => void).apply(logger, args);
+    this.#log("trace", args);
   }
 
   silent(): void {}
