@@ -7,6 +7,7 @@ import {
   reserveFunds,
   voidReservation,
 } from "../billing/ledger.js";
+import { QueuedCharges } from "../billing/queued-charges.js";
 
 export interface MeterOptions {
   /** Rows' worth of funds a session holds at a time; more is reserved as results grow. */
@@ -30,14 +31,7 @@ export class SessionMeter {
   #statementRows = 0;
   #rowLimit = 0;
   /** Charges queued and not yet written; `release` waits for them. */
-  #unwritten = 0;
-  #allWritten: { promise: Promise<void>; resolve(): void } | null = null;
-  readonly #written = (): void => {
-    if (--this.#unwritten === 0 && this.#allWritten) {
-      this.#allWritten.resolve();
-      this.#allWritten = null;
-    }
-  };
+  readonly #charges: QueuedCharges;
   /** Costs of small row counts, the common case, so a statement does not redo the bigint arithmetic. */
   readonly #smallCosts: bigint[] = [];
   /** Reservation calls in flight: `release` waits for them, or one made just after it would stay held. */
@@ -47,12 +41,13 @@ export class SessionMeter {
 
   constructor(
     private readonly ledger: Queryable,
-    private readonly writer: ChargeWriter,
+    writer: ChargeWriter,
     readonly agentWallet: string,
     readonly providerId: string,
     readonly price: Price,
     private readonly options: MeterOptions,
   ) {
+    this.#charges = new QueuedCharges(writer);
     this.#free = price.priceMicroPer1000Rows === 0n;
     const chunk = costOfRows(options.reserveRows, price);
     this.#chunkMicro = chunk > 0n ? chunk : 1n;
@@ -171,17 +166,13 @@ export class SessionMeter {
   #charge(cost: bigint, unpaidMicro: bigint, metadata: Record<string, unknown>): void {
     if (cost > 0n && this.#reservation) {
       this.#unspent -= cost;
-      this.#unwritten++;
-      this.writer.submit(
-        {
-          reservationId: this.#reservation.id,
-          agentWallet: this.agentWallet,
-          providerId: this.providerId,
-          costMicro: cost,
-          metadata: unpaidMicro > 0n ? { ...metadata, unpaidMicro: unpaidMicro.toString() } : metadata,
-        },
-        this.#written,
-      );
+      this.#charges.submit({
+        reservationId: this.#reservation.id,
+        agentWallet: this.agentWallet,
+        providerId: this.providerId,
+        costMicro: cost,
+        metadata: unpaidMicro > 0n ? { ...metadata, unpaidMicro: unpaidMicro.toString() } : metadata,
+      });
       this.options.onCharge?.(cost);
     }
     this.#statementRows = 0;
@@ -205,14 +196,7 @@ export class SessionMeter {
       await Promise.allSettled([...this.#ledgerCalls]);
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
-    if (this.#unwritten > 0) {
-      if (!this.#allWritten) {
-        let resolve = () => {};
-        const promise = new Promise<void>((done) => (resolve = done));
-        this.#allWritten = { promise, resolve };
-      }
-      await this.#allWritten.promise;
-    }
+    await this.#charges.settled();
     if (this.#reservation) {
       const reservation = this.#reservation;
       this.#reservation = null;

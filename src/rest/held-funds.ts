@@ -7,6 +7,7 @@ import {
   settleReservation,
   voidReservation,
 } from "../billing/ledger.js";
+import { QueuedCharges } from "../billing/queued-charges.js";
 
 export interface HeldFundsOptions {
   ledger: Queryable;
@@ -32,7 +33,7 @@ interface Hold {
   /** Had two requests at once: its charges are group-committed and it lingers after the last one. */
   shared: boolean;
   /** Charges queued on the writer and not yet durable: the release waits for them. */
-  pending: Set<Promise<void>>;
+  charges: QueuedCharges;
   /** The reservation call in flight; other requests wait for it rather than reserve beside it. */
   topUp: Promise<boolean> | null;
   /** After this instant new requests open a hold of their own, so no reservation outlives its expiry. */
@@ -77,7 +78,7 @@ export class HeldFunds {
         unspent: 0n,
         members: 0,
         shared: false,
-        pending: new Set(),
+        charges: new QueuedCharges(this.options.writer),
         topUp: null,
         joinableUntil: performance.now() + (this.options.reservationTtlSeconds * 1000) / 4,
         linger: null,
@@ -162,20 +163,13 @@ export class HeldFunds {
 
   /** Queues a charge on the writer; a failure is reported by the writer's `onError`. */
   #enqueue(hold: Hold, costMicro: bigint, metadata: Record<string, unknown>): void {
-    const written = this.options.writer.enqueue({
+    hold.charges.submit({
       reservationId: hold.reservation!.id,
       agentWallet: hold.agentWallet,
       providerId: hold.providerId,
       costMicro,
       metadata,
     });
-    hold.pending.add(written);
-    // Two inline closures rather than a named one: where function names are kept (esbuild's keepNames, as under
-    // tsx), naming a closure is an Object.defineProperty on every charge.
-    written.then(
-      () => hold.pending.delete(written),
-      () => hold.pending.delete(written),
-    );
   }
 
   /** Releases an idle shared hold in the background. */
@@ -201,7 +195,7 @@ export class HeldFunds {
 
   /** After the queued charges: charges `costMicro` and releases the rest of the reservation. */
   async #release(hold: Hold, costMicro: bigint, metadata: Record<string, unknown>): Promise<void> {
-    await Promise.allSettled([...hold.pending]);
+    await hold.charges.settled();
     const reservation = hold.reservation;
     hold.reservation = null;
     hold.unspent = 0n;
