@@ -1,9 +1,9 @@
-/** One method, route and status: a count per bucket (the last one is +Inf), not cumulative. */
+import { LatencyTally } from "../../latency-tally.js";
+
+/** One method, route and status. */
 interface Series {
   labels: { method: string; route: string; status_code: string };
-  counts: Float64Array;
-  sum: number;
-  count: number;
+  tally: LatencyTally;
 }
 
 /** A value as prom-client's Registry reads it from a metric's `get()`. */
@@ -49,18 +49,11 @@ export class RequestDurations {
     if (!series) {
       series = {
         labels: { method, route, status_code: String(statusCode) },
-        counts: new Float64Array(this.#bounds.length + 1),
-        sum: 0,
-        count: 0,
+        tally: new LatencyTally(this.#bounds),
       };
       byStatus.set(statusCode, series);
     }
-    const bounds = this.#bounds;
-    let bucket = 0;
-    while (bucket < bounds.length && seconds > bounds[bucket]!) bucket++;
-    series.counts[bucket]!++;
-    series.sum += seconds;
-    series.count++;
+    series.tally.observe(seconds);
   }
 
   async get(): Promise<{
@@ -73,7 +66,8 @@ export class RequestDurations {
     const values: MetricValue[] = [];
     for (const byMethod of this.#series.values()) {
       for (const byStatus of byMethod.values()) {
-        for (const { labels, counts, sum, count } of byStatus.values()) {
+        for (const { labels, tally } of byStatus.values()) {
+          const { counts, sum, count } = tally;
           let cumulative = 0;
           for (let i = 0; i <= this.#bounds.length; i++) {
             cumulative += counts[i]!;
