@@ -38,6 +38,18 @@ export async function createAgentToken(
 
 export type AgentTokenCheck = { ok: true } | { ok: false; reason: string };
 
+/**
+ * The first instant (ms) at which {@link verifyAgentToken} calls `token` expired: more than its lifetime, in
+ * whole seconds, after it was issued. Only meaningful for a token that verified.
+ */
+export function agentTokenExpiresAtMs(token: string): number {
+  return expiresAtMs(Number(token.split(".")[1]));
+}
+
+function expiresAtMs(issuedAtSeconds: number): number {
+  return (issuedAtSeconds + AGENT_TOKEN_LIFETIME_S + 1) * 1000;
+}
+
 /** Checks that `token` was signed by `wallet` for `providerId` and is within its validity window. */
 export async function verifyAgentToken(
   token: string,
@@ -61,7 +73,7 @@ export async function verifyAgentToken(
   const nowSeconds = Math.floor(now / 1000);
   if (issuedAt > nowSeconds + AGENT_TOKEN_CLOCK_SKEW_S)
     return { ok: false, reason: "the agent token is issued in the future" };
-  if (nowSeconds - issuedAt > AGENT_TOKEN_LIFETIME_S)
+  if (now >= expiresAtMs(issuedAt))
     return { ok: false, reason: "the agent token has expired; make a new one" };
   let signer: string;
   try {

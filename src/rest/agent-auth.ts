@@ -1,5 +1,5 @@
 import type { FastifyRequest } from "fastify";
-import { AGENT_TOKEN_LIFETIME_S, type AgentTokenCheck, verifyAgentToken } from "../proxy/agent-token.js";
+import { type AgentTokenCheck, agentTokenExpiresAtMs, verifyAgentToken } from "../proxy/agent-token.js";
 import type { GatewayContext } from "./context.js";
 import { HttpError } from "./plugins/errors.js";
 
@@ -56,8 +56,6 @@ export function agentAuthentication(ctx: GatewayContext, options: AgentAuthOptio
       throw new HttpError(401, `invalid agent token: ${check.reason}`);
     }
     if (verified.size >= maxEntries) verified.clear();
-    // The first instant verifyAgentToken calls it expired: more than its lifetime in whole seconds after issue.
-    const issuedAt = Number(token.split(".")[1]);
-    verified.set(key, (issuedAt + AGENT_TOKEN_LIFETIME_S + 1) * 1000);
+    verified.set(key, agentTokenExpiresAtMs(token));
   };
 }
