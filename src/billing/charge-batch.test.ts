@@ -1,6 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createMetadataDatabase } from "../../test/support/database.js";
-import { depositFor, insertProvider } from "../../test/support/fixtures.js";
+import { describe, expect, it } from "vitest";
+import { depositFor, useLedgerDatabase } from "../../test/support/fixtures.js";
 import { createMetadataPool } from "../db/pool.js";
 import {
   chargeReservations,
@@ -11,20 +10,13 @@ import {
   voidReservation,
 } from "./ledger.js";
 
-let meta: Awaited<ReturnType<typeof createMetadataDatabase>>;
-let providerId: string;
-
-beforeAll(async () => {
-  meta = await createMetadataDatabase();
-  providerId = await insertProvider(meta.pool);
-});
-afterAll(async () => meta?.close());
+const meta = useLedgerDatabase();
 
 async function heldReservation(): Promise<Reservation> {
-  const agentWallet = await depositFor(meta.pool, providerId, 1000n);
+  const agentWallet = await depositFor(meta.pool, meta.providerId, 1000n);
   const r = await reserveFunds(meta.pool, {
     agentWallet,
-    providerId,
+    providerId: meta.providerId,
     minMicro: 100n,
     maxMicro: 100n,
     ttlSeconds: 600,
@@ -46,7 +38,7 @@ const secondsLeft = async (r: Reservation) =>
 const chargeOf = (r: Reservation) => ({
   reservationId: r.id,
   agentWallet: r.agentWallet,
-  providerId,
+  providerId: meta.providerId,
   costMicro: 1n,
   metadata: { sql: "SELECT 1", rowCount: 1 },
 });
@@ -93,7 +85,7 @@ describe("chargeReservations", () => {
       await lockHolder.query("SET LOCAL lock_timeout = '300ms'");
       await lockHolder.query(
         "UPDATE balances SET updated_at = now() WHERE agent_wallet = $1 AND provider_id = $2",
-        [r.agentWallet, providerId],
+        [r.agentWallet, meta.providerId],
       );
       await lockHolder.query("COMMIT");
       expect(await growing).toBe(10n);
@@ -101,7 +93,9 @@ describe("chargeReservations", () => {
       lockHolder.release();
       await holder.end();
     }
-    expect(await getBalance(meta.pool, r.agentWallet, providerId)).toMatchObject({ reservedMicro: 110n });
+    expect(await getBalance(meta.pool, r.agentWallet, meta.providerId)).toMatchObject({
+      reservedMicro: 110n,
+    });
     await voidReservation(meta.pool, r);
   });
 });

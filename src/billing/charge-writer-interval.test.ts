@@ -1,24 +1,16 @@
 import { performance } from "node:perf_hooks";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createMetadataDatabase } from "../../test/support/database.js";
-import { depositFor, insertProvider } from "../../test/support/fixtures.js";
+import { describe, expect, it } from "vitest";
+import { depositFor, useLedgerDatabase } from "../../test/support/fixtures.js";
 import { ChargeWriter } from "./charge-writer.js";
 import { getBalance, listLedgerEntries, type Reservation, reserveFunds } from "./ledger.js";
 
-let meta: Awaited<ReturnType<typeof createMetadataDatabase>>;
-let providerId: string;
-
-beforeAll(async () => {
-  meta = await createMetadataDatabase();
-  providerId = await insertProvider(meta.pool);
-});
-afterAll(async () => meta?.close());
+const meta = useLedgerDatabase();
 
 async function heldReservation(amountMicro = 1000n): Promise<Reservation> {
-  const agentWallet = await depositFor(meta.pool, providerId, 1_000_000n);
+  const agentWallet = await depositFor(meta.pool, meta.providerId, 1_000_000n);
   const reservation = await reserveFunds(meta.pool, {
     agentWallet,
-    providerId,
+    providerId: meta.providerId,
     minMicro: amountMicro,
     maxMicro: amountMicro,
     ttlSeconds: 60,
@@ -56,7 +48,7 @@ describe("ChargeWriter batch interval", () => {
     const started = performance.now();
     for (let n = 0; n < 5; n++) await writer.enqueue(charge(r, n));
     expect(performance.now() - started).toBeLessThan(2000);
-    expect((await getBalance(meta.pool, r.agentWallet, providerId)).balanceMicro).toBe(1_000_000n - 5n);
+    expect((await getBalance(meta.pool, r.agentWallet, meta.providerId)).balanceMicro).toBe(1_000_000n - 5n);
   });
 
   it("while charges keep coming, gathers an interval's worth into one batch, in order", async () => {
@@ -79,7 +71,7 @@ describe("ChargeWriter batch interval", () => {
     // Without the interval, each batch would take what arrived during the previous round trip: hundreds.
     expect(counter.batches).toBeLessThanOrEqual(10);
     const entries = (
-      await listLedgerEntries(meta.pool, r.agentWallet, { providerId, limit: 5000 })
+      await listLedgerEntries(meta.pool, r.agentWallet, { providerId: meta.providerId, limit: 5000 })
     ).reverse();
     expect(entries.slice(1).map((e) => e.metadata.sql)).toEqual(writes.map((_, n) => `SELECT ${n}`));
   });
@@ -96,7 +88,9 @@ describe("ChargeWriter batch interval", () => {
     // Each round waits at most about one tick for charges that never come, never the 3 s interval.
     expect(performance.now() - started).toBeLessThan(3000);
     for (const r of reservations)
-      expect((await getBalance(meta.pool, r.agentWallet, providerId)).balanceMicro).toBe(1_000_000n - 4n);
+      expect((await getBalance(meta.pool, r.agentWallet, meta.providerId)).balanceMicro).toBe(
+        1_000_000n - 4n,
+      );
   });
 
   it("writes a full batch without waiting out the interval, and flush cuts the wait short", async () => {
@@ -109,6 +103,6 @@ describe("ChargeWriter batch interval", () => {
     await writer.flush();
     await Promise.all(rest);
     expect(performance.now() - started).toBeLessThan(5000);
-    expect((await getBalance(meta.pool, r.agentWallet, providerId)).balanceMicro).toBe(1_000_000n - 7n);
+    expect((await getBalance(meta.pool, r.agentWallet, meta.providerId)).balanceMicro).toBe(1_000_000n - 7n);
   });
 });

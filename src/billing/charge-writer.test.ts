@@ -1,54 +1,30 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createMetadataDatabase } from "../../test/support/database.js";
-import { insertProvider, randomTxHash, randomWallet } from "../../test/support/fixtures.js";
+import { describe, expect, it } from "vitest";
+import { depositFor, randomWallet, useLedgerDatabase } from "../../test/support/fixtures.js";
 import { ChargeWriter } from "./charge-writer.js";
-import {
-  creditDeposit,
-  extendReservation,
-  getBalance,
-  listLedgerEntries,
-  reserveFunds,
-  voidReservation,
-} from "./ledger.js";
+import { extendReservation, getBalance, listLedgerEntries, reserveFunds, voidReservation } from "./ledger.js";
 
-let meta: Awaited<ReturnType<typeof createMetadataDatabase>>;
-let providerId: string;
-
-beforeAll(async () => {
-  meta = await createMetadataDatabase();
-  providerId = await insertProvider(meta.pool);
-});
-afterAll(async () => meta?.close());
-
-async function fund(agentWallet: string, amountMicro: bigint) {
-  await creditDeposit(meta.pool, {
-    chainId: 8453,
-    txHash: randomTxHash(),
-    agentWallet,
-    providerId,
-    amountMicro,
-    blockNumber: 1n,
-  });
-}
+const meta = useLedgerDatabase();
 
 async function expectChained(agentWallet: string) {
-  const entries = (await listLedgerEntries(meta.pool, agentWallet, { providerId, limit: 100_000 })).reverse();
+  const entries = (
+    await listLedgerEntries(meta.pool, agentWallet, { providerId: meta.providerId, limit: 100_000 })
+  ).reverse();
   let running = 0n;
   for (const entry of entries) {
     expect(entry.balanceBeforeMicro).toBe(running);
     running = entry.balanceAfterMicro;
   }
-  expect((await getBalance(meta.pool, agentWallet, providerId)).balanceMicro).toBe(running);
+  expect((await getBalance(meta.pool, agentWallet, meta.providerId)).balanceMicro).toBe(running);
   return entries;
 }
 
 describe("extendReservation", () => {
   it("adds what is available between min and max, and nothing below min", async () => {
     const agent = randomWallet();
-    await fund(agent, 100n);
+    await depositFor(meta.pool, meta.providerId, 100n, agent);
     const r = (await reserveFunds(meta.pool, {
       agentWallet: agent,
-      providerId,
+      providerId: meta.providerId,
       minMicro: 10n,
       maxMicro: 10n,
       ttlSeconds: 60,
@@ -66,12 +42,12 @@ describe("extendReservation", () => {
 describe("ChargeWriter", () => {
   it("writes many sessions' charges in few batches, one entry each, chained and ordered", async () => {
     const agents = Array.from({ length: 20 }, () => randomWallet());
-    await Promise.all(agents.map((a) => fund(a, 1_000_000n)));
+    await Promise.all(agents.map((a) => depositFor(meta.pool, meta.providerId, 1_000_000n, a)));
     const reservations = await Promise.all(
       agents.map((a) =>
         reserveFunds(meta.pool, {
           agentWallet: a,
-          providerId,
+          providerId: meta.providerId,
           minMicro: 1n,
           maxMicro: 500_000n,
           ttlSeconds: 60,
@@ -93,7 +69,7 @@ describe("ChargeWriter", () => {
           writer.enqueue({
             reservationId: r!.id,
             agentWallet: agents[i]!,
-            providerId,
+            providerId: meta.providerId,
             costMicro: BigInt(round),
             metadata: { round },
           }),
@@ -109,7 +85,7 @@ describe("ChargeWriter", () => {
       expect(charges.map((e) => e.amountMicro)).toEqual(
         [1n, 2n, 3n, 4n, 5n, 6n, 7n, 8n, 9n, 10n].map((n) => -n),
       );
-      const balance = await getBalance(meta.pool, agent, providerId);
+      const balance = await getBalance(meta.pool, agent, meta.providerId);
       expect(balance).toMatchObject({ balanceMicro: 1_000_000n - 55n, reservedMicro: 500_000n - 55n });
       await voidReservation(meta.pool, reservations[i]!);
     }
@@ -117,10 +93,10 @@ describe("ChargeWriter", () => {
 
   it("charges the available balance when the reservation is gone, and never overdraws", async () => {
     const agent = randomWallet();
-    await fund(agent, 10n);
+    await depositFor(meta.pool, meta.providerId, 10n, agent);
     const r = (await reserveFunds(meta.pool, {
       agentWallet: agent,
-      providerId,
+      providerId: meta.providerId,
       minMicro: 5n,
       maxMicro: 5n,
       ttlSeconds: 60,
@@ -130,14 +106,20 @@ describe("ChargeWriter", () => {
     await writer.enqueue({
       reservationId: r.id,
       agentWallet: agent,
-      providerId,
+      providerId: meta.providerId,
       costMicro: 4n,
       metadata: {},
     });
     await expect(
-      writer.enqueue({ reservationId: r.id, agentWallet: agent, providerId, costMicro: 7n, metadata: {} }),
+      writer.enqueue({
+        reservationId: r.id,
+        agentWallet: agent,
+        providerId: meta.providerId,
+        costMicro: 7n,
+        metadata: {},
+      }),
     ).rejects.toThrow(/balance/);
-    expect(await getBalance(meta.pool, agent, providerId)).toMatchObject({
+    expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({
       balanceMicro: 6n,
       reservedMicro: 0n,
     });
@@ -147,34 +129,52 @@ describe("ChargeWriter", () => {
   it("a charge beyond its reservation fails alone; the rest of its batch is written", async () => {
     const a = randomWallet();
     const b = randomWallet();
-    await fund(a, 100n);
-    await fund(b, 100n);
+    await depositFor(meta.pool, meta.providerId, 100n, a);
+    await depositFor(meta.pool, meta.providerId, 100n, b);
     const ra = (await reserveFunds(meta.pool, {
       agentWallet: a,
-      providerId,
+      providerId: meta.providerId,
       minMicro: 10n,
       maxMicro: 10n,
       ttlSeconds: 60,
     }))!;
     const rb = (await reserveFunds(meta.pool, {
       agentWallet: b,
-      providerId,
+      providerId: meta.providerId,
       minMicro: 10n,
       maxMicro: 10n,
       ttlSeconds: 60,
     }))!;
     const writer = new ChargeWriter(meta.pool, { ttlSeconds: 60 });
     const results = await Promise.allSettled([
-      writer.enqueue({ reservationId: ra.id, agentWallet: a, providerId, costMicro: 3n, metadata: {} }),
-      writer.enqueue({ reservationId: rb.id, agentWallet: b, providerId, costMicro: 50n, metadata: {} }),
-      writer.enqueue({ reservationId: ra.id, agentWallet: a, providerId, costMicro: 4n, metadata: {} }),
+      writer.enqueue({
+        reservationId: ra.id,
+        agentWallet: a,
+        providerId: meta.providerId,
+        costMicro: 3n,
+        metadata: {},
+      }),
+      writer.enqueue({
+        reservationId: rb.id,
+        agentWallet: b,
+        providerId: meta.providerId,
+        costMicro: 50n,
+        metadata: {},
+      }),
+      writer.enqueue({
+        reservationId: ra.id,
+        agentWallet: a,
+        providerId: meta.providerId,
+        costMicro: 4n,
+        metadata: {},
+      }),
     ]);
     expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
-    expect(await getBalance(meta.pool, a, providerId)).toMatchObject({
+    expect(await getBalance(meta.pool, a, meta.providerId)).toMatchObject({
       balanceMicro: 93n,
       reservedMicro: 3n,
     });
-    expect(await getBalance(meta.pool, b, providerId)).toMatchObject({
+    expect(await getBalance(meta.pool, b, meta.providerId)).toMatchObject({
       balanceMicro: 100n,
       reservedMicro: 10n,
     });
@@ -182,10 +182,10 @@ describe("ChargeWriter", () => {
 
   it("survives reservations growing while their earlier charges are written (deadlock victims are retried)", async () => {
     const agent = randomWallet();
-    await fund(agent, 10_000_000n);
+    await depositFor(meta.pool, meta.providerId, 10_000_000n, agent);
     const r = (await reserveFunds(meta.pool, {
       agentWallet: agent,
-      providerId,
+      providerId: meta.providerId,
       minMicro: 1n,
       maxMicro: 10n,
       ttlSeconds: 60,
@@ -201,7 +201,7 @@ describe("ChargeWriter", () => {
           await writer.enqueue({
             reservationId: r.id,
             agentWallet: agent,
-            providerId,
+            providerId: meta.providerId,
             costMicro: 1n,
             metadata: { i },
           });
@@ -210,7 +210,7 @@ describe("ChargeWriter", () => {
     );
     await writer.flush();
     await voidReservation(meta.pool, r);
-    expect(await getBalance(meta.pool, agent, providerId)).toMatchObject({
+    expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({
       balanceMicro: 10_000_000n - charged,
       reservedMicro: 0n,
     });

@@ -1,6 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createMetadataDatabase } from "../../test/support/database.js";
-import { insertProvider, randomTxHash, randomWallet } from "../../test/support/fixtures.js";
+import { describe, expect, it } from "vitest";
+import { randomTxHash, randomWallet, useLedgerDatabase } from "../../test/support/fixtures.js";
 import { createMetadataPool } from "../db/pool.js";
 import {
   creditDeposit,
@@ -13,14 +12,7 @@ import {
   voidReservation,
 } from "./ledger.js";
 
-let meta: Awaited<ReturnType<typeof createMetadataDatabase>>;
-let providerId: string;
-
-beforeAll(async () => {
-  meta = await createMetadataDatabase();
-  providerId = await insertProvider(meta.pool);
-});
-afterAll(async () => meta?.close());
+const meta = useLedgerDatabase();
 
 let txCounter = 0n;
 async function deposit(agentWallet: string, amountMicro: bigint) {
@@ -29,7 +21,7 @@ async function deposit(agentWallet: string, amountMicro: bigint) {
     chainId: 8453,
     txHash: randomTxHash(),
     agentWallet,
-    providerId,
+    providerId: meta.providerId,
     amountMicro,
     blockNumber: txCounter,
   });
@@ -37,7 +29,9 @@ async function deposit(agentWallet: string, amountMicro: bigint) {
 
 /** balance = sum(entries) and balanceBefore/After chain without gaps, oldest first. */
 async function expectLedgerConsistent(agentWallet: string) {
-  const entries = (await listLedgerEntries(meta.pool, agentWallet, { providerId, limit: 100_000 })).reverse();
+  const entries = (
+    await listLedgerEntries(meta.pool, agentWallet, { providerId: meta.providerId, limit: 100_000 })
+  ).reverse();
   let running = 0n;
   for (const entry of entries) {
     expect(entry.balanceBeforeMicro).toBe(running);
@@ -45,7 +39,7 @@ async function expectLedgerConsistent(agentWallet: string) {
     expect(entry.balanceAfterMicro >= 0n).toBe(true);
     running = entry.balanceAfterMicro;
   }
-  const balance = await getBalance(meta.pool, agentWallet, providerId);
+  const balance = await getBalance(meta.pool, agentWallet, meta.providerId);
   expect(balance.balanceMicro).toBe(running);
   return { entries, balance };
 }
@@ -56,7 +50,7 @@ describe("reservations", () => {
     await deposit(agent, 1000n);
     const r = await reserveFunds(meta.pool, {
       agentWallet: agent,
-      providerId,
+      providerId: meta.providerId,
       minMicro: 1n,
       maxMicro: 5000n,
       ttlSeconds: 60,
@@ -65,7 +59,7 @@ describe("reservations", () => {
     expect(
       await reserveFunds(meta.pool, {
         agentWallet: agent,
-        providerId,
+        providerId: meta.providerId,
         minMicro: 1n,
         maxMicro: 1n,
         ttlSeconds: 60,
@@ -74,7 +68,7 @@ describe("reservations", () => {
     const entry = await settleReservation(meta.pool, r!, 300n, { sql: "SELECT 1", rowCount: 3 });
     expect(entry?.amountMicro).toBe(-300n);
     expect(entry?.metadata).toEqual({ sql: "SELECT 1", rowCount: 3 });
-    const balance = await getBalance(meta.pool, agent, providerId);
+    const balance = await getBalance(meta.pool, agent, meta.providerId);
     expect(balance).toMatchObject({ balanceMicro: 700n, reservedMicro: 0n });
     await expectLedgerConsistent(agent);
   });
@@ -84,19 +78,19 @@ describe("reservations", () => {
     await deposit(agent, 100n);
     const r = await reserveFunds(meta.pool, {
       agentWallet: agent,
-      providerId,
+      providerId: meta.providerId,
       minMicro: 0n,
       maxMicro: 50n,
       ttlSeconds: 60,
     });
     await expect(settleReservation(meta.pool, r!, 101n, {})).rejects.toBeInstanceOf(InsufficientFundsError);
-    expect(await getBalance(meta.pool, agent, providerId)).toMatchObject({
+    expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({
       balanceMicro: 100n,
       reservedMicro: 50n,
     });
     // more than reserved but within the balance is fine
     await settleReservation(meta.pool, r!, 100n, {});
-    expect(await getBalance(meta.pool, agent, providerId)).toMatchObject({
+    expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({
       balanceMicro: 0n,
       reservedMicro: 0n,
     });
@@ -107,14 +101,14 @@ describe("reservations", () => {
     await deposit(agent, 100n);
     const a = await reserveFunds(meta.pool, {
       agentWallet: agent,
-      providerId,
+      providerId: meta.providerId,
       minMicro: 60n,
       maxMicro: 60n,
       ttlSeconds: 60,
     });
     const b = await reserveFunds(meta.pool, {
       agentWallet: agent,
-      providerId,
+      providerId: meta.providerId,
       minMicro: 0n,
       maxMicro: 10n,
       ttlSeconds: 60,
@@ -123,7 +117,7 @@ describe("reservations", () => {
     await settleReservation(meta.pool, b!, 40n, {});
     await settleReservation(meta.pool, a!, 60n, {});
     await expectLedgerConsistent(agent);
-    expect((await getBalance(meta.pool, agent, providerId)).balanceMicro).toBe(0n);
+    expect((await getBalance(meta.pool, agent, meta.providerId)).balanceMicro).toBe(0n);
   });
 
   it("void releases the hold without a ledger entry; zero-cost settles leave none either", async () => {
@@ -131,7 +125,7 @@ describe("reservations", () => {
     await deposit(agent, 10n);
     const r = await reserveFunds(meta.pool, {
       agentWallet: agent,
-      providerId,
+      providerId: meta.providerId,
       minMicro: 10n,
       maxMicro: 10n,
       ttlSeconds: 60,
@@ -140,7 +134,7 @@ describe("reservations", () => {
     await voidReservation(meta.pool, r!);
     const r2 = await reserveFunds(meta.pool, {
       agentWallet: agent,
-      providerId,
+      providerId: meta.providerId,
       minMicro: 10n,
       maxMicro: 10n,
       ttlSeconds: 60,
@@ -156,7 +150,7 @@ describe("reservations", () => {
     await deposit(agent, 100n);
     const r = await reserveFunds(meta.pool, {
       agentWallet: agent,
-      providerId,
+      providerId: meta.providerId,
       minMicro: 80n,
       maxMicro: 80n,
       ttlSeconds: 60,
@@ -165,9 +159,9 @@ describe("reservations", () => {
       r!.id,
     ]);
     expect(await releaseExpiredReservations(meta.pool)).toBeGreaterThanOrEqual(1);
-    expect(await getBalance(meta.pool, agent, providerId)).toMatchObject({ reservedMicro: 0n });
+    expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({ reservedMicro: 0n });
     await settleReservation(meta.pool, r!, 30n, {});
-    expect(await getBalance(meta.pool, agent, providerId)).toMatchObject({
+    expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({
       balanceMicro: 70n,
       reservedMicro: 0n,
     });
@@ -178,7 +172,7 @@ describe("reservations", () => {
     expect(
       await reserveFunds(meta.pool, {
         agentWallet: randomWallet(),
-        providerId,
+        providerId: meta.providerId,
         minMicro: 0n,
         maxMicro: 1n,
         ttlSeconds: 60,
@@ -222,7 +216,7 @@ describe("ledger integrity", () => {
           const held = i % 2 === 0 ? cost : 3n;
           const r = await reserveFunds(pool, {
             agentWallet: agent,
-            providerId,
+            providerId: meta.providerId,
             minMicro: held,
             maxMicro: held,
             ttlSeconds: 60,
@@ -262,7 +256,7 @@ describe("ledger integrity", () => {
         const pool = pools[i % pools.length]!;
         const r = await reserveFunds(pool, {
           agentWallet: agent,
-          providerId,
+          providerId: meta.providerId,
           minMicro: 7n,
           maxMicro: 7n,
           ttlSeconds: 60,
@@ -288,7 +282,7 @@ describe("ledger integrity", () => {
             chainId: 8453,
             txHash,
             agentWallet: agent,
-            providerId,
+            providerId: meta.providerId,
             amountMicro: 1_000_000n,
             blockNumber: 1n,
           }),

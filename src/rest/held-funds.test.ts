@@ -1,21 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createMetadataDatabase } from "../../test/support/database.js";
-import { depositFor, insertProvider, randomWallet } from "../../test/support/fixtures.js";
+import { describe, expect, it } from "vitest";
+import { depositFor, randomWallet, useLedgerDatabase } from "../../test/support/fixtures.js";
 import { ChargeWriter } from "../billing/charge-writer.js";
 import { getBalance, listLedgerEntries } from "../billing/ledger.js";
 import { HeldFunds } from "./held-funds.js";
 
-let meta: Awaited<ReturnType<typeof createMetadataDatabase>>;
-let providerId: string;
-
-beforeAll(async () => {
-  meta = await createMetadataDatabase();
-  providerId = await insertProvider(meta.pool);
-});
-afterAll(async () => meta?.close());
+const meta = useLedgerDatabase();
 
 async function fundedAgent(amountMicro: bigint): Promise<string> {
-  const agentWallet = await depositFor(meta.pool, providerId, amountMicro);
+  const agentWallet = await depositFor(meta.pool, meta.providerId, amountMicro);
   return agentWallet;
 }
 
@@ -34,14 +26,16 @@ async function reservationCount(agentWallet: string): Promise<number> {
 
 /** balance = sum of entries, each entry's balanceBefore is the previous one's balanceAfter, nothing held. */
 async function expectConsistent(agentWallet: string, balanceMicro: bigint) {
-  const entries = (await listLedgerEntries(meta.pool, agentWallet, { providerId, limit: 1000 })).reverse();
+  const entries = (
+    await listLedgerEntries(meta.pool, agentWallet, { providerId: meta.providerId, limit: 1000 })
+  ).reverse();
   let running = 0n;
   for (const entry of entries) {
     expect(entry.balanceBeforeMicro).toBe(running);
     running = entry.balanceAfterMicro;
   }
   expect(running).toBe(balanceMicro);
-  expect(await getBalance(meta.pool, agentWallet, providerId)).toMatchObject({
+  expect(await getBalance(meta.pool, agentWallet, meta.providerId)).toMatchObject({
     balanceMicro,
     reservedMicro: 0n,
   });
@@ -51,24 +45,24 @@ describe("HeldFunds", () => {
   it("a lone request reserves, and its charge releases the rest in the same step", async () => {
     const agent = await fundedAgent(1_000_000n);
     const funds = heldFunds();
-    const request = funds.join(agent, providerId, 100_000n);
+    const request = funds.join(agent, meta.providerId, 100_000n);
     expect(await request.cover(1n, 2_000n)).toBe(true);
-    expect((await getBalance(meta.pool, agent, providerId)).reservedMicro).toBe(2_000n);
+    expect((await getBalance(meta.pool, agent, meta.providerId)).reservedMicro).toBe(2_000n);
     expect(await request.cover(2_500n)).toBe(true);
-    expect((await getBalance(meta.pool, agent, providerId)).reservedMicro).toBe(2_500n);
+    expect((await getBalance(meta.pool, agent, meta.providerId)).reservedMicro).toBe(2_500n);
     await request.charge(2_500n, { sql: "SELECT 1", rowCount: 1 });
     await expectConsistent(agent, 997_500n);
-    const [entry] = await listLedgerEntries(meta.pool, agent, { providerId, limit: 1 });
+    const [entry] = await listLedgerEntries(meta.pool, agent, { providerId: meta.providerId, limit: 1 });
     expect(entry).toMatchObject({ amountMicro: -2_500n, metadata: { sql: "SELECT 1", rowCount: 1 } });
   });
 
   it("refuses when nothing is available and holds nothing afterwards", async () => {
     const funds = heldFunds();
-    const broke = funds.join(randomWallet(), providerId, 100n);
+    const broke = funds.join(randomWallet(), meta.providerId, 100n);
     expect(await broke.cover(1n)).toBe(false);
     await broke.release();
     const agent = await fundedAgent(1_000n);
-    const request = funds.join(agent, providerId, 100n);
+    const request = funds.join(agent, meta.providerId, 100n);
     expect(await request.cover(1n)).toBe(true);
     expect(await request.cover(1_001n)).toBe(false);
     await request.release();
@@ -78,25 +72,25 @@ describe("HeldFunds", () => {
   it("requests at the same time share one reservation and are all charged, each with its own entry", async () => {
     const agent = await fundedAgent(10_000_000n);
     const funds = heldFunds();
-    const requests = Array.from({ length: 20 }, () => funds.join(agent, providerId, 50_000n));
+    const requests = Array.from({ length: 20 }, () => funds.join(agent, meta.providerId, 50_000n));
     expect((await Promise.all(requests.map((r) => r.cover(1n)))).every(Boolean)).toBe(true);
     expect(await reservationCount(agent)).toBe(1);
     expect((await Promise.all(requests.map((r) => r.cover(7_000n)))).every(Boolean)).toBe(true);
     await Promise.all(requests.map((r, i) => r.charge(7_000n, { sql: `q${i}`, rowCount: 1 })));
     await funds.closeAll();
     await expectConsistent(agent, 10_000_000n - 20n * 7_000n);
-    const entries = await listLedgerEntries(meta.pool, agent, { providerId, limit: 100 });
+    const entries = await listLedgerEntries(meta.pool, agent, { providerId: meta.providerId, limit: 100 });
     expect(entries.filter((e) => e.type === "query")).toHaveLength(20);
   });
 
   it("a shared hold is released after its last request, unless another comes", async () => {
     const agent = await fundedAgent(1_000_000n);
     const funds = heldFunds(100);
-    const [a, b] = [funds.join(agent, providerId, 10_000n), funds.join(agent, providerId, 10_000n)];
+    const [a, b] = [funds.join(agent, meta.providerId, 10_000n), funds.join(agent, meta.providerId, 10_000n)];
     await Promise.all([a.cover(100n), b.cover(100n)]);
     await Promise.all([a.charge(100n, {}), b.charge(100n, {})]);
     expect(await reservationCount(agent)).toBe(1);
-    const c = funds.join(agent, providerId, 10_000n);
+    const c = funds.join(agent, meta.providerId, 10_000n);
     expect(await c.cover(100n)).toBe(true);
     await c.charge(100n, {});
     await new Promise((resolve) => setTimeout(resolve, 300));
@@ -107,12 +101,12 @@ describe("HeldFunds", () => {
   it("a request that needs funds still held by a hold being released waits for the release", async () => {
     const agent = await fundedAgent(10_000n);
     const funds = heldFunds(60_000);
-    const [a, b] = [funds.join(agent, providerId, 50_000n), funds.join(agent, providerId, 50_000n)];
+    const [a, b] = [funds.join(agent, meta.providerId, 50_000n), funds.join(agent, meta.providerId, 50_000n)];
     await Promise.all([a.cover(1n), b.cover(1n)]);
-    expect((await getBalance(meta.pool, agent, providerId)).reservedMicro).toBe(10_000n);
+    expect((await getBalance(meta.pool, agent, meta.providerId)).reservedMicro).toBe(10_000n);
     await Promise.all([a.release(), b.release()]);
     const closing = funds.closeAll(); // the lingering hold is being released, not yet released
-    const c = funds.join(agent, providerId, 50_000n);
+    const c = funds.join(agent, meta.providerId, 50_000n);
     expect(await c.cover(10_000n)).toBe(true);
     await c.charge(10_000n, {});
     await closing;
@@ -122,7 +116,7 @@ describe("HeldFunds", () => {
   it("never lets concurrent requests spend more than the balance", async () => {
     const agent = await fundedAgent(10_000n); // pays for 10 requests of 1 000
     const funds = heldFunds();
-    const requests = Array.from({ length: 25 }, () => funds.join(agent, providerId, 3_000n));
+    const requests = Array.from({ length: 25 }, () => funds.join(agent, meta.providerId, 3_000n));
     const covered = await Promise.all(
       requests.map(async (request) => (await request.cover(1n)) && (await request.cover(1_000n))),
     );

@@ -1,14 +1,14 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TestDatabase } from "../../test/support/database.js";
-import { randomTxHash, randomWallet } from "../../test/support/fixtures.js";
+import { depositFor } from "../../test/support/fixtures.js";
 import {
   createProviderDatabase,
   registerPricedProvider,
   startTestGateway,
   type TestGateway,
 } from "../../test/support/gateway.js";
-import { creditDeposit, getBalance, listLedgerEntries } from "../billing/ledger.js";
+import { getBalance, listLedgerEntries } from "../billing/ledger.js";
 
 let gateway: TestGateway;
 let providerDb: TestDatabase;
@@ -30,17 +30,8 @@ afterAll(async () => {
   await providerDb?.drop();
 });
 
-async function fundedAgent(amountMicro: bigint): Promise<string> {
-  const agentWallet = randomWallet();
-  await creditDeposit(gateway.ctx.db, {
-    chainId: 8453,
-    txHash: randomTxHash(),
-    agentWallet,
-    providerId,
-    amountMicro,
-    blockNumber: 1n,
-  });
-  return agentWallet;
+function fundedAgent(amountMicro: bigint): Promise<string> {
+  return depositFor(gateway.ctx.db, providerId, amountMicro);
 }
 
 function query(agentWallet: string, sql: string, params?: unknown[]) {
