@@ -73,7 +73,14 @@ export function branchObjectRoutes<Row, Item extends string, NameParam extends s
     response: Record<number, TSchema>,
     body?: TSchema,
   ): { schema: FastifySchema } => ({
-    schema: { tags: kind.tags, summary, params, body, response: { ...response, ...errorResponses } },
+    // A `body` key, even undefined, makes fastify warn at start-up for every route without a body.
+    schema: {
+      tags: kind.tags,
+      summary,
+      params,
+      ...(body ? { body } : {}),
+      response: { ...response, ...errorResponses },
+    },
   });
   /** The project, branch and object name of a request's path. */
   const named = (request: FastifyRequest) => {
