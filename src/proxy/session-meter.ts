@@ -22,7 +22,9 @@ export interface MeterOptions {
  * chunk of the agent's balance) and spends it statement by statement: rows are forwarded only while the
  * reservation still pays for them (`allowRow`), a statement's cost is charged when it completes
  * (`endStatement`, through the group-committing {@link ChargeWriter}), and `topUp` grows the reservation when
- * it runs low. What is not spent goes back to the balance at `release`.
+ * it runs out. Once less than half a chunk is left, the next chunk is reserved in the background, so a busy
+ * session does not stop for a ledger round trip every chunk's worth of statements. What is not spent goes back
+ * to the balance at `release`.
  */
 export class SessionMeter {
   #reservation: Reservation | null = null;
@@ -38,6 +40,10 @@ export class SessionMeter {
   readonly #ledgerCalls = new Set<Promise<unknown>>();
   readonly #chunkMicro: bigint;
   readonly #free: boolean;
+  /** The top-up started ahead of need (see `#extendAhead`), while it is in flight. */
+  #ahead: Promise<void> | null = null;
+  /** The last top-up ahead got nothing: the balance is spent, so the next need waits for its own. */
+  #balanceSpent = false;
 
   constructor(
     private readonly ledger: Queryable,
@@ -92,6 +98,10 @@ export class SessionMeter {
    */
   async topUp(minRows = 1): Promise<boolean> {
     if (this.#free) return true;
+    if (this.#ahead) {
+      await this.#ahead;
+      if (this.#costOf(this.#statementRows + minRows) <= this.#unspent) return true;
+    }
     const needed = this.#costOf(this.#statementRows + minRows) - this.#unspent;
     const minDelta = needed > 0n ? needed : 0n;
     const maxDelta = minDelta > this.#chunkMicro ? minDelta : this.#chunkMicro;
@@ -114,9 +124,35 @@ export class SessionMeter {
       added = await this.#ledgerCall(extendReservation(this.ledger, reservation, minDelta, maxDelta, ttl));
       if (added < minDelta) return false;
     }
+    if (added > 0n) this.#balanceSpent = false;
     this.#unspent += added;
     this.#rowLimit = Number(rowsAffordable(this.#unspent, this.price));
     return this.#rowLimit > this.#statementRows || minRows === 0;
+  }
+
+  /**
+   * Reserves the next chunk in the background once less than half of one is left. The running statement's
+   * row limit grows when it lands (the limit counts what is unspent before the statement's own charge). A
+   * failure is left to the next `topUp`, which reports it when the funds are really needed.
+   */
+  #extendAhead(): void {
+    const reservation = this.#reservation;
+    if (!reservation || this.#ahead || this.#balanceSpent || this.#unspent * 2n >= this.#chunkMicro) return;
+    const ttl = this.options.reservationTtlSeconds;
+    const call = this.#ledgerCall(extendReservation(this.ledger, reservation, 0n, this.#chunkMicro, ttl));
+    this.#ahead = call.then(
+      (added) => {
+        this.#ahead = null;
+        if (added === 0n) this.#balanceSpent = true;
+        // The session may have ended (released) while the call ran: what it added is then released with it.
+        if (this.#reservation !== reservation) return;
+        this.#unspent += added;
+        this.#rowLimit = Number(rowsAffordable(this.#unspent, this.price));
+      },
+      () => {
+        this.#ahead = null;
+      },
+    );
   }
 
   /**
@@ -139,6 +175,11 @@ export class SessionMeter {
     cost: bigint,
     metadata: Record<string, unknown>,
   ): Promise<{ unpaidMicro: bigint }> {
+    if (this.#ahead) await this.#ahead;
+    if (cost <= this.#unspent) {
+      this.#charge(cost, 0n, metadata);
+      return { unpaidMicro: 0n };
+    }
     if (this.#reservation) {
       const ttl = this.options.reservationTtlSeconds;
       const missing = cost - this.#unspent;
@@ -174,6 +215,7 @@ export class SessionMeter {
         metadata: unpaidMicro > 0n ? { ...metadata, unpaidMicro: unpaidMicro.toString() } : metadata,
       });
       this.options.onCharge?.(cost);
+      this.#extendAhead();
     }
     this.#statementRows = 0;
     this.#rowLimit = this.#free ? Number.MAX_SAFE_INTEGER : Number(rowsAffordable(this.#unspent, this.price));
