@@ -102,9 +102,11 @@ function summariseProfile(profile: CpuProfile, top = 25, skipSeconds = 0): strin
 }
 
 const [file, top, skip] = process.argv.slice(2);
-if (!file) {
+// A glob over a profile directory also matches the worker threads' profiles: a second file name is no count.
+if (!file || [top, skip].some((arg) => arg !== undefined && !Number.isFinite(Number(arg)))) {
   process.stderr.write(
-    "usage: npx tsx bench/profile-summary.ts <file.cpuprofile> [top] [skip-first-seconds]\n",
+    "usage: npx tsx bench/profile-summary.ts <file.cpuprofile> [top] [skip-first-seconds]\n" +
+      "  one profile: the main thread's is CPU.<...>.0.001.cpuprofile\n",
   );
   process.exit(2);
 }
