@@ -17,6 +17,12 @@ export interface CpuSnapshot {
   pgtoll: number;
   pgbouncer: number;
   nodeRelay: number;
+  /**
+   * The kernel (system) part of `pgtoll`, `pgbouncer` and `nodeRelay`: a proxy's socket reads and writes. On
+   * loopback a write also runs the receiver's TCP input and wakes it, so this is where the socket path shows;
+   * the rest of a proxy's time is its own code. Only one proxy is under load at a time.
+   */
+  proxySystem: number;
   postgres: number;
   /** This process's reaped children: pgbench (the only child that ends during a measurement). */
   pgbench: number;
@@ -51,6 +57,10 @@ function statFields(pid: number | string): string[] | null {
 
 function ownTicks(fields: string[] | null): number {
   return fields ? Number(fields[11]) + Number(fields[12]) : 0;
+}
+
+function systemTicks(fields: string[] | null): number {
+  return fields ? Number(fields[12]) : 0;
 }
 
 function reapedChildTicks(fields: string[] | null): number {
@@ -88,11 +98,15 @@ export function cpuSnapshot(sources: CpuSources): CpuSnapshot {
     const seconds = (ticks: number) => ticks / TICKS_PER_SECOND;
     const machine = machineTicks();
     const processes = scanProcesses(sources.postmasterPid);
+    const proxies = [sources.pgtollPid, sources.pgbouncerPid, sources.nodeRelayPid].map((pid) =>
+      pid ? statFields(pid) : null,
+    );
     return {
       machineBusy: seconds(machine.busy),
-      pgtoll: seconds(sources.pgtollPid ? ownTicks(statFields(sources.pgtollPid)) : 0),
-      pgbouncer: seconds(sources.pgbouncerPid ? ownTicks(statFields(sources.pgbouncerPid)) : 0),
-      nodeRelay: seconds(sources.nodeRelayPid ? ownTicks(statFields(sources.nodeRelayPid)) : 0),
+      pgtoll: seconds(ownTicks(proxies[0]!)),
+      pgbouncer: seconds(ownTicks(proxies[1]!)),
+      nodeRelay: seconds(ownTicks(proxies[2]!)),
+      proxySystem: seconds(proxies.reduce((sum, fields) => sum + systemTicks(fields), 0)),
       postgres: seconds(processes.postgres),
       pgbench: seconds(reapedChildTicks(self)),
       runner: seconds(ownTicks(self)),
@@ -110,6 +124,7 @@ export function noCpu(): CpuSnapshot {
     pgtoll: 0,
     pgbouncer: 0,
     nodeRelay: 0,
+    proxySystem: 0,
     postgres: 0,
     pgbench: 0,
     runner: 0,
@@ -124,11 +139,13 @@ export function cpuSpent(before: CpuSnapshot, after: CpuSnapshot): CpuSpent {
     pgtoll: d("pgtoll"),
     pgbouncer: d("pgbouncer"),
     nodeRelay: d("nodeRelay"),
+    proxySystem: d("proxySystem"),
     postgres: d("postgres"),
     pgbench: d("pgbench"),
     runner: d("runner"),
     kernel: d("kernel"),
   };
+  // proxySystem is part of the proxies' own time: not added again.
   const ours =
     spent.pgtoll +
     spent.pgbouncer +

@@ -148,6 +148,7 @@ const CPU_KEYS = Object.keys({
   pgtoll: true,
   pgbouncer: true,
   nodeRelay: true,
+  proxySystem: true,
   postgres: true,
   pgbench: true,
   runner: true,

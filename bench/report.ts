@@ -3,7 +3,7 @@ import type { IdleMemoryResult } from "./idle-memory.js";
 import type { LedgerCell } from "./ledger-throughput.js";
 import type { MachineInfo } from "./machine.js";
 import type { PgbenchCell, TargetName } from "./pgbench-matrix.js";
-import type { RestResult } from "./rest-query.js";
+import type { RestResult, RestSide } from "./rest-query.js";
 import type { BenchSettings } from "./settings.js";
 import type { Spread } from "./stats.js";
 import type { ContextRatio, TargetCheck } from "./targets.js";
@@ -34,6 +34,9 @@ const cpuText = (u: Record<string, number>) =>
   Object.entries(u)
     .map(([k, v]) => `${k} ${int(v)}`)
     .join(", ");
+/** "server 206 (sys 40), postgres 143, ...": the server's system time in brackets, as in the pgbench table. */
+const restCpuText = ({ server, serverSystem, ...rest }: RestSide["cpuUsPerRequest"]) =>
+  `server ${int(server)} (sys ${int(serverSystem)}), ${cpuText(rest)}`;
 const spreadText = (s: Spread) =>
   s.values.length === 0 ? "-" : `${int(s.median)} [${int(s.min)}-${int(s.max)}]`;
 
@@ -63,7 +66,7 @@ function pgbenchTable(title: string, cells: PgbenchCell[]): string[] {
     );
   }
   lines.push(
-    "CPU us per transaction: proxy (pgtoll, PgBouncer or node relay) / postgres / pgbench / kernel threads+irq / other processes; machine busy %",
+    "CPU us per transaction: proxy (pgtoll, PgBouncer or node relay; in brackets its system time: socket syscalls) / postgres / pgbench / kernel threads+irq / other processes; machine busy %",
   );
   for (const row of rows) {
     const [clients, protocol] = row.split("/");
@@ -74,7 +77,8 @@ function pgbenchTable(title: string, cells: PgbenchCell[]): string[] {
       const proxy = { direct: 0, pgbouncer: u.pgbouncer, "node-relay": u.nodeRelay, pgtoll: u.pgtoll }[
         target
       ];
-      return `${int(proxy)} / ${int(u.postgres)} / ${int(u.pgbench)} / ${int(u.kernel)} / ${int(u.other)}  ${int(c.machineUtilisation * 100)}%`;
+      const system = target === "direct" ? "" : ` (${int(u.proxySystem)})`;
+      return `${int(proxy)}${system} / ${int(u.postgres)} / ${int(u.pgbench)} / ${int(u.kernel)} / ${int(u.other)}  ${int(c.machineUtilisation * 100)}%`;
     });
     lines.push(
       `${clients!.padStart(7)} ${protocol!.padEnd(9)}| ${texts.map((t) => t.padEnd(width)).join("| ")}`,
@@ -126,7 +130,7 @@ export function formatReport(result: BenchResult): string {
       if (side.error) out.push(`${side.name.padEnd(10)}| FAILED: ${side.error}`);
       else
         out.push(
-          `${side.name.padEnd(10)}| ${spreadText(side.rps).padEnd(26)}| ${`${int(side.latency.p50Us)}/${int(side.latency.p99Us)}`.padEnd(14)}| ${cpuText(side.cpuUsPerRequest)}${side.failures ? `  (${side.failures} failed requests)` : ""}`,
+          `${side.name.padEnd(10)}| ${spreadText(side.rps).padEnd(26)}| ${`${int(side.latency.p50Us)}/${int(side.latency.p99Us)}`.padEnd(14)}| ${restCpuText(side.cpuUsPerRequest)}${side.failures ? `  (${side.failures} failed requests)` : ""}`,
         );
     }
     out.push("");

@@ -16,7 +16,15 @@ export interface RestSide {
   /** Non-2xx responses and socket errors over all repetitions (any makes the numbers suspect). */
   failures: number;
   /** CPU microseconds per request: the server process, PostgreSQL, autocannon (this process), the rest. */
-  cpuUsPerRequest: { server: number; postgres: number; autocannon: number; kernel: number; other: number };
+  cpuUsPerRequest: {
+    server: number;
+    /** The system (kernel) part of `server`: its socket syscalls. */
+    serverSystem: number;
+    postgres: number;
+    autocannon: number;
+    kernel: number;
+    other: number;
+  };
   error?: string;
 }
 
@@ -198,6 +206,7 @@ function perRequest(spent: CpuSpent[], requests: number): RestSide["cpuUsPerRequ
     requests > 0 ? (spent.reduce((sum, c) => sum + pick(c), 0) * 1e6) / requests : Number.NaN;
   return {
     server: us((c) => c.pgtoll),
+    serverSystem: us((c) => c.proxySystem),
     postgres: us((c) => c.postgres),
     autocannon: us((c) => c.runner),
     kernel: us((c) => c.kernel),
