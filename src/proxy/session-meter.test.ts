@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { depositFor, useLedgerDatabase } from "../../test/support/fixtures.js";
+import { depositFor, randomWallet, useLedgerDatabase } from "../../test/support/fixtures.js";
 import { ChargeWriter } from "../billing/charge-writer.js";
 import { getBalance, listLedgerEntries } from "../billing/ledger.js";
 import { SessionMeter } from "./session-meter.js";
@@ -10,9 +10,9 @@ const meta = useLedgerDatabase();
 const ONE_MICRO_A_ROW = { priceMicroPer1000Rows: 1000n, markupPpm: 1_000_000n };
 
 /** A meter whose blocking top-ups (the session stops for the ledger) are counted. */
-function countedMeter(agentWallet: string, reserveRows: number) {
+function countedMeter(agentWallet: string, reserveRows: number, price = ONE_MICRO_A_ROW) {
   const writer = new ChargeWriter(meta.pool, { ttlSeconds: 60 });
-  const meter = new SessionMeter(meta.pool, writer, agentWallet, meta.providerId, ONE_MICRO_A_ROW, {
+  const meter = new SessionMeter(meta.pool, writer, agentWallet, meta.providerId, price, {
     reserveRows,
     reservationTtlSeconds: 60,
   });
@@ -28,9 +28,9 @@ function countedMeter(agentWallet: string, reserveRows: number) {
 /** What the relay does for one statement of `rows` rows; false when the agent cannot pay for it. */
 async function runStatement(meter: SessionMeter, rows: number): Promise<boolean> {
   if (!meter.canStart && !(await meter.topUp(1))) return false;
-  meter.beginStatement();
   for (let i = 0; i < rows; i++) {
-    while (!meter.allowRow()) if (!(await meter.topUp(1))) return false;
+    // As the relay: a row the reservation does not pay for waits for one top-up, or the result is cut off.
+    if (!meter.allowRow() && (!(await meter.topUp(1)) || !meter.allowRow())) return false;
   }
   await meter.endStatement(rows, { sql: "SELECT 1", rowCount: rows });
   return true;
@@ -85,5 +85,14 @@ describe("SessionMeter", () => {
       balanceMicro: 989n,
       reservedMicro: 0n,
     });
+  });
+
+  it("lets every row of a provider that charges nothing through, from the first statement, without the ledger", async () => {
+    const agent = randomWallet(); // no balance at all
+    const counted = countedMeter(agent, 20, { priceMicroPer1000Rows: 0n, markupPpm: 1_000_000n });
+    for (const rows of [3, 0, 500]) expect(await runStatement(counted.meter, rows)).toBe(true);
+    await counted.meter.release();
+    expect(counted.waits).toBe(0);
+    expect(await listLedgerEntries(meta.pool, agent, { providerId: meta.providerId, limit: 10 })).toEqual([]);
   });
 });

@@ -55,6 +55,8 @@ export class SessionMeter {
   ) {
     this.#charges = new QueuedCharges(writer);
     this.#free = price.priceMicroPer1000Rows === 0n;
+    // Nothing is held yet: no row is paid for, unless the provider charges nothing (then none is ever limited).
+    this.#rowLimit = Number(rowsAffordable(0n, price));
     const chunk = costOfRows(options.reserveRows, price);
     this.#chunkMicro = chunk > 0n ? chunk : 1n;
   }
@@ -78,11 +80,6 @@ export class SessionMeter {
       this.#smallCosts[rows] = cost;
     }
     return cost;
-  }
-
-  beginStatement(): void {
-    this.#statementRows = 0;
-    this.#rowLimit = this.#free ? Number.MAX_SAFE_INTEGER : Number(rowsAffordable(this.#unspent, this.price));
   }
 
   /** Counts one more row; false when the reservation does not pay for it (call `topUp`, then retry). */
@@ -218,7 +215,7 @@ export class SessionMeter {
       this.#extendAhead();
     }
     this.#statementRows = 0;
-    this.#rowLimit = this.#free ? Number.MAX_SAFE_INTEGER : Number(rowsAffordable(this.#unspent, this.price));
+    this.#rowLimit = Number(rowsAffordable(this.#unspent, this.price));
   }
 
   #ledgerCall<T>(call: Promise<T>): Promise<T> {

@@ -232,6 +232,22 @@ describe("POST /api/query: metering", () => {
     expect(rows[0].n).toBe(0);
   });
 
+  it("answers an agent with no balance when the provider charges nothing, with no ledger entry", async () => {
+    const free = await registerPricedProvider(gateway, providerDb.url, {
+      basePricePer1000Rows: 0,
+      markupMultiplier: 1,
+    });
+    const agent = await fundedAgent(0n, free.providerId);
+    const res = await query(agent, "SELECT id FROM items WHERE id <= 3 ORDER BY id", {
+      providerId: free.providerId,
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ rowCount: 3, estimatedCost: "0.000000", actualCost: "0.000000" });
+    expect(
+      await listLedgerEntries(gateway.ctx.db, agent, { providerId: free.providerId, limit: 10 }),
+    ).toEqual([]);
+  });
+
   it("refuses a result above the row cap, uncharged", async () => {
     const agent = await fundedAgent(100_000_000n);
     const res = await query(agent, "SELECT g FROM generate_series(1, 100000) g");

@@ -33,12 +33,12 @@ afterAll(async () => {
   await providerDb?.drop();
 });
 
-async function connect(agent: TestAgent): Promise<pg.Client> {
+async function connect(agent: TestAgent, database = providerId): Promise<pg.Client> {
   const client = new pg.Client({
     host: "127.0.0.1",
     port: proxy.port,
     user: agent.wallet,
-    database: providerId,
+    database,
     password: await agent.token(),
   });
   await client.connect();
@@ -142,6 +142,23 @@ describe("node-postgres through the proxy", () => {
       (await check.query("SELECT count(*)::int AS n FROM items WHERE name = 'free ride'")).rows[0].n,
     ).toBe(0);
     await check.end();
+  });
+
+  it("serves every row of a provider that charges nothing, to an agent with no balance, with no ledger entry", async () => {
+    const free = await registerPricedProvider(gateway, providerDb.url, {
+      basePricePer1000Rows: 0,
+      markupMultiplier: 1,
+    });
+    const agent = await fundedTestAgent(gateway, free.providerId, 0n);
+    const client = await connect(agent, free.providerId);
+    expect((await client.query("SELECT id FROM items ORDER BY id")).rowCount).toBe(300);
+    expect((await client.query("SELECT name FROM items WHERE id = $1", [9])).rows).toEqual([
+      { name: "item 9" },
+    ]);
+    await closeAndSettle(client);
+    expect(
+      await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId: free.providerId, limit: 10 }),
+    ).toEqual([]);
   });
 
   it("cuts a result off when the balance runs out, charges exactly the rows delivered, and stays usable", async () => {
