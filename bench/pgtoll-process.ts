@@ -34,6 +34,8 @@ export interface PgtollProcessOptions {
    * per thread (tsx's module loader has its own), named by Node `CPU.<date>.<time>.<pid>.<thread>.<seq>`.
    */
   cpuProfileDir?: string;
+  /** Run with V8's jitdump for `perf` (see BenchSettings.perfMap). */
+  perfMap?: boolean;
   /** Preload bench/gc-probe.ts (with --expose-gc) so that `collectGarbage()` works. */
   gcProbe?: boolean;
 }
@@ -72,6 +74,7 @@ export async function startPgtoll(options: PgtollProcessOptions): Promise<Pgtoll
     ...options.env,
   });
   const profile = options.cpuProfileDir ? ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`] : [];
+  if (options.perfMap) profile.push("--perf-prof", "--interpreted-frames-native-stack");
   const probe = options.gcProbe ? ["--expose-gc", "--import", "./bench/gc-probe.ts"] : [];
   const { child, line } = await spawnNodeUntilReady(
     [...profile, "--import", "tsx", ...probe, "src/cli.ts", "start"],

@@ -87,11 +87,16 @@ async function main(): Promise<void> {
         PGTOLL_PROVIDER_POOL_SIZE: String(settings.restPoolSize),
       },
       ...(cpuProfileDir ? { cpuProfileDir } : {}),
+      perfMap: settings.perfMap,
     });
     cleanups.push(() => pgtoll.stop());
     log(
       `pgtoll ${pgtoll.httpUrl}, proxy ${pgtoll.proxyHost}:${pgtoll.proxyPort}${cpuProfileDir ? " (--cpu-prof)" : ""}`,
     );
+    if (settings.perfMap)
+      log(
+        `pgtoll pid ${pgtoll.pid} writes jit-${pgtoll.pid}.dump: perf record -k 1 -g -p ${pgtoll.pid} -o <file> -- sleep <s>, then perf inject --jit -i <file> -o <file>.jit (bench/README.md, Profiling)`,
+      );
 
     const ledgerDb = createMetadataPool(cluster.metaUrl, 4);
     cleanups.push(() => ledgerDb.end());

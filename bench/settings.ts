@@ -25,6 +25,11 @@ export interface BenchSettings {
   /** Admin URL of an existing PostgreSQL to use instead of an embedded one. */
   databaseUrl: string | undefined;
   cpuProfile: boolean;
+  /**
+   * Start pgtoll with `--perf-prof --interpreted-frames-native-stack`: V8 writes a `jit-<pid>.dump` in the
+   * repository root, which `perf inject --jit` turns into symbols for a `perf record -k 1` of the pgtoll pid.
+   */
+  perfMap: boolean;
   /** LOG_LEVEL of the pgtoll process (its default is info). */
   logLevel: string;
   /** Keep the scratch directory (cluster, logs) instead of deleting it. */
@@ -87,6 +92,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): BenchSetting
     suites: suiteList(env.PGTOLL_BENCH_ONLY),
     databaseUrl: env.PGTOLL_BENCH_DATABASE_URL || undefined,
     cpuProfile: flag(env.PGTOLL_BENCH_CPU_PROF),
+    perfMap: flag(env.PGTOLL_BENCH_PERF),
     logLevel: env.PGTOLL_BENCH_LOG_LEVEL || "info",
     keepScratch: flag(env.PGTOLL_BENCH_KEEP),
     nodeRelay: !["0", "false", "off", "no"].includes((env.PGTOLL_BENCH_NODE_RELAY ?? "").toLowerCase()),
