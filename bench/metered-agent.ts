@@ -4,8 +4,13 @@ import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
 import { creditDeposit, type Queryable } from "../src/billing/ledger.js";
 import { createAgentToken } from "../src/proxy/agent-token.js";
 
-/** What the benchmark charges: 0.1 USDC per 1 000 rows with a 1.2 markup, i.e. 120 micro-USDC a row. */
-export const BENCH_PRICING = { basePricePer1000Rows: 0.1, markupMultiplier: 1.2 };
+/**
+ * What the benchmark charges for `basePricePer1000Rows` (PGTOLL_BENCH_PRICE): a 1.2 markup on it; at the default
+ * 0.1 USDC per 1 000 rows, 120 micro-USDC a row.
+ */
+export function benchPricing(basePricePer1000Rows: number) {
+  return { basePricePer1000Rows, markupMultiplier: 1.2 };
+}
 
 /** Enough that no benchmark run can exhaust it: 10 million USDC. */
 export const AMPLE_BALANCE_MICRO = 10_000_000n * 1_000_000n;
@@ -32,6 +37,7 @@ async function postJson(
 export async function registerProvider(
   httpUrl: string,
   connectionString: string,
+  pricing: ReturnType<typeof benchPricing>,
 ): Promise<RegisteredProvider> {
   const registered = await postJson(`${httpUrl}/api/providers/register`, {
     name: "pgbench data",
@@ -44,7 +50,7 @@ export async function registerProvider(
       `provider registration failed (${registered.status}): ${JSON.stringify(registered.json)}`,
     );
   const { provider, apiKey } = registered.json as { provider: { id: string }; apiKey: string };
-  const priced = await postJson(`${httpUrl}/api/providers/${provider.id}/pricing`, BENCH_PRICING, {
+  const priced = await postJson(`${httpUrl}/api/providers/${provider.id}/pricing`, pricing, {
     "x-api-key": apiKey,
   });
   if (priced.status !== 200)

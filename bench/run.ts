@@ -16,7 +16,7 @@ import { runGuardThroughput } from "./guard-throughput.js";
 import { measureIdleMemory } from "./idle-memory.js";
 import { runLedgerThroughput } from "./ledger-throughput.js";
 import { describeMachine } from "./machine.js";
-import { BENCH_PRICING, fundedAgent, registerProvider } from "./metered-agent.js";
+import { benchPricing, fundedAgent, registerProvider } from "./metered-agent.js";
 import { startNodeRelay } from "./node-relay-process.js";
 import { type PgbenchTarget, runPgbenchMatrix } from "./pgbench-matrix.js";
 import { startPgbouncer } from "./pgbouncer.js";
@@ -100,7 +100,8 @@ async function main(): Promise<void> {
 
     const ledgerDb = createMetadataPool(cluster.metaUrl, 4);
     cleanups.push(() => ledgerDb.end());
-    const provider = await registerProvider(pgtoll.httpUrl, cluster.dataUrl);
+    const pricing = benchPricing(settings.basePricePer1000Rows);
+    const provider = await registerProvider(pgtoll.httpUrl, cluster.dataUrl, pricing);
     const agent = await fundedAgent(ledgerDb, provider.providerId);
     const agentEndpoint = async () => ({
       host: pgtoll.proxyHost,
@@ -245,7 +246,7 @@ async function main(): Promise<void> {
       machine,
       pgtoll: {
         ...pgtollEnvOverrides(),
-        pricing: BENCH_PRICING,
+        pricing,
         logLevel: settings.logLevel,
         proxyUpstreamLimit: POOL_LIMIT,
         restPoolSize: settings.restPoolSize,

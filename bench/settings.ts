@@ -26,6 +26,11 @@ export interface BenchSettings {
   databaseUrl: string | undefined;
   cpuProfile: boolean;
   /**
+   * The provider's basePricePer1000Rows (markup 1.2). 0 makes it free: the proxy and the REST gateway then write
+   * no ledger entry, which measures what metering costs.
+   */
+  basePricePer1000Rows: number;
+  /**
    * Start pgtoll with `--perf-prof --interpreted-frames-native-stack`: V8 writes a `jit-<pid>.dump` in the
    * repository root, which `perf inject --jit` turns into symbols for a `perf record -k 1` of the pgtoll pid.
    */
@@ -65,6 +70,14 @@ function suiteList(raw: string | undefined): Suite[] {
   return SUITES.filter((suite) => names.includes(suite));
 }
 
+function price(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!/^\d+(\.\d{1,6})?$/.test(raw))
+    throw new Error(`${name} must be a price in USDC (0 or more, at most 6 decimals), got "${raw}"`);
+  return Number(raw);
+}
+
 function flag(raw: string | undefined): boolean {
   return raw !== undefined && ["1", "true", "on", "yes"].includes(raw.toLowerCase());
 }
@@ -92,6 +105,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): BenchSetting
     suites: suiteList(env.PGTOLL_BENCH_ONLY),
     databaseUrl: env.PGTOLL_BENCH_DATABASE_URL || undefined,
     cpuProfile: flag(env.PGTOLL_BENCH_CPU_PROF),
+    basePricePer1000Rows: price(env, "PGTOLL_BENCH_PRICE", 0.1),
     perfMap: flag(env.PGTOLL_BENCH_PERF),
     logLevel: env.PGTOLL_BENCH_LOG_LEVEL || "info",
     keepScratch: flag(env.PGTOLL_BENCH_KEEP),
