@@ -98,15 +98,16 @@ export function cpuSnapshot(sources: CpuSources): CpuSnapshot {
     const seconds = (ticks: number) => ticks / TICKS_PER_SECOND;
     const machine = machineTicks();
     const processes = scanProcesses(sources.postmasterPid);
-    const proxies = [sources.pgtollPid, sources.pgbouncerPid, sources.nodeRelayPid].map((pid) =>
-      pid ? statFields(pid) : null,
-    );
+    const statOf = (pid: number | undefined) => (pid ? statFields(pid) : null);
+    const pgtoll = statOf(sources.pgtollPid);
+    const pgbouncer = statOf(sources.pgbouncerPid);
+    const nodeRelay = statOf(sources.nodeRelayPid);
     return {
       machineBusy: seconds(machine.busy),
-      pgtoll: seconds(ownTicks(proxies[0]!)),
-      pgbouncer: seconds(ownTicks(proxies[1]!)),
-      nodeRelay: seconds(ownTicks(proxies[2]!)),
-      proxySystem: seconds(proxies.reduce((sum, fields) => sum + systemTicks(fields), 0)),
+      pgtoll: seconds(ownTicks(pgtoll)),
+      pgbouncer: seconds(ownTicks(pgbouncer)),
+      nodeRelay: seconds(ownTicks(nodeRelay)),
+      proxySystem: seconds(systemTicks(pgtoll) + systemTicks(pgbouncer) + systemTicks(nodeRelay)),
       postgres: seconds(processes.postgres),
       pgbench: seconds(reapedChildTicks(self)),
       runner: seconds(ownTicks(self)),

@@ -166,6 +166,10 @@ export function formatReport(result: BenchResult): string {
     );
   }
   out.push("targets (issue 5), from this run's medians");
+  if (result.settings.basePricePer1000Rows === 0)
+    out.push(
+      "  (the provider was free, PGTOLL_BENCH_PRICE=0: nothing was metered, so these are not the targets' runs)",
+    );
   for (const t of result.targets) {
     const status = t.met === null ? "n/a" : t.met ? "met" : "NOT MET";
     const value = t.value === null ? "-" : t.unit ? `${fixed(t.value, 1)} ${t.unit}` : fixed(t.value, 2);

@@ -1,0 +1,90 @@
+import { describe, expect, it } from "vitest";
+import { noCpu } from "../../bench/cpu-usage.js";
+import type { MachineInfo } from "../../bench/machine.js";
+import type { PgbenchCell } from "../../bench/pgbench-matrix.js";
+import { type BenchResult, formatReport } from "../../bench/report.js";
+import type { RestSide } from "../../bench/rest-query.js";
+import { loadSettings } from "../../bench/settings.js";
+import { spread } from "../../bench/stats.js";
+import { checkTargets } from "../../bench/targets.js";
+
+const machine: MachineInfo = {
+  cpuModel: "test CPU",
+  cores: 2,
+  memoryGiB: 1,
+  kernel: "6",
+  node: "v20",
+  postgres: "PostgreSQL 18",
+  postgresSettings: {},
+  pgbench: "pgbench 15",
+  pgbouncer: "PgBouncer 1.18",
+  fdatasyncUs: 100,
+  loadAverageAtStart: [0, 0, 0],
+};
+
+function cell(target: PgbenchCell["target"], proxyUs: number, systemUs: number): PgbenchCell {
+  const cpu = { ...noCpu(), other: 0, postgres: 40, pgtoll: 0, pgbouncer: 0, nodeRelay: 0 };
+  if (target === "pgtoll") cpu.pgtoll = proxyUs;
+  if (target === "pgbouncer") cpu.pgbouncer = proxyUs;
+  return {
+    target,
+    script: "select-only",
+    clients: 10,
+    protocol: "prepared",
+    tps: spread([1000]),
+    latency: { p50Us: 100, p99Us: 300, samples: 10 },
+    transactions: 1000,
+    cpuUsPerTransaction: { ...cpu, proxySystem: systemUs },
+    machineUtilisation: 0.9,
+    failedRuns: 0,
+  };
+}
+
+function side(name: RestSide["name"], server: number, serverSystem: number): RestSide {
+  return {
+    name,
+    url: "http://127.0.0.1:1",
+    rps: spread([100]),
+    latency: { p50Us: 1000, p99Us: 2000, samples: 500 },
+    requests: 500,
+    failures: 0,
+    cpuUsPerRequest: { server, serverSystem, postgres: 50, autocannon: 30, kernel: 10, other: 0 },
+  };
+}
+
+function report(env: NodeJS.ProcessEnv): string {
+  const select = [cell("direct", 0, 0), cell("pgbouncer", 20, 18), cell("pgtoll", 53, 25)];
+  const rest = { sql: "SELECT 1", connections: 10, poolSize: 5, sides: [side("pgtoll", 205, 44)] };
+  const result: BenchResult = {
+    startedAt: "",
+    finishedAt: "",
+    settings: loadSettings(env),
+    machine,
+    pgtoll: {},
+    selectOnly: select,
+    writeMix: [],
+    rest,
+    guard: null,
+    ledger: [],
+    memory: null,
+    targets: checkTargets(select, rest, null),
+    context: [],
+    cpuProfile: null,
+  };
+  return formatReport(result);
+}
+
+describe("bench report", () => {
+  it("shows each proxy's and the REST server's system time in brackets, none for direct PostgreSQL", () => {
+    const text = report({});
+    expect(text).toMatch(/\| 0 \/ 40 \//);
+    expect(text).toContain("20 (18) / 40");
+    expect(text).toContain("53 (25) / 40");
+    expect(text).toContain("server 205 (sys 44), postgres 50");
+  });
+
+  it("warns that the targets were not measured on a metered proxy when the provider was free", () => {
+    expect(report({ PGTOLL_BENCH_PRICE: "0" })).toContain("nothing was metered");
+    expect(report({})).not.toContain("nothing was metered");
+  });
+});
