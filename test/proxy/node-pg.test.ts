@@ -144,7 +144,7 @@ describe("node-postgres through the proxy", () => {
     await check.end();
   });
 
-  it("serves every row of a provider that charges nothing, to an agent with no balance, with no ledger entry", async () => {
+  it("serves every row and write of a provider that charges nothing, to an agent with no balance, with no ledger entry", async () => {
     const free = await registerPricedProvider(gateway, providerDb.url, {
       basePricePer1000Rows: 0,
       markupMultiplier: 1,
@@ -155,6 +155,7 @@ describe("node-postgres through the proxy", () => {
     expect((await client.query("SELECT name FROM items WHERE id = $1", [9])).rows).toEqual([
       { name: "item 9" },
     ]);
+    expect((await client.query("UPDATE items SET name = name WHERE id <= 2")).rowCount).toBe(2);
     await closeAndSettle(client);
     expect(
       await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId: free.providerId, limit: 10 }),
