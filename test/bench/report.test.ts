@@ -23,9 +23,7 @@ const machine: MachineInfo = {
 };
 
 function cell(target: PgbenchCell["target"], proxyUs: number, systemUs: number): PgbenchCell {
-  const cpu = { ...noCpu(), other: 0, postgres: 40, pgtoll: 0, pgbouncer: 0, nodeRelay: 0 };
-  if (target === "pgtoll") cpu.pgtoll = proxyUs;
-  if (target === "pgbouncer") cpu.pgbouncer = proxyUs;
+  const proxy = target === "pgtoll" || target === "pgbouncer" ? { [target]: proxyUs } : {};
   return {
     target,
     script: "select-only",
@@ -34,7 +32,7 @@ function cell(target: PgbenchCell["target"], proxyUs: number, systemUs: number):
     tps: spread([1000]),
     latency: { p50Us: 100, p99Us: 300, samples: 10 },
     transactions: 1000,
-    cpuUsPerTransaction: { ...cpu, proxySystem: systemUs },
+    cpuUsPerTransaction: { ...noCpu(), other: 0, postgres: 40, ...proxy, proxySystem: systemUs },
     machineUtilisation: 0.9,
     failedRuns: 0,
   };
