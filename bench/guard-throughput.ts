@@ -39,7 +39,7 @@ function spin(durationS: number, next: (i: number) => string): number {
 
 /**
  * The guard alone, in this process, without the proxy's verdict cache: statements per second of `checkSql`
- * over shared/guard/cases.jsonl, and over pgbench's select-only statement (what the proxy checks per
+ * over the guard contract (src/guard/cases.jsonl), and over pgbench's select-only statement (what the proxy checks per
  * transaction in the simple protocol, where every statement text differs).
  */
 export async function runGuardThroughput(

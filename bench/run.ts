@@ -10,6 +10,7 @@ import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { createMetadataPool } from "../src/db/pool.js";
+import { projectGuardCasesFile } from "../src/guard/guard-cases.js";
 import { initialisePgbench, startBenchCluster } from "./bench-cluster.js";
 import { type CpuSources, cpuSnapshot, postmasterPidOf } from "./cpu-usage.js";
 import { runGuardThroughput } from "./guard-throughput.js";
@@ -204,12 +205,7 @@ async function main(): Promise<void> {
       : [];
 
     const guard = has("guard")
-      ? await runGuardThroughput(
-          resolve(root, "../shared/guard/cases.jsonl"),
-          settings.runs,
-          Math.min(settings.durationS, 2),
-          1,
-        )
+      ? await runGuardThroughput(projectGuardCasesFile, settings.runs, Math.min(settings.durationS, 2), 1)
       : null;
     if (guard) log(`guard: ${guard.casesPerSecond.median.toFixed(0)} statements/s over cases.jsonl`);
 

@@ -6,7 +6,7 @@ const cases = readGuardCases();
 
 beforeAll(() => loadGuard());
 
-describe("guard contract (shared/guard/cases.jsonl)", () => {
+describe("guard contract (src/guard/cases.jsonl)", () => {
   it("has cases of every verdict", () => {
     const verdicts = new Set(cases.map((c) => c.verdict));
     expect([...verdicts].sort()).toEqual(["allow", "deny", "invalid"]);

@@ -1,36 +1,34 @@
-import { existsSync, readFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
-/** One line of the shared guard contract (`shared/guard/cases.jsonl`). */
+/** One line of the guard contract: a statement and the verdict the standard policy must give it. */
 export interface GuardCase {
   verdict: "allow" | "deny" | "invalid";
   sql: string;
 }
 
-/** The repository root: the nearest ancestor of this file holding a package.json. */
-function repoRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, "package.json"))) {
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error("guard contract: no package.json above the test file");
-    dir = parent;
-  }
-  return dir;
-}
+/**
+ * The project's copy of the guard contract (test data kept in the repository, so a clone runs its tests with
+ * nothing beside it). The contract's source may hold cases the copy must also hold: guard-cases.test.ts checks
+ * that when the source is present.
+ */
+export const projectGuardCasesFile = fileURLToPath(new URL("./cases.jsonl", import.meta.url));
 
-/** Reads the contract: `shared/` is the repository's sibling; PGTOLL_GUARD_CASES overrides the path. */
-export function readGuardCases(): GuardCase[] {
-  const file = process.env.PGTOLL_GUARD_CASES ?? resolve(repoRoot(), "../shared/guard/cases.jsonl");
-  if (!existsSync(file)) throw new Error(`guard contract: ${file} is missing`);
-  return readFileSync(file, "utf8")
+/** Parses a cases file: one `{"verdict", "sql"}` object a line; a malformed line is an error naming it. */
+export function parseGuardCases(text: string, file: string): GuardCase[] {
+  return text
     .split("\n")
     .filter((line) => line.trim() !== "")
     .map((line, i) => {
       const parsed = JSON.parse(line) as GuardCase;
       if (!["allow", "deny", "invalid"].includes(parsed.verdict) || typeof parsed.sql !== "string") {
-        throw new Error(`guard contract: line ${i + 1} is malformed: ${line}`);
+        throw new Error(`guard contract: ${file} line ${i + 1} is malformed: ${line}`);
       }
       return parsed;
     });
+}
+
+/** Reads the project's copy of the contract; PGTOLL_GUARD_CASES names another file instead. */
+export function readGuardCases(file = process.env.PGTOLL_GUARD_CASES ?? projectGuardCasesFile): GuardCase[] {
+  return parseGuardCases(readFileSync(file, "utf8"), file);
 }

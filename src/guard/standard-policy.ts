@@ -2,7 +2,7 @@ import { FORBIDDEN_FUNCTION_PREFIXES, FORBIDDEN_FUNCTIONS } from "./forbidden-fu
 import { SETTABLE_PARAMETERS } from "./settable-parameters.js";
 import type { GuardPolicy } from "./types.js";
 
-/** The default policy: the contract of `shared/guard/cases.jsonl` (rules in src/guard/README.md). */
+/** The default policy: the contract of `cases.jsonl` (rules in src/guard/README.md). */
 export const standardPolicy: GuardPolicy = Object.freeze({
   name: "standard",
   allowCopyOut: true,

@@ -1,10 +1,9 @@
-import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { costOfRows } from "../../src/billing/cost.js";
 import { creditDeposit, getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
 import { formatMicro } from "../../src/billing/money.js";
+import { readGuardCases } from "../../src/guard/guard-cases.js";
 import type { TestDatabase } from "../support/database.js";
 import { randomTxHash, randomWallet } from "../support/fixtures.js";
 import {
@@ -14,11 +13,7 @@ import {
   type TestGateway,
 } from "../support/gateway.js";
 
-const casesFile = fileURLToPath(new URL("../../../shared/guard/cases.jsonl", import.meta.url));
-const guardCases = readFileSync(casesFile, "utf8")
-  .split("\n")
-  .filter((line) => line.trim())
-  .map((line) => JSON.parse(line) as { verdict: "allow" | "deny" | "invalid"; sql: string });
+const guardCases = readGuardCases();
 
 let gateway: TestGateway;
 let providerDb: TestDatabase;
