@@ -209,7 +209,11 @@ export class SessionMeter {
         agentWallet: this.agentWallet,
         providerId: this.providerId,
         costMicro: cost,
-        metadata: unpaidMicro > 0n ? { ...metadata, unpaidMicro: unpaidMicro.toString() } : metadata,
+        metadata: {
+          ...metadata,
+          source: "proxy",
+          ...(unpaidMicro > 0n ? { unpaidMicro: unpaidMicro.toString() } : {}),
+        },
       });
       this.options.onCharge?.(cost);
       this.#extendAhead();

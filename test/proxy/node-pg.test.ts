@@ -84,6 +84,27 @@ describe("node-postgres through the proxy", () => {
     expect(entries[2]?.metadata.sql).toBe("SELECT name FROM items WHERE id = $1");
   });
 
+  it("its ledger entries say which surface charged them: `proxy` here, `rest` for POST /api/query", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const rest = await gateway.app.inject({
+      method: "POST",
+      url: "/api/query",
+      payload: { sql: "SELECT id FROM items WHERE id <= 2", agentWallet: agent.wallet, providerId },
+    });
+    expect(rest.statusCode, rest.body).toBe(200);
+    const client = await connect(agent);
+    await client.query("SELECT id FROM items WHERE id <= 3");
+    await client.query("SELECT name FROM items WHERE id = $1", [1]);
+    await closeAndSettle(client);
+    const entries = await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId, limit: 10 });
+    const queries = entries.filter((e) => e.type === "query").reverse();
+    expect(queries.map((e) => [e.metadata.source, e.metadata.rowCount])).toEqual([
+      ["rest", 2],
+      ["proxy", 3],
+      ["proxy", 1],
+    ]);
+  });
+
   it("charges writes by affected rows", async () => {
     const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
     const client = await connect(agent);
