@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import pg from "pg";
 import { startEmbeddedCluster } from "../src/db/embedded.js";
@@ -111,4 +112,32 @@ export async function initialisePgbench(pgbench: string, target: PgEndpoint, sca
     ],
     { env: libpqEnv(target.password) },
   );
+}
+
+/** The login role the benchmark's provider registers: it may read and write pgbench's tables, nothing more. */
+export const PROVIDER_ROLE = "pgtoll_bench_provider";
+
+/**
+ * Creates (anew each run, with a fresh password) the least-privilege role pgtoll refuses to register without,
+ * granted DML on the data database's tables once pgbench has created them. Returns its URL on that database.
+ */
+export async function createProviderRole(cluster: BenchCluster): Promise<string> {
+  const password = randomBytes(18).toString("base64url");
+  const admin = new pg.Client({ connectionString: cluster.dataUrl });
+  await admin.connect();
+  try {
+    await admin.query(`DROP OWNED BY ${PROVIDER_ROLE}`).catch(() => {});
+    await admin.query(`DROP ROLE IF EXISTS ${PROVIDER_ROLE}`);
+    await admin.query(`CREATE ROLE ${PROVIDER_ROLE} LOGIN PASSWORD '${password}'`);
+    await admin.query(
+      `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${PROVIDER_ROLE};
+       GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO ${PROVIDER_ROLE}`,
+    );
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(cluster.dataUrl);
+  url.username = PROVIDER_ROLE;
+  url.password = password;
+  return url.toString();
 }

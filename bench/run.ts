@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { createMetadataPool } from "../src/db/pool.js";
 import { projectGuardCasesFile } from "../src/guard/guard-cases.js";
-import { initialisePgbench, startBenchCluster } from "./bench-cluster.js";
+import { createProviderRole, initialisePgbench, startBenchCluster } from "./bench-cluster.js";
 import { type CpuSources, cpuSnapshot, postmasterPidOf } from "./cpu-usage.js";
 import { runGuardThroughput } from "./guard-throughput.js";
 import { measureIdleMemory } from "./idle-memory.js";
@@ -102,7 +102,7 @@ async function main(): Promise<void> {
     const ledgerDb = createMetadataPool(cluster.metaUrl, 4);
     cleanups.push(() => ledgerDb.end());
     const pricing = benchPricing(settings.basePricePer1000Rows);
-    const provider = await registerProvider(pgtoll.httpUrl, cluster.dataUrl, pricing);
+    const provider = await registerProvider(pgtoll.httpUrl, await createProviderRole(cluster), pricing);
     const agent = await fundedAgent(ledgerDb, provider.providerId);
     const agentEndpoint = async () => ({
       host: pgtoll.proxyHost,

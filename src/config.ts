@@ -142,6 +142,13 @@ export const optionSpecs = {
     defaultText: "1000",
     parse: integer("PGTOLL_PROXY_RESERVE_ROWS", 1000, 1, 100_000_000),
   },
+  allowPrivilegedProviderRoles: {
+    env: "PGTOLL_ALLOW_PRIVILEGED_PROVIDER_ROLES",
+    description:
+      "`on` accepts provider databases whose role is a superuser or holds administrative rights (BYPASSRLS, CREATEROLE, CREATEDB, REPLICATION, pg_* administrative roles). Warning: every agent then runs with those rights; for local experiments only, and logged at every start.",
+    defaultText: "off",
+    parse: onOff("PGTOLL_ALLOW_PRIVILEGED_PROVIDER_ROLES", false),
+  },
   restAgentAuth: {
     env: "PGTOLL_REST_AGENT_AUTH",
     description:

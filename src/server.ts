@@ -92,6 +92,10 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     cleanups.push(() => db.end());
     const applied = await migrate(db);
     if (applied.length) logger.info({ applied }, "migrations applied");
+    if (config.allowPrivilegedProviderRoles)
+      logger.warn(
+        "PGTOLL_ALLOW_PRIVILEGED_PROVIDER_ROLES is on: providers may register superuser or administrative roles, and every agent of theirs runs with those rights; for local experiments only",
+      );
     await loadGuard();
 
     const box = createSecretBox(await loadSecretKey(config.secretKey, config.dataDir));
@@ -99,6 +103,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       box,
       size: config.providerPoolSize,
       statementTimeoutMs: config.statementTimeoutMs,
+      refuseSuperuser: !config.allowPrivilegedProviderRoles,
     });
     cleanups.push(() => upstream.closeAll());
     const verifier = createChainVerifier({
@@ -153,6 +158,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         tls,
         endpoints: { clusterUrl: management.clusterUrl, proxyHost: management.proxyHost },
         statementTimeoutMs: config.statementTimeoutMs,
+        allowPrivilegedProviderRoles: config.allowPrivilegedProviderRoles,
         reservationTtlSeconds: config.reservationTtlSeconds,
         reserveRows: config.proxyReserveRows,
         startupTimeoutMs: 30_000,

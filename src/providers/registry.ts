@@ -3,6 +3,7 @@ import pg from "pg";
 import type { Price } from "../billing/cost.js";
 import type { Queryable } from "../billing/ledger.js";
 import { generateApiKey } from "./api-key.js";
+import { checkProviderRole, type ProviderRoleCheck } from "./provider-role.js";
 import type { SecretBox } from "./secret-box.js";
 
 export interface Provider {
@@ -35,10 +36,14 @@ export class UpstreamConnectionError extends Error {
 }
 
 /**
- * Checks that a connection string is a PostgreSQL URL pgtoll can connect to, by connecting and running
- * `SELECT 1`. Throws {@link UpstreamConnectionError} with the reason; the message never contains the password.
+ * Checks that a connection string is a PostgreSQL URL pgtoll can connect to, by connecting, and reads the
+ * role's rights (the caller decides whether they are acceptable). Throws {@link UpstreamConnectionError} with
+ * the reason; the message never contains the password.
  */
-export async function verifyConnectionString(connectionString: string, timeoutMs = 5000): Promise<void> {
+export async function verifyConnectionString(
+  connectionString: string,
+  timeoutMs = 5000,
+): Promise<ProviderRoleCheck> {
   let url: URL;
   try {
     url = new URL(connectionString);
@@ -61,7 +66,7 @@ export async function verifyConnectionString(connectionString: string, timeoutMs
   client.on("error", () => {});
   try {
     await client.connect();
-    await client.query("SELECT 1");
+    return await checkProviderRole(client);
   } catch (error) {
     const reason = (error as Error).message.replaceAll(url.password || "\u0000", "***");
     throw new UpstreamConnectionError(

@@ -53,6 +53,7 @@ export async function planAgentSession(
       statement_timeout: String(ctx.statementTimeoutMs),
       ...request.settings,
     },
+    refuseSuperuser: !ctx.allowPrivilegedProviderRoles,
     start: (client, upstream, early, releaseSlot) =>
       startMeteredRelay(
         client,

@@ -1,6 +1,7 @@
 import type { Socket } from "node:net";
 import { type SecureContext, TLSSocket } from "node:tls";
 import { endpointIdFromHost } from "../control/resolve-endpoint.js";
+import { PROVIDER_ROLE_DOCS, SUPERUSER_UPSTREAM_REFUSAL } from "../providers/provider-role.js";
 import { planAgentSession } from "./agent-session.js";
 import { planEndpointSession } from "./endpoint-session.js";
 import { isLoopback } from "./loopback.js";
@@ -118,13 +119,23 @@ async function acquireSlot(ctx: ProxyContext, key: string): Promise<() => void> 
 }
 
 async function openUpstream(plan: SessionPlan, ctx: ProxyContext): Promise<UpstreamSession> {
+  let upstream: UpstreamSession;
   try {
-    return await connectUpstream(plan.target, plan.parameters, ctx.startupTimeoutMs);
+    upstream = await connectUpstream(plan.target, plan.parameters, ctx.startupTimeoutMs);
   } catch (error) {
     if (error instanceof UpstreamStartupError)
       throw new StartupRefusal(error.sqlState, error.message, "upstream");
     throw error;
   }
+  if (plan.refuseSuperuser && upstream.parameters.get("is_superuser") === "on") {
+    upstream.socket.destroy();
+    throw new StartupRefusal(
+      SqlState.connectionRejected,
+      `${SUPERUSER_UPSTREAM_REFUSAL} (${PROVIDER_ROLE_DOCS})`,
+      "privileged_upstream",
+    );
+  }
+  return upstream;
 }
 
 type StartupMessage = Extract<StartupPacket, { kind: "startup" }>;

@@ -85,6 +85,8 @@ export async function planEndpointSession(
       application_name: connection.applicationName,
       ...(connection.readOnly ? { default_transaction_read_only: "on" } : {}),
     },
+    // The owner's own branch role, created by the management plane without superuser.
+    refuseSuperuser: false,
     start: (client, upstream, early, releaseSlot) =>
       startEndpointRelay(client, upstream, connection, ctx, early, releaseSlot),
   };

@@ -33,6 +33,8 @@ export interface ProxyContext {
   /** When set, clients naming an endpoint (`options=endpoint=<id>`, TLS server name) reach its branch. */
   endpoints?: EndpointRouting;
   statementTimeoutMs: number;
+  /** Agent sessions may run as a superuser provider role (PGTOLL_ALLOW_PRIVILEGED_PROVIDER_ROLES). */
+  allowPrivilegedProviderRoles: boolean;
   reservationTtlSeconds: number;
   reserveRows: number;
   /** Startup (TLS, authentication, upstream connect) must finish within this. */

@@ -21,6 +21,11 @@ export interface SessionPlan {
   /** Startup parameters of the upstream session. */
   parameters: Record<string, string>;
   /**
+   * The upstream session must not be a superuser's (the server's `is_superuser` ParameterStatus): an agent
+   * session runs as the provider's role, which may have been altered since the provider registered it.
+   */
+  refuseSuperuser: boolean;
+  /**
    * Runs the ready session. `early` holds client frames that came with the password message; `releaseSlot`
    * must be called once the upstream session is gone.
    */

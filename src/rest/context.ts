@@ -31,6 +31,7 @@ export interface GatewayContext {
     | "bodyLimit"
     | "trustProxy"
     | "restAgentAuth"
+    | "allowPrivilegedProviderRoles"
   >;
   db: pg.Pool;
   box: SecretBox;

@@ -2,6 +2,7 @@ import { performance } from "node:perf_hooks";
 import type pg from "pg";
 import { costOfRows, type Price } from "../billing/cost.js";
 import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
+import { PrivilegedUpstreamError } from "../providers/upstream-pools.js";
 import type { EstimateCache } from "./estimate-cache.js";
 import type { HeldFunds, RequestFunds } from "./held-funds.js";
 import { QueryError, upstreamQueryError } from "./query-errors.js";
@@ -117,6 +118,7 @@ async function runOnProvider(
   try {
     client = await deps.upstream.connect();
   } catch (error) {
+    if (error instanceof PrivilegedUpstreamError) throw new QueryError(403, error.message);
     throw new QueryError(
       500,
       `query execution failed: the provider's database is unreachable: ${(error as Error).message}`,

@@ -61,7 +61,7 @@ export async function startManagement(options: HarnessOptions = {}): Promise<Man
   };
   const startApp = async (overrides: HarnessOptions = options): Promise<ManagementApp> => {
     const config = loadConfig({ PGTOLL_RATE_LIMIT: overrides.rateLimit ? "on" : "off" });
-    const upstream = new UpstreamPools({ box, size: 1, statementTimeoutMs: 1000 });
+    const upstream = new UpstreamPools({ box, size: 1, statementTimeoutMs: 1000, refuseSuperuser: true });
     const rateLimitStore = createMemoryStore();
     const ctx: GatewayContext = {
       config,

@@ -10,6 +10,15 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
+/** A database owned by a role of its own: no superuser or other administrative right, as providers register. */
+export interface OwnedTestDatabase extends TestDatabase {
+  /** The owner role's URL (what a provider registers). */
+  url: string;
+  /** The test cluster's superuser, on this database. */
+  adminUrl: string;
+  role: string;
+}
+
 function withDatabase(url: string, database: string): string {
   const parsed = new URL(url);
   parsed.pathname = `/${database}`;
@@ -39,6 +48,43 @@ export async function createTestDatabase(prefix = "t"): Promise<TestDatabase> {
       } finally {
         await client.end();
       }
+    },
+  };
+}
+
+/** Runs statements as the test cluster's superuser. */
+async function asAdmin(sql: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: inject("adminDatabaseUrl") });
+  await admin.connect();
+  try {
+    await admin.query(sql);
+  } finally {
+    await admin.end();
+  }
+}
+
+/**
+ * Creates a database and a login role that owns it and nothing else: the least-privilege role a provider
+ * registers (it may create tables in its own database; it is no superuser and has no administrative right).
+ */
+export async function createOwnedTestDatabase(prefix = "t"): Promise<OwnedTestDatabase> {
+  const db = await createTestDatabase(prefix);
+  const role = `${db.name}_owner`;
+  const password = randomBytes(12).toString("hex");
+  await asAdmin(
+    `CREATE ROLE "${role}" LOGIN PASSWORD '${password}'; ALTER DATABASE "${db.name}" OWNER TO "${role}";`,
+  );
+  const url = new URL(db.url);
+  url.username = role;
+  url.password = password;
+  return {
+    url: url.toString(),
+    adminUrl: db.url,
+    name: db.name,
+    role,
+    async drop() {
+      await db.drop();
+      await asAdmin(`DROP ROLE IF EXISTS "${role}"`);
     },
   };
 }

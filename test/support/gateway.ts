@@ -10,11 +10,14 @@ import { buildApp } from "../../src/rest/app.js";
 import type { DepositVerifier, GatewayContext } from "../../src/rest/context.js";
 import { createMetrics } from "../../src/rest/plugins/metrics.js";
 import { createMemoryStore } from "../../src/rest/plugins/rate-limit-store.js";
-import { createMetadataDatabase, createTestDatabase, type TestDatabase } from "./database.js";
+import { createMetadataDatabase, createOwnedTestDatabase, type OwnedTestDatabase } from "./database.js";
 
-/** A provider database with the fixture tables the guard cases name (`items`, `orders`). */
-export async function createProviderDatabase(itemCount = 50): Promise<TestDatabase> {
-  const db = await createTestDatabase("provider");
+/**
+ * A provider database with the fixture tables the guard cases name (`items`, `orders`), owned by a
+ * least-privilege role: `url` is that role's, as a provider registers it; `adminUrl` the superuser's.
+ */
+export async function createProviderDatabase(itemCount = 50): Promise<OwnedTestDatabase> {
+  const db = await createOwnedTestDatabase("provider");
   const client = new pg.Client({ connectionString: db.url });
   await client.connect();
   try {
@@ -61,6 +64,7 @@ export async function startTestGateway(
     box,
     size: config.providerPoolSize,
     statementTimeoutMs: config.statementTimeoutMs,
+    refuseSuperuser: !config.allowPrivilegedProviderRoles,
   });
   const rateLimitStore = createMemoryStore();
   const ctx: GatewayContext = {

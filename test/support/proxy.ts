@@ -32,6 +32,7 @@ export async function startTestProxy(
     logger: gateway.ctx.logger,
     check: createVerdictCache(),
     statementTimeoutMs: 10_000,
+    allowPrivilegedProviderRoles: gateway.ctx.config.allowPrivilegedProviderRoles,
     reservationTtlSeconds: 300,
     reserveRows: 1000,
     startupTimeoutMs: 10_000,

@@ -2,6 +2,7 @@ import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { PricingError, parsePricing } from "../../billing/pricing.js";
 import { apiKeyMatches } from "../../providers/api-key.js";
+import { type ProviderRoleCheck, privilegedRoleMessage } from "../../providers/provider-role.js";
 import {
   DuplicateProviderError,
   findProvider,
@@ -38,12 +39,21 @@ export async function providerRoutes(app: FastifyInstance, { ctx }: { ctx: Gatew
       const email = emailParam(request.body.email);
       const walletAddress = walletParam(request.body.walletAddress, "walletAddress");
       const { connectionString } = request.body;
+      let roleCheck: ProviderRoleCheck;
       try {
-        await verifyConnectionString(connectionString);
+        roleCheck = await verifyConnectionString(connectionString);
       } catch (error) {
         if (error instanceof UpstreamConnectionError)
           throw new HttpError(400, `invalid connectionString: ${error.message}`);
         throw error;
+      }
+      if (roleCheck.privilegedRights.length > 0) {
+        if (!ctx.config.allowPrivilegedProviderRoles)
+          throw new HttpError(400, `invalid connectionString: ${privilegedRoleMessage(roleCheck)}`);
+        request.log.warn(
+          { role: roleCheck.role, rights: roleCheck.privilegedRights },
+          "a provider registered a privileged role (PGTOLL_ALLOW_PRIVILEGED_PROVIDER_ROLES=on): its agents run with these rights",
+        );
       }
       try {
         const { provider, apiKey } = await registerProvider(ctx.db, ctx.box, {
