@@ -3,7 +3,7 @@ export class QueryError extends Error {
   constructor(
     readonly statusCode: 400 | 402 | 403 | 404 | 500,
     message: string,
-    /** SQLSTATE of an upstream error, when there was one. */
+    /** SQLSTATE of an error PostgreSQL raised, sent to the client as `code`. */
     readonly sqlState?: string,
   ) {
     super(message);
@@ -11,12 +11,42 @@ export class QueryError extends Error {
   }
 }
 
-/**
- * SQLSTATE classes that mean the statement itself is wrong (the client's fault): answered 400 "invalid SQL".
- * Everything else (timeouts, resources, connection loss, internal errors) is 500 "query execution failed".
- */
-const CLIENT_ERROR_CLASSES = new Set(["0A", "21", "22", "23", "26", "2B", "34", "3D", "3F", "42", "44"]);
+type RefusalStatus = 400 | 403 | 500;
 
+/**
+ * How an error PostgreSQL raised while running a statement is answered, within the spec's statuses for
+ * `POST /api/query`: a full SQLSTATE first, then its class (the first two characters); anything not listed is
+ * 500 "query execution failed". 400: the statement or its data is wrong and the agent can fix it. 403: the role
+ * may not do it. 500: the server could not run it now (timeouts, resources, lost connections, internal).
+ */
+export const STATUS_BY_SQLSTATE: Readonly<Record<string, RefusalStatus>> = {
+  "42501": 403, // insufficient_privilege: the provider's role may not touch that object
+  "25006": 403, // read_only_sql_transaction: a write on a read-only provider
+  "28": 403, // invalid authorization specification
+  "0A": 400, // feature not supported
+  "21": 400, // cardinality violation
+  "22": 400, // data exception: division by zero, bad cast, value out of range
+  "23": 400, // integrity constraint violation: foreign key, unique, not null, check
+  "25": 400, // invalid transaction state (other than read-only)
+  "26": 400, // invalid SQL statement name (EXECUTE of an unknown prepared statement)
+  "2B": 400, // dependent privilege descriptors still exist
+  "34": 400, // invalid cursor name
+  "3D": 400, // invalid catalog name
+  "3F": 400, // invalid schema name
+  "42": 400, // syntax error or access rule violation: undefined table, column, function
+  "44": 400, // WITH CHECK OPTION violation
+};
+
+/** The status for a SQLSTATE, by the table above. */
+export function statusForSqlState(code: string): RefusalStatus {
+  return STATUS_BY_SQLSTATE[code] ?? STATUS_BY_SQLSTATE[code.slice(0, 2)] ?? 500;
+}
+
+/**
+ * Turns an error from running statements upstream into the answer: PostgreSQL's own message and SQLSTATE kept,
+ * said to be the database's refusal (4xx) or a failed execution (500). "invalid SQL" is kept for the guard's
+ * verdict on text that does not parse (metered-query.ts).
+ */
 export function upstreamQueryError(error: unknown, statementTimeoutMs: number): QueryError {
   const pgError = error as { code?: string; message?: string };
   const code =
@@ -28,9 +58,9 @@ export function upstreamQueryError(error: unknown, statementTimeoutMs: number): 
       code,
     );
   }
-  if (code && CLIENT_ERROR_CLASSES.has(code.slice(0, 2))) {
-    return new QueryError(400, `invalid SQL: ${pgError.message} (SQLSTATE ${code})`, code);
-  }
   const detail = pgError.message ?? String(error);
-  return new QueryError(500, `query execution failed: ${detail}${code ? ` (SQLSTATE ${code})` : ""}`, code);
+  if (!code) return new QueryError(500, `query execution failed: ${detail}`);
+  const status = statusForSqlState(code);
+  const what = status === 500 ? "query execution failed" : "the database refused the statement";
+  return new QueryError(status, `${what}: ${detail} (SQLSTATE ${code})`, code);
 }

@@ -10,6 +10,8 @@ export const Amount = Type.String({ description: "decimal token amount with 6 de
 export const Timestamp = Type.String({ description: "ISO 8601 UTC timestamp" });
 
 export const ErrorBody = Type.Object({ error: Type.String() });
+/** An error of `POST /api/query`; `code` is the SQLSTATE when PostgreSQL raised it. */
+export const QueryErrorBody = Type.Object({ error: Type.String(), code: Type.Optional(Type.String()) });
 export const RateLimitedBody = Type.Object({ error: Type.String(), retryAfter: Type.Integer() });
 
 export const Provider = Type.Object({

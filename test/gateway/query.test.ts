@@ -93,7 +93,7 @@ describe("POST /api/query: the guard contract", () => {
     const agent = await fundedAgent(10_000_000n, contractProviderId);
     const res = await contractQuery(agent, sql, /^select \$1/i.test(sql) ? { params: [1] } : {});
     // Allowed means it passed the guard: the only failures left are PostgreSQL's own (e.g. EXECUTE of an
-    // unprepared statement), answered as 400 invalid SQL, never 403.
+    // unprepared statement), answered as 400 "the database refused the statement", never 403.
     expect([200, 400]).toContain(res.statusCode);
     if (res.statusCode === 400) expect(res.json().error).toMatch(/SQLSTATE/);
     if (res.statusCode !== 200 && !/EXECUTE|FETCH|CLOSE|DEALLOCATE|SAVEPOINT/.test(sql))

@@ -1,11 +1,12 @@
 import type { FastifyError, FastifyInstance } from "fastify";
 import fp from "fastify-plugin";
 
-/** An error whose message is meant for the client, with its HTTP status. */
+/** An error whose message is meant for the client, with its HTTP status (and a SQLSTATE, sent as `code`). */
 export class HttpError extends Error {
   constructor(
     readonly statusCode: number,
     message: string,
+    readonly sqlState?: string,
   ) {
     super(message);
     this.name = "HttpError";
@@ -42,11 +43,13 @@ export const errorsPlugin = fp(async (app: FastifyInstance) => {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const status =
       error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
+    const sqlState = error instanceof HttpError ? error.sqlState : undefined;
+    const withCode = (body: { error: string }) => (sqlState ? { ...body, code: sqlState } : body);
     if (status >= 500) {
       request.log.error({ err: error }, "request failed");
       const exposed = error instanceof HttpError || (error as { expose?: boolean }).expose === true;
-      return reply.code(status).send({ error: exposed ? error.message : "internal server error" });
+      return reply.code(status).send(withCode({ error: exposed ? error.message : "internal server error" }));
     }
-    return reply.code(status).send({ error: clientMessage(error) });
+    return reply.code(status).send(withCode({ error: clientMessage(error) }));
   });
 });

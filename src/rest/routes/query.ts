@@ -12,7 +12,7 @@ import { type MeteredQueryDeps, runMeteredQuery } from "../metered-query.js";
 import { HttpError } from "../plugins/errors.js";
 import { gatewayLimits } from "../plugins/rate-limit.js";
 import { QueryError } from "../query-errors.js";
-import { ErrorBody, QueryBody, QueryResult } from "../schemas.js";
+import { ErrorBody, QueryBody, QueryErrorBody, QueryResult } from "../schemas.js";
 import { uuidParam, walletParam } from "../validate.js";
 
 const OUTCOME_BY_STATUS: Record<number, string> = {
@@ -85,11 +85,11 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
         body: QueryBody,
         response: {
           200: QueryResult,
-          400: ErrorBody,
+          400: QueryErrorBody,
           402: ErrorBody,
-          403: ErrorBody,
+          403: QueryErrorBody,
           404: ErrorBody,
-          500: ErrorBody,
+          500: QueryErrorBody,
         },
       },
     },
@@ -121,7 +121,7 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
       } catch (error) {
         if (error instanceof QueryError) {
           ctx.metrics.queries.labels("rest", OUTCOME_BY_STATUS[error.statusCode] ?? "failed").inc();
-          throw new HttpError(error.statusCode, error.message);
+          throw new HttpError(error.statusCode, error.message, error.sqlState);
         }
         ctx.metrics.queries.labels("rest", "failed").inc();
         throw error;
