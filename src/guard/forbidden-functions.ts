@@ -1,3 +1,4 @@
+import { SENSITIVE_FUNCTIONS } from "./sensitive-reads.js";
 import type { GuardPolicy } from "./types.js";
 
 /**
@@ -37,6 +38,8 @@ export const FORBIDDEN_FUNCTIONS: readonly string[] = [
   "pg_notify",
   // Rewinds or jumps sequences the provider's application depends on.
   "setval",
+  // The server's configuration, settings and build: the sensitive catalogs' rows as functions.
+  ...SENSITIVE_FUNCTIONS,
 ];
 
 /** Name prefixes no statement may call (same comparison as FORBIDDEN_FUNCTIONS). */

@@ -1,4 +1,5 @@
 import { isForbiddenFunction } from "./forbidden-functions.js";
+import { checkCurrentSetting, checkRelationRead, ROW_LOCK_DENIAL } from "./sensitive-reads.js";
 import { checkStatement } from "./statement-rules.js";
 import type { Denial, GuardPolicy } from "./types.js";
 
@@ -39,6 +40,8 @@ export function findDenial(root: Record<string, unknown>, policy: GuardPolicy): 
 
 function checkNode(key: string, body: Record<string, unknown>, policy: GuardPolicy): Denial | null {
   if (key === "FuncCall") return checkFunctionCall(body, policy);
+  if (key === "RangeVar") return checkRelationRead(body);
+  if (key === "LockingClause") return ROW_LOCK_DENIAL;
   if (key.endsWith("Stmt")) return checkStatement(key, body, policy);
   return null;
 }
@@ -47,6 +50,8 @@ function checkFunctionCall(call: Record<string, unknown>, policy: GuardPolicy): 
   const names = call.funcname;
   if (!Array.isArray(names) || names.length === 0) return null;
   const last = names[names.length - 1]?.String?.sval;
-  if (typeof last !== "string" || !isForbiddenFunction(last, policy)) return null;
+  if (typeof last !== "string") return null;
+  if (last.toLowerCase() === "current_setting") return checkCurrentSetting(call);
+  if (!isForbiddenFunction(last, policy)) return null;
   return { rule: "forbidden-function", message: `function ${last}() is not allowed` };
 }

@@ -1,4 +1,5 @@
 import { checkCopy } from "./copy-rule.js";
+import { checkRelationRead, checkShow } from "./sensitive-reads.js";
 import { checkSetting } from "./settings-rule.js";
 import type { Denial, GuardPolicy } from "./types.js";
 import { targetNameOf, whereRestrictsTarget } from "./where-restriction.js";
@@ -22,10 +23,11 @@ export function checkStatement(
     case "DeallocateStmt":
     case "FetchStmt":
     case "ClosePortalStmt":
-    case "VariableShowStmt":
     case "ConstraintsSetStmt":
     case "UnlistenStmt": // only ends this session's own listening; LISTEN itself is denied
       return null;
+    case "VariableShowStmt":
+      return checkShow(body);
     case "InsertStmt":
       return checkWriteTarget(body.relation);
     case "UpdateStmt":
@@ -36,8 +38,8 @@ export function checkStatement(
       return checkSetting(body, policy);
     case "TransactionStmt":
       return checkTransaction(body);
-    case "CopyStmt":
-      return checkCopy(body, policy);
+    case "CopyStmt": // its relation is inlined, not a RangeVar node the walker would see
+      return checkRelationRead(body.relation) ?? checkCopy(body, policy);
     default:
       return denyKind(kind);
   }

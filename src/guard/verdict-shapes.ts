@@ -1,12 +1,14 @@
 import { parseSync, scanSync } from "libpg-query";
 import { INTEGER_TAG, type LiteralMask } from "./literal-mask.js";
+import { readsConstantArguments } from "./sensitive-reads.js";
 import { unreadableText } from "./sql-parser.js";
 import type { GuardedStatement, GuardVerdict } from "./types.js";
 
 /**
  * Parse nodes inside which the policy reads constant values: settings-rule.ts reads the value of
- * `SET client_encoding` / `SET NAMES`. A text holding one is never generalised. Keep this in step with
- * every rule that reads an `A_Const`.
+ * `SET client_encoding` / `SET NAMES`, and sensitive-reads.ts the name given to `current_setting()` (a
+ * FuncCall, checked by `readsConstantArguments`). A text holding one is never generalised. Keep this in step
+ * with every rule that reads an `A_Const`.
  */
 const VALUE_READING_NODES = new Set(["VariableSetStmt"]);
 
@@ -135,6 +137,7 @@ function collectConstants(root: unknown, into: Set<number>): boolean {
     }
     for (const [key, child] of Object.entries(value as Record<string, unknown>)) {
       if (VALUE_READING_NODES.has(key)) return false;
+      if (key === "FuncCall" && readsConstantArguments(child)) return false;
       if (key === "A_Const" && typeof child === "object" && child !== null) {
         const location = (child as { location?: unknown }).location;
         if (typeof location === "number") into.add(location);
