@@ -319,4 +319,11 @@ CREATE INDEX ledger_entries_agent_provider_id_idx ON ledger_entries (agent_walle
 DROP INDEX ledger_entries_agent_provider_idx;
 `,
   },
+  {
+    version: 5,
+    name: "pricing: a provider can declare its data read-only for agents",
+    sql: `
+ALTER TABLE pricing ADD COLUMN read_only boolean NOT NULL DEFAULT false;
+`,
+  },
 ];

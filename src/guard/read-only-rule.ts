@@ -38,7 +38,8 @@ export function isClientOnlyEncoding(encoding: string): boolean {
 }
 
 /**
- * The rule of a read-only endpoint, whose upstream session starts with `default_transaction_read_only=on` so
+ * The rule of a read-only session (a read-only endpoint, or an agent of a provider that declared its data
+ * read-only), whose upstream session starts with `default_transaction_read_only=on` so
  * that PostgreSQL itself refuses every write (functions, sequences and COPY FROM included). What must not
  * reach it is a way to switch that off: SET / SET LOCAL of `transaction_read_only` or
  * `default_transaction_read_only` to anything but on (RESET and SET ... TO DEFAULT go back to the connect-time
@@ -85,10 +86,10 @@ function checkNode(key: string, body: Record<string, unknown>): Denial | null {
       return setsReadWrite(body.options) ? readWrite("BEGIN READ WRITE") : null;
     case "FuncCall":
       return lastName(body.funcname) === "set_config"
-        ? deny("function set_config() is not allowed on a read-only endpoint")
+        ? deny("function set_config() is not allowed in a read-only session")
         : null;
     case "DoStmt":
-      return deny("DO blocks are not allowed on a read-only endpoint");
+      return deny("DO blocks are not allowed in a read-only session");
     default:
       return null;
   }
@@ -111,9 +112,9 @@ export function findReadOnlySettingViolation(name: string, value: string | null)
   const parameter = name.toLowerCase();
   if (READ_ONLY_SETTINGS.has(parameter) && !isOn(value)) return readWrite(`SET ${parameter}`);
   if (parameter === "standard_conforming_strings" && !isOn(value))
-    return deny("standard_conforming_strings must stay on on a read-only endpoint");
+    return deny("standard_conforming_strings must stay on in a read-only session");
   if (parameter === "client_encoding" && (value === null || isClientOnlyEncoding(value)))
-    return deny(`client_encoding ${value ?? "(computed)"} is not allowed on a read-only endpoint`);
+    return deny(`client_encoding ${value ?? "(computed)"} is not allowed in a read-only session`);
   return null;
 }
 
@@ -147,9 +148,9 @@ function lastName(names: unknown): string | undefined {
 }
 
 function readWrite(what: string): Denial {
-  return deny(`${what} is not allowed: this endpoint is read-only`);
+  return deny(`${what} is not allowed: this session is read-only`);
 }
 
 function deny(message: string): Denial {
-  return { rule: "read-only-endpoint", message };
+  return { rule: "read-only-session", message };
 }

@@ -23,6 +23,8 @@ export interface ProviderWithSecrets extends Provider {
 export interface PricingRecord extends Price {
   id: string;
   providerId: string;
+  /** Agent sessions run with default_transaction_read_only=on: PostgreSQL refuses their writes. */
+  readOnly: boolean;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -159,6 +161,7 @@ interface PricingRow {
   provider_id: string;
   price_micro_per_1000_rows: bigint;
   markup_ppm: bigint;
+  read_only: boolean;
   created_at: Date;
   updated_at: Date;
 }
@@ -169,6 +172,7 @@ function toPricing(row: PricingRow): PricingRecord {
     providerId: row.provider_id,
     priceMicroPer1000Rows: row.price_micro_per_1000_rows,
     markupPpm: row.markup_ppm,
+    readOnly: row.read_only,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
@@ -185,18 +189,27 @@ export function pricingChangeCount(db: Queryable): number {
   return pricingChanges.get(db) ?? 0;
 }
 
-/** Sets or replaces a provider's pricing; the record keeps its id and createdAt across updates. */
-export async function setPricing(db: Queryable, providerId: string, price: Price): Promise<PricingRecord> {
+/**
+ * Sets or replaces a provider's pricing; the record keeps its id and createdAt across updates. `readOnly`
+ * undefined keeps the stored value (false for a new record).
+ */
+export async function setPricing(
+  db: Queryable,
+  providerId: string,
+  price: Price,
+  readOnly?: boolean,
+): Promise<PricingRecord> {
   // Counted before and after: a cache filled while the statement runs can hold either price, so it must not last.
   pricingChanges.set(db, pricingChangeCount(db) + 1);
   const { rows } = await db
     .query<PricingRow>(
-      `INSERT INTO pricing AS p (id, provider_id, price_micro_per_1000_rows, markup_ppm) VALUES ($1, $2, $3, $4)
+      `INSERT INTO pricing AS p (id, provider_id, price_micro_per_1000_rows, markup_ppm, read_only)
+     VALUES ($1, $2, $3, $4, coalesce($5, false))
      ON CONFLICT (provider_id) DO UPDATE
        SET price_micro_per_1000_rows = excluded.price_micro_per_1000_rows, markup_ppm = excluded.markup_ppm,
-           updated_at = now()
+           read_only = coalesce($5, p.read_only), updated_at = now()
      RETURNING *`,
-      [randomUUID(), providerId, price.priceMicroPer1000Rows, price.markupPpm],
+      [randomUUID(), providerId, price.priceMicroPer1000Rows, price.markupPpm, readOnly ?? null],
     )
     .finally(() => pricingChanges.set(db, pricingChangeCount(db) + 1));
   return toPricing(rows[0]!);
@@ -218,7 +231,7 @@ export async function findProviderForQuery(
             CASE WHEN pr.id IS NULL THEN NULL ELSE json_build_object(
               'id', pr.id, 'provider_id', pr.provider_id,
               'price_micro_per_1000_rows', pr.price_micro_per_1000_rows::text, 'markup_ppm', pr.markup_ppm::text,
-              'created_at', pr.created_at, 'updated_at', pr.updated_at) END AS pricing
+              'read_only', pr.read_only, 'created_at', pr.created_at, 'updated_at', pr.updated_at) END AS pricing
        FROM providers p LEFT JOIN pricing pr ON pr.provider_id = p.id WHERE p.id = $1`,
     [id],
   );

@@ -38,39 +38,45 @@ class ProviderClient extends pg.Client {
 
 /** One bounded node-postgres pool per provider database, created on first use, for `POST /api/query`. */
 export class UpstreamPools {
-  readonly #pools = new Map<string, pg.Pool>();
+  readonly #pools = new Map<string, { pool: pg.Pool; readOnly: boolean }>();
 
   constructor(private readonly options: UpstreamPoolOptions) {}
 
-  get(provider: ProviderWithSecrets): pg.Pool {
-    let pool = this.#pools.get(provider.id);
-    if (!pool) {
-      pool = new pg.Pool({
-        connectionString: this.options.box.open(provider.connectionSecret),
-        max: this.options.size,
-        idleTimeoutMillis: 30_000,
-        // The role is checked per connection (onConnect): a busy pool must still open new ones now and then.
-        maxLifetimeSeconds: 300,
-        connectionTimeoutMillis: this.options.acquireTimeoutMs ?? 5_000,
-        statement_timeout: this.options.statementTimeoutMs,
-        application_name: "pgtoll",
-        types: jsonSafeTypes,
-        Client: ProviderClient,
-        // A refused connection is ended by the pool and its error reaches the caller of connect().
-        onConnect: (client) => {
-          if (this.options.refuseSuperuser && (client as ProviderClient).isSuperuser)
-            throw new PrivilegedUpstreamError(SUPERUSER_UPSTREAM_REFUSAL);
-        },
-      });
-      pool.on("error", () => {});
-      this.#pools.set(provider.id, pool);
-    }
+  /**
+   * The provider's pool. A read-only provider's sessions start with `default_transaction_read_only=on`, so
+   * PostgreSQL refuses every write; when the provider switches, its pool of the other kind is ended (requests
+   * holding its connections finish first) and a new one is made.
+   */
+  get(provider: ProviderWithSecrets, readOnly = false): pg.Pool {
+    const held = this.#pools.get(provider.id);
+    if (held?.readOnly === readOnly) return held.pool;
+    if (held) void held.pool.end().catch(() => {});
+    const pool = new pg.Pool({
+      connectionString: this.options.box.open(provider.connectionSecret),
+      max: this.options.size,
+      idleTimeoutMillis: 30_000,
+      // The role is checked per connection (onConnect): a busy pool must still open new ones now and then.
+      maxLifetimeSeconds: 300,
+      connectionTimeoutMillis: this.options.acquireTimeoutMs ?? 5_000,
+      statement_timeout: this.options.statementTimeoutMs,
+      application_name: "pgtoll",
+      ...(readOnly ? { options: "-c default_transaction_read_only=on" } : {}),
+      types: jsonSafeTypes,
+      Client: ProviderClient,
+      // A refused connection is ended by the pool and its error reaches the caller of connect().
+      onConnect: (client) => {
+        if (this.options.refuseSuperuser && (client as ProviderClient).isSuperuser)
+          throw new PrivilegedUpstreamError(SUPERUSER_UPSTREAM_REFUSAL);
+      },
+    });
+    pool.on("error", () => {});
+    this.#pools.set(provider.id, { pool, readOnly });
     return pool;
   }
 
   /** Idle and total connection counts per provider, for /metrics. */
   stats(): { providerId: string; total: number; idle: number; waiting: number }[] {
-    return [...this.#pools].map(([providerId, pool]) => ({
+    return [...this.#pools].map(([providerId, { pool }]) => ({
       providerId,
       total: pool.totalCount,
       idle: pool.idleCount,
@@ -81,6 +87,6 @@ export class UpstreamPools {
   async closeAll(): Promise<void> {
     const pools = [...this.#pools.values()];
     this.#pools.clear();
-    await Promise.all(pools.map((pool) => pool.end()));
+    await Promise.all(pools.map(({ pool }) => pool.end()));
   }
 }

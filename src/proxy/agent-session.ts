@@ -1,5 +1,6 @@
 import type { Socket } from "node:net";
 import type { Price } from "../billing/cost.js";
+import { findReadOnlySettingViolation, withReadOnlyRule } from "../guard/index.js";
 import { findProviderForQuery } from "../providers/registry.js";
 import { verifyAgentToken } from "./agent-token.js";
 import type { Frame } from "./frame-reader.js";
@@ -44,6 +45,13 @@ export async function planAgentSession(
       `provider ${request.providerId} has not set its pricing yet`,
       "no_pricing",
     );
+  if (price.readOnly) {
+    for (const [name, value] of Object.entries(request.settings)) {
+      const denial = findReadOnlySettingViolation(name, value);
+      if (denial) throw new StartupRefusal(SqlState.readOnlyTransaction, denial.message, "read_only_setting");
+    }
+  }
+  const guard = price.readOnly ? readOnlyCheckOf(ctx) : ctx.check;
   return {
     slotKey: request.providerId,
     target: parseUpstreamTarget(ctx.box.open(found.provider.connectionSecret)),
@@ -52,6 +60,8 @@ export async function planAgentSession(
       client_encoding: "UTF8",
       statement_timeout: String(ctx.statementTimeoutMs),
       ...request.settings,
+      // After the client's settings, so that none can replace it.
+      ...(price.readOnly ? { default_transaction_read_only: "on" } : {}),
     },
     refuseSuperuser: !ctx.allowPrivilegedProviderRoles,
     start: (client, upstream, early, releaseSlot) =>
@@ -61,11 +71,24 @@ export async function planAgentSession(
         request.agentWallet,
         request.providerId,
         price,
+        guard,
         ctx,
         early,
         releaseSlot,
       ),
   };
+}
+
+/** One read-only guard per proxy, over its verdict cache. */
+const readOnlyChecks = new WeakMap<ProxyContext, ProxyContext["check"]>();
+
+function readOnlyCheckOf(ctx: ProxyContext): ProxyContext["check"] {
+  let check = readOnlyChecks.get(ctx);
+  if (!check) {
+    check = withReadOnlyRule(ctx.check);
+    readOnlyChecks.set(ctx, check);
+  }
+  return check;
 }
 
 function startMeteredRelay(
@@ -74,6 +97,7 @@ function startMeteredRelay(
   agentWallet: string,
   providerId: string,
   price: Price,
+  check: ProxyContext["check"],
   ctx: ProxyContext,
   early: Frame[],
   releaseSlot: () => void,
@@ -94,7 +118,7 @@ function startMeteredRelay(
     meter,
     metrics: ctx.metrics,
     logger: log,
-    check: ctx.check,
+    check,
     status: upstream.status,
     idleReleaseMs: ctx.idleReleaseMs,
     drainTimeoutMs: ctx.statementTimeoutMs + 5000,

@@ -7,6 +7,7 @@ import { encodeErrorResponse } from "./serializer.js";
 export const SqlState = {
   insufficientFunds: "PT402",
   insufficientPrivilege: "42501",
+  readOnlyTransaction: "25006",
   syntaxError: "42601",
   invalidPassword: "28P01",
   invalidAuthorization: "28000",

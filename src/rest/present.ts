@@ -21,6 +21,7 @@ export function presentPricing(pricing: PricingRecord) {
     providerId: pricing.providerId,
     basePricePer1000Rows: microToNumber(pricing.priceMicroPer1000Rows),
     markupMultiplier: microToNumber(pricing.markupPpm),
+    readOnly: pricing.readOnly,
     createdAt: pricing.createdAt.toISOString(),
     updatedAt: pricing.updatedAt.toISOString(),
   };

@@ -36,6 +36,7 @@ export const Pricing = Type.Object({
   providerId: Uuid,
   basePricePer1000Rows: Type.Number(),
   markupMultiplier: Type.Number(),
+  readOnly: Type.Boolean({ description: "agents' sessions are read-only (an extension of the spec)" }),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });
@@ -45,6 +46,12 @@ export const PricingBody = Type.Object({
     description: "token units per 1000 rows, 0 to 1000000, at most 6 decimals",
   }),
   markupMultiplier: Type.Number({ description: "1 to 100, at most 6 decimals; 1.0 means no markup" }),
+  readOnly: Type.Optional(
+    Type.Boolean({
+      description:
+        "true: agents' sessions run with default_transaction_read_only=on, so PostgreSQL refuses every write. Omitted: unchanged (false at first).",
+    }),
+  ),
 });
 export type PricingBody = Static<typeof PricingBody>;
 

@@ -143,9 +143,15 @@ describe("POST /api/providers/:id/pricing", () => {
       "id",
       "markupMultiplier",
       "providerId",
+      "readOnly",
       "updatedAt",
     ]);
-    expect(pricing).toMatchObject({ providerId, basePricePer1000Rows: 2.123456, markupMultiplier: 1.5 });
+    expect(pricing).toMatchObject({
+      providerId,
+      basePricePer1000Rows: 2.123456,
+      markupMultiplier: 1.5,
+      readOnly: false,
+    });
     expect(new Date(pricing.updatedAt) >= new Date(pricing.createdAt)).toBe(true);
   });
 

@@ -99,7 +99,7 @@ export async function providerRoutes(app: FastifyInstance, { ctx }: { ctx: Gatew
         if (error instanceof PricingError) throw new HttpError(400, `invalid pricing: ${error.message}`);
         throw error;
       }
-      return presentPricing(await setPricing(ctx.db, providerId, price));
+      return presentPricing(await setPricing(ctx.db, providerId, price, request.body.readOnly));
     },
   );
 }

@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import type pg from "pg";
 import { ChargeWriter } from "../../billing/charge-writer.js";
 import { formatMicro } from "../../billing/money.js";
+import { withReadOnlyRule } from "../../guard/index.js";
 import { ProviderCache } from "../../providers/provider-cache.js";
 import { createVerdictCache } from "../../proxy/verdict-cache.js";
 import { agentAuthentication } from "../agent-auth.js";
@@ -61,12 +62,14 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     rowCap: ctx.config.rowCap,
     statementTimeoutMs: ctx.config.statementTimeoutMs,
   };
+  // Agents of a read-only provider are also held to the read-only rule (nothing may switch to read-write).
+  const readOnlyCheck = withReadOnlyRule(shared.check);
   // One per provider pool, made once: copying the shared part into a new object on every request costs more.
   const depsByPool = new WeakMap<pg.Pool, MeteredQueryDeps>();
-  const depsFor = (upstream: pg.Pool): MeteredQueryDeps => {
+  const depsFor = (upstream: pg.Pool, readOnly: boolean): MeteredQueryDeps => {
     let deps = depsByPool.get(upstream);
     if (!deps) {
-      deps = { ...shared, upstream };
+      deps = { ...shared, upstream, ...(readOnly ? { check: readOnlyCheck } : {}) };
       depsByPool.set(upstream, deps);
     }
     return deps;
@@ -101,7 +104,8 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
       if (!found) throw new HttpError(404, `provider ${providerId} not found`);
       if (!found.pricing) throw new HttpError(404, `provider ${providerId} has no pricing yet`);
       try {
-        const result = await runMeteredQuery(depsFor(ctx.upstream.get(found.provider)), {
+        const { readOnly } = found.pricing;
+        const result = await runMeteredQuery(depsFor(ctx.upstream.get(found.provider, readOnly), readOnly), {
           agentWallet,
           providerId,
           sql: request.body.sql,
