@@ -7,7 +7,7 @@ import { resolve } from "node:path";
 interface OptionSpec<T> {
   env: string;
   description: string;
-  /** Shown in the README table; `undefined` means "unset by default". */
+  /** Shown in the table of docs/configuration.md; `undefined` means "unset by default". */
   defaultText?: string;
   parse(raw: string | undefined): T;
 }
@@ -93,7 +93,7 @@ function secretKey(env: string) {
 
 export const BASE_USDC = "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913";
 
-/** Every option pgtoll reads. The README's configuration table is this list. */
+/** Every option pgtoll reads. The table of docs/configuration.md is this list (a test compares them). */
 export const optionSpecs = {
   host: {
     env: "PGTOLL_HOST",

@@ -1,7 +1,7 @@
 import type { Price } from "./cost.js";
 import { numberToMicro } from "./money.js";
 
-/** Bounds of the two pricing numbers; the spec leaves them open, these are documented in the README. */
+/** Bounds of the two pricing numbers; the spec leaves them open, these are documented in docs/payment-gateway.md. */
 export const PRICE_LIMITS = {
   maxBasePricePer1000Rows: 1_000_000,
   minMarkupMultiplier: 1,

@@ -23,7 +23,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /**
  * Makes databases copyable with `CREATE DATABASE … TEMPLATE`, which PostgreSQL allows only while nobody is
  * connected to the template:
- * 1. new connections are refused (`ALLOW_CONNECTIONS false`; clients retry, see README);
+ * 1. new connections are refused (`ALLOW_CONNECTIONS false`; clients retry, see docs/management-api.md);
  * 2. each session is ended as soon as it is idle *between* transactions, so no transaction is cut short;
  * 3. after `graceMs`, sessions still inside a transaction are ended too (their uncommitted work rolls back,
  *    as on any disconnect; nothing committed is ever lost).

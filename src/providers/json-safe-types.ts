@@ -10,7 +10,7 @@ function finiteOrText(value: string): number | string {
 }
 
 /**
- * How provider results become JSON (documented in the README): int8 and numeric stay decimal strings (no
+ * How provider results become JSON (documented in docs/payment-gateway.md): int8 and numeric stay decimal strings (no
  * precision lost), float4/float8 are numbers except NaN/Infinity (strings), bytea is PostgreSQL's hex text
  * (`\x0102`), date/time/interval types are PostgreSQL's ISO text, json/jsonb are parsed, arrays follow their
  * element type. Anything else is PostgreSQL's text form.
