@@ -1,4 +1,3 @@
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { OwnedTestDatabase } from "../support/database.js";
 import {
@@ -7,7 +6,13 @@ import {
   startTestGateway,
   type TestGateway,
 } from "../support/gateway.js";
-import { fundedTestAgent, startTestProxy, type TestAgent, type TestProxy } from "../support/proxy.js";
+import {
+  connectAgent,
+  fundedTestAgent,
+  startTestProxy,
+  type TestAgent,
+  type TestProxy,
+} from "../support/proxy.js";
 
 // One gateway that accepts a superuser provider (as a provider experimenting locally would have it), so the
 // guard is shown to hold even when the role itself could read everything.
@@ -46,14 +51,7 @@ async function viaRest(kind: keyof typeof providers, sql: string) {
 
 async function viaProxy(kind: keyof typeof providers, sql: string) {
   const { id, agent } = providers[kind];
-  const client = new pg.Client({
-    host: "127.0.0.1",
-    port: proxy.port,
-    user: agent.wallet,
-    database: id,
-    password: await agent.token(),
-  });
-  await client.connect();
+  const client = await connectAgent(proxy, agent, id);
   try {
     return await client.query(sql).then(
       (result) => ({ rows: result.rows, code: undefined, message: "" }),

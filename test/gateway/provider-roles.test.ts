@@ -1,14 +1,14 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { OwnedTestDatabase } from "../support/database.js";
+import { type OwnedTestDatabase, runSql } from "../support/database.js";
 import {
   createProviderDatabase,
   registerPricedProvider,
   startTestGateway,
   type TestGateway,
 } from "../support/gateway.js";
-import { fundedTestAgent, startTestProxy, type TestProxy } from "../support/proxy.js";
+import { connectAgent, fundedTestAgent, startTestProxy, type TestProxy } from "../support/proxy.js";
 
 let gateway: TestGateway;
 let proxy: TestProxy;
@@ -25,15 +25,7 @@ afterAll(async () => {
   await providerDb?.drop();
 });
 
-async function asAdmin(sql: string): Promise<void> {
-  const admin = new pg.Client({ connectionString: providerDb.adminUrl });
-  await admin.connect();
-  try {
-    await admin.query(sql);
-  } finally {
-    await admin.end();
-  }
-}
+const asAdmin = (sql: string) => runSql(sql, providerDb.adminUrl);
 
 /** A login role on the provider database with `attributes`, then `grants`; returns its URL. */
 async function roleUrl(attributes: string, grants = ""): Promise<string> {
@@ -141,18 +133,11 @@ describe("every agent session checks the role again", () => {
         payload: { sql: "SELECT count(*) AS n FROM items", agentWallet: agent.wallet, providerId },
       });
     const session = async () => {
-      const client = new pg.Client({
-        host: "127.0.0.1",
-        port: proxy.port,
-        user: agent.wallet,
-        database: providerId,
-        password: await agent.token(),
-      });
+      const client = await connectAgent(proxy, agent, providerId);
       try {
-        await client.connect();
         return (await client.query("SELECT count(*)::int AS n FROM items")).rows[0];
       } finally {
-        await client.end().catch(() => {});
+        await client.end();
       }
     };
 

@@ -1,14 +1,20 @@
-import pg from "pg";
+import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getBalance } from "../../src/billing/ledger.js";
-import type { OwnedTestDatabase } from "../support/database.js";
+import { type OwnedTestDatabase, runSql } from "../support/database.js";
 import {
   createProviderDatabase,
   registerPricedProvider,
   startTestGateway,
   type TestGateway,
 } from "../support/gateway.js";
-import { fundedTestAgent, startTestProxy, type TestAgent, type TestProxy } from "../support/proxy.js";
+import {
+  connectAgent,
+  fundedTestAgent,
+  startTestProxy,
+  type TestAgent,
+  type TestProxy,
+} from "../support/proxy.js";
 
 let gateway: TestGateway;
 let proxy: TestProxy;
@@ -46,27 +52,13 @@ async function rest(agent: TestAgent, sql: string) {
   return { status: res.statusCode, body: res.json() as { error?: string; code?: string; rows?: unknown[] } };
 }
 
-async function session(agent: TestAgent, options?: string): Promise<pg.Client> {
-  const client = new pg.Client({
-    host: "127.0.0.1",
-    port: proxy.port,
-    user: agent.wallet,
-    database: providerId,
-    password: await agent.token(),
-    ...(options ? { options } : {}),
-  });
-  await client.connect();
-  return client;
+function session(agent: TestAgent, options?: string): Promise<pg.Client> {
+  return connectAgent(proxy, agent, providerId, options ? { options } : {});
 }
 
 async function itemCount(): Promise<number> {
-  const admin = new pg.Client({ connectionString: providerDb.adminUrl });
-  await admin.connect();
-  try {
-    return (await admin.query<{ n: number }>("SELECT count(*)::int AS n FROM items")).rows[0]!.n;
-  } finally {
-    await admin.end();
-  }
+  const [row] = await runSql<{ n: number }>("SELECT count(*)::int AS n FROM items", providerDb.adminUrl);
+  return row!.n;
 }
 
 const writes = [

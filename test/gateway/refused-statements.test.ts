@@ -1,8 +1,7 @@
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
 import { STATUS_BY_SQLSTATE, statusForSqlState, upstreamQueryError } from "../../src/rest/query-errors.js";
-import type { OwnedTestDatabase } from "../support/database.js";
+import { type OwnedTestDatabase, runSql } from "../support/database.js";
 import {
   createProviderDatabase,
   registerPricedProvider,
@@ -19,13 +18,11 @@ beforeAll(async () => {
   gateway = await startTestGateway({ env: { PGTOLL_STATEMENT_TIMEOUT_MS: "300" } });
   providerDb = await createProviderDatabase(10);
   // orders.item_id references items; `secret` belongs to another role, so the provider's role may not read it.
-  const admin = new pg.Client({ connectionString: providerDb.adminUrl });
-  await admin.connect();
-  await admin.query(`
-    ALTER TABLE orders ADD CONSTRAINT orders_item_fk FOREIGN KEY (item_id) REFERENCES items (id);
-    CREATE TABLE secret (id int PRIMARY KEY);
-  `);
-  await admin.end();
+  await runSql(
+    `ALTER TABLE orders ADD CONSTRAINT orders_item_fk FOREIGN KEY (item_id) REFERENCES items (id);
+     CREATE TABLE secret (id int PRIMARY KEY);`,
+    providerDb.adminUrl,
+  );
   ({ providerId } = await registerPricedProvider(gateway, providerDb.url));
 });
 afterAll(async () => {

@@ -52,14 +52,18 @@ export async function createTestDatabase(prefix = "t"): Promise<TestDatabase> {
   };
 }
 
-/** Runs statements as the test cluster's superuser. */
-async function asAdmin(sql: string): Promise<void> {
-  const admin = new pg.Client({ connectionString: inject("adminDatabaseUrl") });
-  await admin.connect();
+/** Runs `sql` on its own connection to `url` (the cluster's superuser by default); returns the last result's rows. */
+export async function runSql<T extends pg.QueryResultRow = pg.QueryResultRow>(
+  sql: string,
+  url: string = inject("adminDatabaseUrl"),
+): Promise<T[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
   try {
-    await admin.query(sql);
+    const result = (await client.query<T>(sql)) as pg.QueryResult<T> | pg.QueryResult<T>[];
+    return Array.isArray(result) ? (result.at(-1)?.rows ?? []) : result.rows;
   } finally {
-    await admin.end();
+    await client.end();
   }
 }
 
@@ -71,7 +75,7 @@ export async function createOwnedTestDatabase(prefix = "t"): Promise<OwnedTestDa
   const db = await createTestDatabase(prefix);
   const role = `${db.name}_owner`;
   const password = randomBytes(12).toString("hex");
-  await asAdmin(
+  await runSql(
     `CREATE ROLE "${role}" LOGIN PASSWORD '${password}'; ALTER DATABASE "${db.name}" OWNER TO "${role}";`,
   );
   const url = new URL(db.url);
@@ -84,7 +88,7 @@ export async function createOwnedTestDatabase(prefix = "t"): Promise<OwnedTestDa
     role,
     async drop() {
       await db.drop();
-      await asAdmin(`DROP ROLE IF EXISTS "${role}"`);
+      await runSql(`DROP ROLE IF EXISTS "${role}"`);
     },
   };
 }

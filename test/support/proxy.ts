@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import pg from "pg";
 import type { Hex } from "viem";
 import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
 import { ChargeWriter } from "../../src/billing/charge-writer.js";
@@ -70,4 +71,23 @@ export async function fundedTestAgent(
     });
   }
   return { key, wallet, token: () => createAgentToken(key, providerId) };
+}
+
+/** A node-postgres session of `agent` through the proxy to `providerId`, connected; `extra` adds client options. */
+export async function connectAgent(
+  proxy: Pick<TestProxy, "port">,
+  agent: TestAgent,
+  providerId: string,
+  extra: Partial<pg.ClientConfig> = {},
+): Promise<pg.Client> {
+  const client = new pg.Client({
+    host: "127.0.0.1",
+    port: proxy.port,
+    user: agent.wallet,
+    database: providerId,
+    password: await agent.token(),
+    ...extra,
+  });
+  await client.connect();
+  return client;
 }
