@@ -1,4 +1,4 @@
-import type { ChargeWriter } from "./charge-writer.js";
+import type { ChargeSettled, ChargeWriter } from "./charge-writer.js";
 import type { ReservationCharge } from "./ledger.js";
 
 /**
@@ -19,10 +19,17 @@ export class QueuedCharges {
 
   constructor(private readonly writer: ChargeWriter) {}
 
-  /** Queues a charge; a failure to write it is the writer's to report (its `onError`). */
-  submit(charge: ReservationCharge): void {
+  /**
+   * Queues a charge; a failure to write it is the writer's to report (its `onError`). `settled`, when given, is
+   * also told once this charge is written or has failed (a REST request answers only after that).
+   */
+  submit(charge: ReservationCharge, settled?: ChargeSettled): void {
     this.#unwritten++;
-    this.writer.submit(charge, this.#written);
+    if (!settled) return this.writer.submit(charge, this.#written);
+    this.writer.submit(charge, (error) => {
+      this.#written();
+      settled(error);
+    });
   }
 
   /** Resolves once every charge submitted so far is written or has failed. */

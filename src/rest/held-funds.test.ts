@@ -83,6 +83,34 @@ describe("HeldFunds", () => {
     expect(entries.filter((e) => e.type === "query")).toHaveLength(20);
   });
 
+  it("a request sharing a hold is answered only once its charge is durable (charge() waits for the group commit)", async () => {
+    const agent = await fundedAgent(1_000_000n);
+    const funds = heldFunds(5_000);
+    const [a, b] = [funds.join(agent, meta.providerId, 10_000n), funds.join(agent, meta.providerId, 10_000n)];
+    await Promise.all([a.cover(300n), b.cover(400n)]);
+    // Another transaction holds the agent's balance row: the group commit of a's charge must wait for it.
+    const blocker = await meta.pool.connect();
+    await blocker.query("BEGIN");
+    await blocker.query("SELECT 1 FROM balances WHERE agent_wallet = $1 AND provider_id = $2 FOR UPDATE", [
+      agent,
+      meta.providerId,
+    ]);
+    let answered = false;
+    const charged = a.charge(300n, { sql: "a", rowCount: 3 }).then(() => {
+      answered = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(answered).toBe(false);
+    await blocker.query("ROLLBACK");
+    blocker.release();
+    await charged;
+    const entries = await listLedgerEntries(meta.pool, agent, { providerId: meta.providerId, limit: 10 });
+    expect(entries.filter((e) => e.type === "query").map((e) => e.amountMicro)).toEqual([-300n]);
+    await b.charge(400n, { sql: "b", rowCount: 4 });
+    await funds.closeAll();
+    await expectConsistent(agent, 1_000_000n - 700n);
+  });
+
   it("a shared hold is released after its last request, unless another comes", async () => {
     const agent = await fundedAgent(1_000_000n);
     const funds = heldFunds(100);

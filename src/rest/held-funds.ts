@@ -49,9 +49,9 @@ interface Hold {
  * (settleReservation), before its answer: nothing stays held after it. Requests of one agent that run at the
  * same time share one reservation instead (held in SQL like any other, so the balance never goes below zero,
  * whatever runs elsewhere): each takes what it needs from it without a round trip, tops it up by `chunkMicro`
- * when it runs low, and has its charge written by the group-committing ChargeWriter after its answer, as the
- * wire proxy does (the cost is held before the answer; a crash in between leaves it unpaid and the reservation
- * expires). A busy agent so costs one ledger statement per batch of requests rather than several per request.
+ * when it runs low, and has its charge written by the group-committing ChargeWriter, whose commit it waits for
+ * before its answer (an acknowledged charge is durable). A busy agent so costs one ledger statement per batch
+ * of requests rather than several per request.
  * A shared hold is released `lingerMs` after its last request unless another came; until then its funds are
  * not available to the agent's requests in other processes (here, a request that falls short waits for it).
  */
@@ -142,8 +142,9 @@ export class HeldFunds {
   }
 
   /**
-   * Ends one request's membership with its charge (0 for none). Alone: resolves once the charge is durable.
-   * Shared: the charge is queued for the next group commit.
+   * Ends one request's membership with its charge (0 for none), and resolves once that charge is durable: an
+   * answer with `actualCost` is only sent for a charge that is in the ledger. Alone: the charge and the release
+   * are one statement. Shared: the charge goes into the next group commit, which this waits for.
    */
   async finish(hold: Hold, costMicro: bigint, metadata: Record<string, unknown>): Promise<void> {
     if (hold.members === 1 && !hold.shared) {
@@ -154,22 +155,28 @@ export class HeldFunds {
     }
     // Shared: the cost is already held in the reservation; the group commit writes the charge (the wire proxy
     // does the same), and the hold is released only after it.
-    if (costMicro > 0n) this.#enqueue(hold, costMicro, metadata);
+    const written = costMicro > 0n ? this.#enqueue(hold, costMicro, metadata) : undefined;
     if (--hold.members === 0) {
       if (performance.now() > hold.joinableUntil) this.#close(hold);
       else hold.linger = setTimeout(() => this.#close(hold), this.#lingerMs);
     }
+    await written;
   }
 
-  /** Queues a charge on the writer; a failure is reported by the writer's `onError`. */
-  #enqueue(hold: Hold, costMicro: bigint, metadata: Record<string, unknown>): void {
-    hold.charges.submit({
-      reservationId: hold.reservation!.id,
-      agentWallet: hold.agentWallet,
-      providerId: hold.providerId,
-      costMicro,
-      metadata,
-    });
+  /** Queues a charge on the writer; resolves once it is written, rejects when it could not be. */
+  #enqueue(hold: Hold, costMicro: bigint, metadata: Record<string, unknown>): Promise<void> {
+    return new Promise((resolve, reject) =>
+      hold.charges.submit(
+        {
+          reservationId: hold.reservation!.id,
+          agentWallet: hold.agentWallet,
+          providerId: hold.providerId,
+          costMicro,
+          metadata,
+        },
+        (error) => (error ? reject(error) : resolve()),
+      ),
+    );
   }
 
   /** Releases an idle shared hold in the background. */
