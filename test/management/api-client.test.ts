@@ -103,6 +103,35 @@ describe("@neondatabase/api-client against pgtoll", () => {
     const { data: orgs } = await api.getCurrentUserOrganizations();
     expect(orgs.organizations.map((o) => o.id)).toEqual([orgId]);
   });
+
+  it("answers GET /auth for a personal and an organization key, and GET /regions with this installation's region", async () => {
+    const { data: auth } = await api.getAuthDetails();
+    expect(auth).toMatchObject({ account_id: expect.any(String), auth_method: "api_key_user" });
+    const { data: me } = await api.getCurrentUserInfo();
+    expect(auth.account_id).toBe(me.id);
+    const { data: orgKey } = await api.createOrgApiKey(orgId, { key_name: "auth" });
+    const asOrg = createApiClient({ apiKey: orgKey.key, baseURL: api.instance.defaults.baseURL! });
+    expect((await asOrg.getAuthDetails()).data).toEqual({
+      account_id: orgId,
+      auth_method: "api_key_org",
+      auth_data: String(orgKey.id),
+    });
+
+    const { data: regions } = await api.getActiveRegions({ org_id: orgId });
+    expect(regions.regions).toEqual([
+      {
+        region_id: "local",
+        name: expect.stringContaining("local"),
+        default: true,
+        geo_lat: "",
+        geo_long: "",
+      },
+    ]);
+    const { data: created } = await api.createProject({
+      project: { name: "in the listed region", org_id: orgId, region_id: regions.regions[0]!.region_id },
+    });
+    expect(created.project.region_id).toBe(regions.regions[0]!.region_id);
+  });
 });
 
 describe("form-encoded bodies", () => {

@@ -9,6 +9,7 @@ import { branchRoutes } from "./branches.js";
 import { databaseRoutes } from "./databases.js";
 import { endpointRoutes } from "./endpoints.js";
 import { managementErrorHandler, sendError } from "./errors.js";
+import { installationRoutes } from "./installation.js";
 import { operationRoutes } from "./operations.js";
 import { organizationRoutes } from "./organizations.js";
 import { projectRoutes } from "./projects.js";
@@ -61,6 +62,7 @@ export async function managementApi(app: FastifyInstance, { ctx }: { ctx: Gatewa
   await app.register(apiKeyRoutes, options);
   await app.register(organizationRoutes, options);
   await app.register(userRoutes, options);
+  await app.register(installationRoutes, options);
   await app.register(projectRoutes, options);
   await app.register(branchRoutes, options);
   await app.register(databaseRoutes, options);
