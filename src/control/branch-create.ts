@@ -28,7 +28,7 @@ export async function createBranch(
   const initSource = checkInitSource(options.init_source);
   const endpoints = input.endpoints ?? [];
   if (endpoints.filter((e) => e.type === "read_write").length > 1)
-    throw badRequest("a branch has at most one read_write endpoint");
+    throw conflict("a branch has at most one read_write endpoint");
   const branchId = newBranchId();
   const name = checkBranchName(options.name ?? branchId);
   const expiresAt = parseExpiresAt(options.expires_at) ?? null;

@@ -12,6 +12,14 @@ import { type Queryable, sqlState } from "./sql.js";
 export const NO_HISTORY =
   "point-in-time branching is not available: pgtoll keeps no history (history_retention_seconds is 0)";
 
+/** `history_retention_seconds` of a request: only 0 is true of this installation; anything else is refused. */
+export function checkHistoryRetention(seconds: number | undefined): void {
+  if (seconds !== undefined && seconds !== 0)
+    throw badRequest(
+      `history_retention_seconds must be 0, got ${seconds}: pgtoll keeps no point-in-time history to retain`,
+    );
+}
+
 export function checkInitSource(value: string | undefined): InitSource {
   if (value === undefined || value === "parent-data") return "parent-data";
   if (value === "schema-only") return "schema-only";

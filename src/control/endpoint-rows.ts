@@ -15,6 +15,16 @@ export interface EndpointInput {
   disabled?: boolean;
   pooler_enabled?: boolean;
   region_id?: string;
+  passwordless_access?: boolean;
+}
+
+/**
+ * Neon's passwordless access (a login without a password) does not exist here: asking for it is refused
+ * rather than ignored, so a client never believes it has it.
+ */
+export function refusePasswordlessAccess(input: { passwordless_access?: boolean }): void {
+  if (input.passwordless_access === true)
+    throw badRequest("passwordless_access is not available: endpoints are reached with a role's password");
 }
 
 export function checkEndpointType(type: string): EndpointType {
@@ -34,6 +44,7 @@ export async function insertEndpoint(
   input: EndpointInput,
 ): Promise<{ endpointId: string; planned: PlannedOperation }> {
   const type = checkEndpointType(input.type);
+  refusePasswordlessAccess(input);
   if (input.region_id !== undefined && input.region_id !== project.regionId) {
     throw badRequest(`an endpoint must be in its project's region ${project.regionId}`);
   }

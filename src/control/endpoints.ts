@@ -2,7 +2,7 @@ import { projectFor } from "./access.js";
 import { changeProject } from "./change.js";
 import { badRequest, conflict } from "./control-error.js";
 import type { ControlPlane } from "./control-plane.js";
-import { type EndpointInput, insertEndpoint } from "./endpoint-rows.js";
+import { type EndpointInput, insertEndpoint, refusePasswordlessAccess } from "./endpoint-rows.js";
 import { endpointsOfBranch, endpointsOfProject, getBranch, getEndpoint } from "./lookups.js";
 import type { PlannedOperation } from "./operations.js";
 import type { Principal } from "./principal.js";
@@ -18,6 +18,7 @@ export interface EndpointUpdateInput {
   settings?: Record<string, unknown>;
   disabled?: boolean;
   pooler_enabled?: boolean;
+  passwordless_access?: boolean;
 }
 
 export async function listEndpoints(
@@ -86,6 +87,7 @@ export async function updateEndpoint(
   endpointId: string,
   input: EndpointUpdateInput,
 ) {
+  refusePasswordlessAccess(input);
   const { operations } = await changeProject(plane, principal, projectId, async (client) => {
     const endpoint = await getEndpoint(client, projectId, endpointId, true);
     if (input.branch_id !== undefined) await getBranch(client, projectId, input.branch_id);

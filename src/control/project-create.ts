@@ -1,4 +1,5 @@
 import { requireMembership } from "./api-keys.js";
+import { checkHistoryRetention } from "./branch-rows.js";
 import { computeUnits } from "./compute-units.js";
 import { badRequest, forbidden, notFound } from "./control-error.js";
 import type { ControlPlane } from "./control-plane.js";
@@ -85,6 +86,7 @@ export async function createProject(
       `region ${input.region_id} is not available: this installation's region is ${plane.settings.regionId}`,
     );
   }
+  checkHistoryRetention(input.history_retention_seconds);
   const projectId = newProjectId();
   const rolePrefix = newRolePrefix();
   const databaseName = checkDatabaseName(input.branch?.database_name ?? "neondb");
@@ -121,7 +123,7 @@ export async function createProject(
         majorVersion,
         rolePrefix,
         input.store_passwords ?? true,
-        input.history_retention_seconds ?? 0,
+        0,
         JSON.stringify(input.settings ?? {}),
         JSON.stringify(endpointSettings),
       ],

@@ -1,4 +1,5 @@
 import { projectFor, requireAdmin } from "./access.js";
+import { checkHistoryRetention } from "./branch-rows.js";
 import { changeProject } from "./change.js";
 import { forbidden, notFound } from "./control-error.js";
 import type { ControlPlane } from "./control-plane.js";
@@ -37,6 +38,7 @@ export async function updateProject(
   projectId: string,
   input: ProjectUpdateInput,
 ): Promise<{ project: ProjectRow; operations: OperationRow[] }> {
+  checkHistoryRetention(input.history_retention_seconds);
   const { operations } = await changeProject(plane, principal, projectId, async (client, access) => {
     const settings =
       input.settings === undefined
@@ -47,14 +49,13 @@ export async function updateProject(
         ? access.project.defaultEndpointSettings
         : { ...access.project.defaultEndpointSettings, ...input.default_endpoint_settings };
     await client.query(
-      `UPDATE projects SET name = $2, settings = $3, default_endpoint_settings = $4, history_retention_seconds = $5,
-         updated_at = clock_timestamp() WHERE id = $1`,
+      `UPDATE projects SET name = $2, settings = $3, default_endpoint_settings = $4, updated_at = clock_timestamp()
+        WHERE id = $1`,
       [
         projectId,
         input.name === undefined ? access.project.name : checkProjectName(input.name),
         JSON.stringify(settings),
         JSON.stringify(endpointDefaults),
-        input.history_retention_seconds ?? access.project.historyRetentionSeconds,
       ],
     );
     return { result: undefined, planned: [] };

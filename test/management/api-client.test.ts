@@ -134,6 +134,69 @@ describe("@neondatabase/api-client against pgtoll", () => {
   });
 });
 
+describe("where Neon's shapes meet what pgtoll has", () => {
+  type Failure = { status: number; data: { code: string; message: string } };
+  const failure = (promise: Promise<unknown>) =>
+    promise.then(
+      () => {
+        throw new Error("expected a refusal");
+      },
+      (error: { response: Failure }) => error.response,
+    );
+
+  it("history_retention_seconds is 0 and only 0; passwordless_access is refused; a second read_write endpoint is 409; a foreign region names this one", async () => {
+    const refusedRetention = await failure(
+      api.createProject({ project: { name: "h", org_id: orgId, history_retention_seconds: 3600 } }),
+    );
+    expect(refusedRetention).toMatchObject({
+      status: 400,
+      data: { message: expect.stringMatching(/history_retention_seconds must be 0, got 3600/) },
+    });
+    const { data: created } = await api.createProject({
+      project: { name: "h", org_id: orgId, history_retention_seconds: 0 },
+    });
+    expect(created.project.history_retention_seconds).toBe(0);
+    const projectId = created.project.id;
+    expect(
+      await failure(api.updateProject(projectId, { project: { history_retention_seconds: 86400 } })),
+    ).toMatchObject({ status: 400 });
+    expect((await api.getProject(projectId)).data.project.history_retention_seconds).toBe(0);
+
+    const branchId = created.branch.id;
+    const passwordless = await failure(
+      api.createProjectEndpoint(projectId, {
+        endpoint: { branch_id: branchId, type: EndpointType.ReadOnly, passwordless_access: true },
+      }),
+    );
+    expect(passwordless).toMatchObject({
+      status: 400,
+      data: { message: expect.stringMatching(/passwordless_access is not available/) },
+    });
+    const endpointId = created.endpoints[0]!.id;
+    expect(
+      await failure(
+        api.updateProjectEndpoint(projectId, endpointId, { endpoint: { passwordless_access: true } }),
+      ),
+    ).toMatchObject({ status: 400 });
+
+    const twoWriters = await failure(
+      api.createProjectBranch(projectId, {
+        branch: { name: "two" },
+        endpoints: [{ type: EndpointType.ReadWrite }, { type: EndpointType.ReadWrite }],
+      }),
+    );
+    expect(twoWriters).toMatchObject({ status: 409, data: { code: "CONFLICT" } });
+
+    const foreign = await failure(
+      api.createProject({ project: { name: "r", org_id: orgId, region_id: "aws-us-east-2" } }),
+    );
+    expect(foreign).toMatchObject({
+      status: 400,
+      data: { message: "region aws-us-east-2 is not available: this installation's region is local" },
+    });
+  });
+});
+
 describe("form-encoded bodies", () => {
   it("are accepted as the spec says, with values converted to the schema's types", async () => {
     const { key } = await h.bootstrap();

@@ -41,6 +41,7 @@ const EndpointUpdateBody = Type.Object({
     settings: Type.Optional(AnyObject),
     disabled: Type.Optional(Type.Boolean()),
     pooler_enabled: Type.Optional(Type.Boolean()),
+    passwordless_access: Type.Optional(Type.Boolean({ description: "not available: true is refused" })),
   }),
 });
 const EndpointOperations = Type.Object({ endpoint: Endpoint, operations: Operations });

@@ -38,7 +38,8 @@ function projectCommon(
     locked,
     cpu_used_sec: seconds(usage.activeMs),
     creation_source: project.creationSource,
-    history_retention_seconds: project.historyRetentionSeconds,
+    // No history is kept, whatever an older row may hold.
+    history_retention_seconds: 0,
     created_at: iso(project.createdAt),
     updated_at: iso(project.updatedAt),
     synthetic_storage_size: usage.sizeBytes,

@@ -10,6 +10,7 @@ export const EndpointOptions = Type.Object({
   suspend_timeout_seconds: Type.Optional(Type.Integer({ minimum: -1, maximum: 604_800 })),
   settings: Type.Optional(AnyObject),
   provisioner: Type.Optional(Type.String()),
+  passwordless_access: Type.Optional(Type.Boolean({ description: "not available: true is refused" })),
 });
 
 /**
