@@ -228,7 +228,8 @@ export const optionSpecs = {
   },
   trustProxy: {
     env: "PGTOLL_TRUST_PROXY",
-    description: "`on` to take the client IP from X-Forwarded-For (only behind a trusted load balancer).",
+    description:
+      "`on` to take the client IP from X-Forwarded-For (only behind a trusted load balancer). HTTP only: the wire proxy (and endpoints' IP allowlists) always see the TCP peer.",
     defaultText: "off",
     parse: onOff("PGTOLL_TRUST_PROXY", false),
   },

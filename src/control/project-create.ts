@@ -11,6 +11,7 @@ import {
   newRolePassword,
   newRolePrefix,
 } from "./ids.js";
+import { checkAllowedIps } from "./ip-allowlist.js";
 import { branchesOf, databasesOf, endpointsOfProject, rolesOf } from "./lookups.js";
 import {
   checkBranchName,
@@ -87,6 +88,7 @@ export async function createProject(
     );
   }
   checkHistoryRetention(input.history_retention_seconds);
+  checkAllowedIps(input.settings);
   const projectId = newProjectId();
   const rolePrefix = newRolePrefix();
   const databaseName = checkDatabaseName(input.branch?.database_name ?? "neondb");

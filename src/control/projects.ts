@@ -4,6 +4,7 @@ import { changeProject } from "./change.js";
 import { forbidden, notFound } from "./control-error.js";
 import type { ControlPlane } from "./control-plane.js";
 import { processDropQueue, queueDrops } from "./drop-queue.js";
+import { checkAllowedIps } from "./ip-allowlist.js";
 import { checkProjectName } from "./names.js";
 import { lockProjectForChange, type OperationRow } from "./operations.js";
 import type { Principal } from "./principal.js";
@@ -39,6 +40,7 @@ export async function updateProject(
   input: ProjectUpdateInput,
 ): Promise<{ project: ProjectRow; operations: OperationRow[] }> {
   checkHistoryRetention(input.history_retention_seconds);
+  checkAllowedIps(input.settings);
   const { operations } = await changeProject(plane, principal, projectId, async (client, access) => {
     const settings =
       input.settings === undefined

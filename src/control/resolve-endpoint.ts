@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { SecretBox } from "../providers/secret-box.js";
 import { endpointApplicationName } from "./endpoint-sessions.js";
+import { allowlistOf, type IpAllowlist } from "./ip-allowlist.js";
 import type { EndpointState, EndpointType } from "./rows.js";
 import type { Queryable } from "./sql.js";
 
@@ -37,6 +38,9 @@ export interface EndpointConnection {
   upstream: { host: string; port: number; database: string; user: string; password: string } | null;
   /** Give the upstream session this application_name: suspending or deleting the endpoint ends such sessions. */
   applicationName: string;
+  /** The project's `settings.allowed_ips`, null when it restricts nothing; see `addressAllowed`. */
+  ipAllowlist: IpAllowlist | null;
+  branchProtected: boolean;
 }
 
 /**
@@ -54,6 +58,7 @@ export async function resolveEndpoint(
 ): Promise<EndpointConnection | null> {
   const { rows } = await db.query(
     `SELECT e.id, e.project_id, e.branch_id, e.type, e.current_state, e.disabled, b.current_state AS branch_state,
+       b.protected AS branch_protected, (SELECT p.settings FROM projects p WHERE p.id = e.project_id) AS settings,
        (SELECT d.physical_name FROM branch_databases d WHERE d.branch_id = e.branch_id AND d.name = $3) AS database,
        pr.physical_name AS role, pr.password_sealed, pr.no_login, br.name IS NOT NULL AS role_on_branch
      FROM endpoints e JOIN branches b ON b.id = e.branch_id
@@ -73,6 +78,8 @@ export async function resolveEndpoint(
     state: row.current_state as EndpointState,
     disabled: row.disabled as boolean,
     applicationName: endpointApplicationName(row.id),
+    ipAllowlist: allowlistOf(row.settings),
+    branchProtected: row.branch_protected as boolean,
     rolePassword:
       row.role_on_branch && !row.no_login && row.password_sealed ? box.open(row.password_sealed) : null,
   };

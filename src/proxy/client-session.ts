@@ -65,7 +65,7 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
     }
     const plan: SessionPlan =
       endpointRequest && endpoints
-        ? await planEndpointSession(endpointRequest, stream, { ...ctx, endpoints })
+        ? await planEndpointSession(endpointRequest, stream, { ...ctx, endpoints }, raw.remoteAddress ?? "")
         : await planAgentSession(agentRequest!, await readCleartextPassword(stream), ctx);
 
     releaseSlot = await acquireSlot(ctx, plan.slotKey);

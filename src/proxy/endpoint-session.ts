@@ -1,4 +1,5 @@
 import type { Socket } from "node:net";
+import { addressAllowed, ipNotAllowedMessage } from "../control/ip-allowlist.js";
 import {
   type EndpointConnection,
   type EndpointRefusalReason,
@@ -48,10 +49,13 @@ export async function planEndpointSession(
   request: EndpointRequest,
   stream: StartupStream,
   ctx: ProxyContext & { endpoints: EndpointRouting },
+  /** The client's address as the proxy's socket sees it (the TCP peer: the wire proxy has no forwarding header). */
+  clientAddress: string,
 ): Promise<SessionPlan> {
+  const find = (endpointId: string) => findEndpoint(request, endpointId, ctx, clientAddress);
   const connection = request.endpointId
-    ? await authenticateWithScramFor(request, request.endpointId, stream, ctx)
-    : await authenticateWithEndpointPassword(request, stream, ctx);
+    ? await authenticateWithScramFor(request, find(request.endpointId), stream)
+    : await authenticateWithEndpointPassword(request, find, stream);
   if (connection.refusal || !connection.upstream) {
     const reason = connection.refusal?.reason ?? "unknown_role";
     throw new StartupRefusal(
@@ -95,11 +99,10 @@ export async function planEndpointSession(
 /** The endpoint is known from the startup: SCRAM (with channel binding on TLS) against the role's password. */
 async function authenticateWithScramFor(
   request: EndpointRequest,
-  endpointId: string,
+  found: Promise<EndpointConnection>,
   stream: StartupStream,
-  ctx: ProxyContext & { endpoints: EndpointRouting },
 ): Promise<EndpointConnection> {
-  const connection = await findEndpoint(request, endpointId, ctx);
+  const connection = await found;
   await authenticateWithScram(stream, connection.rolePassword, request.role);
   return connection;
 }
@@ -107,8 +110,8 @@ async function authenticateWithScramFor(
 /** Neon's fallback: the endpoint comes with the password, which is then sent in clear (TLS or loopback only). */
 async function authenticateWithEndpointPassword(
   request: EndpointRequest,
+  find: (endpointId: string) => Promise<EndpointConnection>,
   stream: StartupStream,
-  ctx: ProxyContext & { endpoints: EndpointRouting },
 ): Promise<EndpointConnection> {
   const split = splitEndpointPassword(await readCleartextPassword(stream));
   if (!split) {
@@ -118,15 +121,21 @@ async function authenticateWithEndpointPassword(
       "no_endpoint",
     );
   }
-  const connection = await findEndpoint(request, split.endpointId, ctx);
+  const connection = await find(split.endpointId);
   if (!passwordMatches(connection, split.password)) throw passwordFailed(request.role);
   return connection;
 }
 
+/**
+ * The endpoint and what its session needs, before any password is checked: a client the project's IP allowlist
+ * refuses learns nothing about the role or its password (28000, as PostgreSQL refuses a host pg_hba does not
+ * list, with Neon's message).
+ */
 async function findEndpoint(
   request: EndpointRequest,
   endpointId: string,
   ctx: ProxyContext & { endpoints: EndpointRouting },
+  clientAddress: string,
 ): Promise<EndpointConnection> {
   const connection = await resolveEndpoint(ctx.db, ctx.box, ctx.endpoints.clusterUrl, endpointId, {
     role: request.role,
@@ -139,6 +148,12 @@ async function findEndpoint(
       "unknown_endpoint",
     );
   }
+  if (!addressAllowed(connection.ipAllowlist, connection.branchProtected, clientAddress))
+    throw new StartupRefusal(
+      SqlState.invalidAuthorization,
+      ipNotAllowedMessage(clientAddress),
+      "ip_not_allowed",
+    );
   return connection;
 }
 

@@ -2,14 +2,12 @@ import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TestProxy } from "../support/proxy.js";
 import { startEndpointProxy } from "./endpoint-proxy-support.js";
+import { type Neonctl, neonctlFor } from "./neonctl-support.js";
 import { query } from "./physical.js";
 import { type ManagementHarness, startManagement } from "./support.js";
-
-const neonctlBin = fileURLToPath(new URL("../../node_modules/neonctl/bin/cli.js", import.meta.url));
 
 let h: ManagementHarness;
 let proxy: TestProxy;
@@ -24,6 +22,7 @@ beforeAll(async () => {
   apiHost = `${address}/api/v2`;
   configDir = await mkdtemp(join(tmpdir(), "pgtoll-neonctl-"));
   proxy = await startEndpointProxy(h);
+  ({ run: neonctl, json } = neonctlFor(apiHost, key, configDir));
 });
 afterAll(async () => {
   await proxy?.close();
@@ -31,38 +30,8 @@ afterAll(async () => {
   if (configDir) await rm(configDir, { recursive: true, force: true });
 });
 
-/** Runs neonctl against this server, as a user would: `--api-host … --api-key …`. */
-function neonctl(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const all = [
-    neonctlBin,
-    ...args,
-    "--api-host",
-    apiHost,
-    "--api-key",
-    key,
-    "--no-analytics",
-    "--config-dir",
-    configDir,
-    "--no-color",
-  ];
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      all,
-      { env: { ...process.env, CI: "true", NEON_API_KEY: "" }, timeout: 60_000, cwd: configDir },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
-
-// biome-ignore lint/suspicious/noExplicitAny: neonctl prints whatever JSON the API answered
-async function json<T = any>(args: string[]): Promise<T> {
-  const result = await neonctl([...args, "--output", "json"]);
-  if (result.code !== 0)
-    throw new Error(`neonctl ${args.join(" ")} exited ${result.code}: ${result.stderr}${result.stdout}`);
-  return JSON.parse(result.stdout) as T;
-}
+let neonctl: Neonctl["run"];
+let json: Neonctl["json"];
 
 describe("neonctl (Neon's CLI) against pgtoll", () => {
   it("manages projects, branches of both kinds, databases and roles, and prints a working connection string", async () => {
