@@ -1,5 +1,6 @@
 import { forbidden, notFound } from "./control-error.js";
 import type { Principal } from "./principal.js";
+import { isSharedWith } from "./project-permissions.js";
 import { type ProjectRow, toProject } from "./rows.js";
 import type { Queryable } from "./sql.js";
 
@@ -31,13 +32,16 @@ export async function projectFor(
   switch (principal.kind) {
     case "personal": {
       if (project.ownerUserId === principal.userId) return { project, level: "admin" };
-      if (!project.orgId) throw hidden;
-      const { rows: members } = await db.query(
-        "SELECT role FROM organization_members WHERE org_id = $1 AND user_id = $2",
-        [project.orgId, principal.userId],
-      );
-      if (!members[0]) throw hidden;
-      return { project, level: members[0].role === "admin" ? "admin" : "member" };
+      const { rows: members } = project.orgId
+        ? await db.query("SELECT role FROM organization_members WHERE org_id = $1 AND user_id = $2", [
+            project.orgId,
+            principal.userId,
+          ])
+        : { rows: [] };
+      if (members[0]) return { project, level: members[0].role === "admin" ? "admin" : "member" };
+      // Shared with the user by email: it uses the project, and may not delete, transfer or share it.
+      if (await isSharedWith(db, projectId, principal.userId)) return { project, level: "member" };
+      throw hidden;
     }
     case "organization":
       if (project.orgId !== principal.orgId) throw hidden;

@@ -2,6 +2,7 @@ import { visibleProjects } from "./access.js";
 import { requireMembership } from "./api-keys.js";
 import { badRequest } from "./control-error.js";
 import type { Principal } from "./principal.js";
+import { sharedWith } from "./project-permissions.js";
 import { type ProjectRow, toProject } from "./rows.js";
 import type { Queryable } from "./sql.js";
 
@@ -10,6 +11,8 @@ export interface ProjectListOptions {
   limit?: number;
   search?: string;
   orgId?: string;
+  /** The projects shared with the caller by email instead of its own and its organizations'. */
+  shared?: boolean;
 }
 
 // The cursor is the (creation time in microseconds, id) of the last project of the previous page.
@@ -37,7 +40,7 @@ export async function listProjects(
   options: ProjectListOptions,
 ): Promise<{ projects: ProjectRow[]; cursor: string | null }> {
   const limit = Math.min(Math.max(options.limit ?? 10, 1), 400);
-  const visible = visibleProjects(principal, 1);
+  const visible = options.shared ? sharedWith(principal, 1) : visibleProjects(principal, 1);
   const params: unknown[] = [...visible.params];
   const where = [visible.sql];
   if (options.orgId !== undefined) {

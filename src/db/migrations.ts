@@ -326,4 +326,21 @@ DROP INDEX ledger_entries_agent_provider_idx;
 ALTER TABLE pricing ADD COLUMN read_only boolean NOT NULL DEFAULT false;
 `,
   },
+  {
+    version: 6,
+    name: "management: projects shared with users by email",
+    sql: `
+CREATE TABLE project_permissions (
+  id uuid PRIMARY KEY,
+  project_id text NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+  granted_to_email text NOT NULL,
+  granted_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  revoked_at timestamptz
+);
+-- One live grant per project and address; revoked ones stay as history.
+CREATE UNIQUE INDEX project_permissions_live_key ON project_permissions (project_id, lower(granted_to_email))
+  WHERE revoked_at IS NULL;
+CREATE INDEX project_permissions_email_idx ON project_permissions (lower(granted_to_email)) WHERE revoked_at IS NULL;
+`,
+  },
 ];

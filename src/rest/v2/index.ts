@@ -12,6 +12,7 @@ import { managementErrorHandler, sendError } from "./errors.js";
 import { installationRoutes } from "./installation.js";
 import { operationRoutes } from "./operations.js";
 import { organizationRoutes } from "./organizations.js";
+import { projectPermissionRoutes } from "./project-permissions.js";
 import { projectRoutes } from "./projects.js";
 import { roleRoutes } from "./roles.js";
 import { typeboxValidator } from "./typebox-validator.js";
@@ -64,6 +65,7 @@ export async function managementApi(app: FastifyInstance, { ctx }: { ctx: Gatewa
   await app.register(userRoutes, options);
   await app.register(installationRoutes, options);
   await app.register(projectRoutes, options);
+  await app.register(projectPermissionRoutes, options);
   await app.register(branchRoutes, options);
   await app.register(databaseRoutes, options);
   await app.register(roleRoutes, options);

@@ -68,12 +68,27 @@ export async function projectRoutes(app: FastifyInstance, { plane }: RouteOption
     {
       schema: {
         tags: tags.projects,
-        summary: "Projects shared with the caller (sharing is not offered: always empty)",
+        summary: "Projects shared with the caller's email (POST /projects/{project_id}/permissions)",
         querystring: ProjectListQuery,
         response: { 200: ProjectList, ...errorResponses },
       },
     },
-    async () => ({ projects: [], applications: {}, integrations: {} }),
+    async (request) => {
+      const query = typed(ProjectListQuery, request.query);
+      const page = await listProjects(db, principalOf(request), {
+        cursor: query.cursor,
+        limit: query.limit,
+        search: query.search,
+        shared: true,
+      });
+      const views = await describeProjects(plane, page.projects);
+      return {
+        projects: views.map((v) => presentProjectListItem(v, settings)),
+        ...(page.cursor ? { pagination: { cursor: page.cursor } } : {}),
+        applications: {},
+        integrations: {},
+      };
+    },
   );
 
   app.post(
