@@ -8,6 +8,7 @@ import { restoreBranch } from "../../control/branch-restore.js";
 import { setDefaultBranch, updateBranch } from "../../control/branch-update.js";
 import { databasesOf, endpointsOfBranch, rolesOf } from "../../control/lookups.js";
 import type { BranchRow } from "../../control/rows.js";
+import { branchSchema } from "../../control/schema-dump.js";
 import { describeBranches } from "../../control/views.js";
 import { principalOf } from "./authentication.js";
 import {
@@ -117,6 +118,30 @@ export async function branchRoutes(app: FastifyInstance, { plane }: RouteOptions
             }
           : {}),
       };
+    },
+  );
+
+  app.get(
+    "/projects/:project_id/branches/:branch_id/schema",
+    {
+      schema: {
+        tags: tags.branches,
+        summary:
+          "A branch database's schema, as pg_dump --schema-only text (what neonctl branches schema-diff compares)",
+        params: BranchParams,
+        querystring: Type.Object({
+          db_name: Type.String({ minLength: 1, description: "the database, by its name in the API" }),
+          lsn: Type.Optional(Type.String({ description: "refused: there is no history" })),
+          timestamp: Type.Optional(Type.String({ description: "refused: there is no history" })),
+          format: Type.Optional(Type.String({ description: "sql (the only one offered)" })),
+        }),
+        response: { 200: Type.Object({ sql: Type.String() }), ...errorResponses },
+      },
+    },
+    async (request) => {
+      const { project_id, branch_id } = typed(BranchParams, request.params);
+      const query = request.query as { db_name: string; lsn?: string; timestamp?: string; format?: string };
+      return { sql: await branchSchema(plane, principalOf(request), project_id, branch_id, query) };
     },
   );
 
