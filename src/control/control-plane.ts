@@ -3,10 +3,16 @@ import type { Logger } from "pino";
 import type { SecretBox } from "../providers/secret-box.js";
 import { BranchExpiry } from "./branch-expiry.js";
 import { connectProjectCluster, type ProjectCluster } from "./cluster.js";
+import { sampleConsumption } from "./consumption.js";
 import { processDropQueue } from "./drop-queue.js";
 import { InstanceLease } from "./instance-lease.js";
 import { adoptOrphanedOperations, OperationRunner } from "./operation-runner.js";
-import { type ControlSettings, DEFAULT_OPERATION_WAIT_MS, DEFAULT_SWEEP_INTERVAL_MS } from "./settings.js";
+import {
+  type ControlSettings,
+  DEFAULT_CONSUMPTION_SAMPLE_MS,
+  DEFAULT_OPERATION_WAIT_MS,
+  DEFAULT_SWEEP_INTERVAL_MS,
+} from "./settings.js";
 
 /**
  * The management plane of one pgtoll process: the metadata database, the cluster that hosts projects, the
@@ -15,6 +21,8 @@ import { type ControlSettings, DEFAULT_OPERATION_WAIT_MS, DEFAULT_SWEEP_INTERVAL
  * with finishing queued drops and deleting expired branches, every 10 seconds (`sweepIntervalMs`).
  */
 export class ControlPlane {
+  /** When this process last sampled consumption (performance.now()); -Infinity: at the first sweep. */
+  #lastSample = Number.NEGATIVE_INFINITY;
   readonly runner: OperationRunner;
   readonly branchExpiry: BranchExpiry;
   #sweeper: NodeJS.Timeout | undefined;
@@ -86,6 +94,11 @@ export class ControlPlane {
       for (const project of projects) void this.runner.kick(project);
       await processDropQueue(this.db, this.cluster);
       await this.branchExpiry.sweep();
+      const sampleEvery = this.settings.consumptionSampleMs ?? DEFAULT_CONSUMPTION_SAMPLE_MS;
+      if (performance.now() - this.#lastSample >= sampleEvery) {
+        this.#lastSample = performance.now();
+        await sampleConsumption(this.db, this.cluster);
+      }
     } catch (error) {
       this.logger.warn({ err: error }, "management sweep failed");
     }

@@ -23,11 +23,14 @@ export interface ControlSettings {
    * expired branches. Default 10000.
    */
   sweepIntervalMs?: number;
+  /** How often the sweep samples every project's consumption counters (the consumption history). Default 300000. */
+  consumptionSampleMs?: number;
 }
 
 export const DEFAULT_OPERATION_WAIT_MS = 5000;
 export const DEFAULT_BRANCH_SIZE_LIMIT_MIB = 10_240;
 export const DEFAULT_SWEEP_INTERVAL_MS = 10_000;
+export const DEFAULT_CONSUMPTION_SAMPLE_MS = 300_000;
 
 /** `postgres://u:p@h:5432/pgtoll` -> the same server's `postgres` database, where CREATE DATABASE runs. */
 export function maintenanceUrl(databaseUrl: string): string {

@@ -343,4 +343,19 @@ CREATE UNIQUE INDEX project_permissions_live_key ON project_permissions (project
 CREATE INDEX project_permissions_email_idx ON project_permissions (lower(granted_to_email)) WHERE revoked_at IS NULL;
 `,
   },
+  {
+    version: 7,
+    name: "management: consumption samples of each project, for the consumption history",
+    sql: `
+-- Cumulative counters as sampled: a timeframe's consumption is the difference of the samples at its ends.
+CREATE TABLE consumption_samples (
+  project_id text NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+  sampled_at timestamptz NOT NULL,
+  active_ms double precision NOT NULL,
+  session_ms double precision NOT NULL,
+  size_bytes double precision NOT NULL,
+  PRIMARY KEY (project_id, sampled_at)
+);
+`,
+  },
 ];

@@ -6,6 +6,7 @@ import { apiKeyRoutes } from "./api-keys.js";
 import { authenticate } from "./authentication.js";
 import { registerBodyParsers } from "./body-parsers.js";
 import { branchRoutes } from "./branches.js";
+import { consumptionRoutes } from "./consumption.js";
 import { databaseRoutes } from "./databases.js";
 import { endpointRoutes } from "./endpoints.js";
 import { managementErrorHandler, sendError } from "./errors.js";
@@ -71,4 +72,5 @@ export async function managementApi(app: FastifyInstance, { ctx }: { ctx: Gatewa
   await app.register(roleRoutes, options);
   await app.register(endpointRoutes, options);
   await app.register(operationRoutes, options);
+  await app.register(consumptionRoutes, options);
 }
