@@ -1,5 +1,5 @@
 import { Type } from "@sinclair/typebox";
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { connectionTarget } from "../../control/connection-target.js";
 import { connectionUri } from "../../control/connection-uri.js";
 import { createProject } from "../../control/project-create.js";
@@ -35,6 +35,24 @@ export async function projectRoutes(app: FastifyInstance, { plane }: RouteOption
   const view = async (projectId: string) =>
     (await describeProjects(plane, [await loadProject(db, projectId)]))[0]!;
 
+  /** A page of the caller's projects, or of those shared with it. */
+  const projectPage = async (request: FastifyRequest, shared: boolean) => {
+    const query = typed(ProjectListQuery, request.query);
+    const page = await listProjects(db, principalOf(request), {
+      cursor: query.cursor,
+      limit: query.limit,
+      search: query.search,
+      ...(shared ? { shared } : { orgId: query.org_id }),
+    });
+    const views = await describeProjects(plane, page.projects);
+    return {
+      projects: views.map((v) => presentProjectListItem(v, settings)),
+      ...(page.cursor ? { pagination: { cursor: page.cursor } } : {}),
+      applications: {},
+      integrations: {},
+    };
+  };
+
   app.get(
     "/projects",
     {
@@ -45,22 +63,7 @@ export async function projectRoutes(app: FastifyInstance, { plane }: RouteOption
         response: { 200: ProjectList, ...errorResponses },
       },
     },
-    async (request) => {
-      const query = typed(ProjectListQuery, request.query);
-      const page = await listProjects(db, principalOf(request), {
-        cursor: query.cursor,
-        limit: query.limit,
-        search: query.search,
-        orgId: query.org_id,
-      });
-      const views = await describeProjects(plane, page.projects);
-      return {
-        projects: views.map((v) => presentProjectListItem(v, settings)),
-        ...(page.cursor ? { pagination: { cursor: page.cursor } } : {}),
-        applications: {},
-        integrations: {},
-      };
-    },
+    (request) => projectPage(request, false),
   );
 
   app.get(
@@ -73,22 +76,7 @@ export async function projectRoutes(app: FastifyInstance, { plane }: RouteOption
         response: { 200: ProjectList, ...errorResponses },
       },
     },
-    async (request) => {
-      const query = typed(ProjectListQuery, request.query);
-      const page = await listProjects(db, principalOf(request), {
-        cursor: query.cursor,
-        limit: query.limit,
-        search: query.search,
-        shared: true,
-      });
-      const views = await describeProjects(plane, page.projects);
-      return {
-        projects: views.map((v) => presentProjectListItem(v, settings)),
-        ...(page.cursor ? { pagination: { cursor: page.cursor } } : {}),
-        applications: {},
-        integrations: {},
-      };
-    },
+    (request) => projectPage(request, true),
   );
 
   app.post(
