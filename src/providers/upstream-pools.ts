@@ -56,7 +56,7 @@ export class UpstreamPools {
       max: this.options.size,
       idleTimeoutMillis: 30_000,
       // The role is checked per connection (onConnect): a busy pool must still open new ones now and then.
-      maxLifetimeSeconds: 300,
+      maxLifetimeSeconds: 60,
       connectionTimeoutMillis: this.options.acquireTimeoutMs ?? 5_000,
       statement_timeout: this.options.statementTimeoutMs,
       application_name: "pgtoll",
