@@ -92,18 +92,23 @@ describe("consumption history", () => {
     // Statistics are flushed when the session ends.
     await new Promise((resolve) => setTimeout(resolve, 1500));
     await sampleConsumption(h.meta, cluster);
+    // Two hourly frames around now, summed: a sample taken just before an hour boundary still counts.
     const now = Date.now();
     const { data } = await api.getConsumptionHistoryPerProject({
-      from: floorHour(now).toISOString(),
+      from: new Date(floorHour(now).getTime() - hour).toISOString(),
       to: new Date(floorHour(now).getTime() + hour).toISOString(),
       granularity: ConsumptionHistoryGranularity.Hourly,
       project_ids: [created.project.id],
     });
-    const [frame] = data.projects[0]!.periods[0]!.consumption;
-    expect(frame!.compute_time_seconds).toBeGreaterThanOrEqual(1);
-    expect(frame!.active_time_seconds).toBeGreaterThanOrEqual(1);
-    expect(frame!.synthetic_storage_size_bytes).toBeGreaterThan(4_000_000);
-    expect(frame!.written_data_bytes).toBe(frame!.synthetic_storage_size_bytes);
+    const frames = data.projects[0]!.periods[0]!.consumption;
+    const total = (field: "compute_time_seconds" | "active_time_seconds" | "written_data_bytes") =>
+      frames.reduce((sum, frame) => sum + (frame[field] ?? 0), 0);
+    expect(frames).toHaveLength(2);
+    expect(total("compute_time_seconds")).toBeGreaterThanOrEqual(1);
+    expect(total("active_time_seconds")).toBeGreaterThanOrEqual(1);
+    const size = frames[1]!.synthetic_storage_size_bytes;
+    expect(size).toBeGreaterThan(4_000_000);
+    expect(total("written_data_bytes")).toBe(size);
   });
 
   it("refuses a bad window as Neon does", async () => {
