@@ -25,7 +25,10 @@ export class QueuedCharges {
    */
   submit(charge: ReservationCharge, settled?: ChargeSettled): void {
     this.#unwritten++;
-    if (!settled) return this.writer.submit(charge, this.#written);
+    if (!settled) {
+      this.writer.submit(charge, this.#written);
+      return;
+    }
     this.writer.submit(charge, (error) => {
       this.#written();
       settled(error);

@@ -5,7 +5,6 @@ export {
   isForbiddenFunction,
 } from "./forbidden-functions.js";
 export { type LiteralMask, maskLiterals } from "./literal-mask.js";
-export { withReadOnlyRule } from "./read-only-check.js";
 export {
   findReadOnlySettingViolation,
   findReadOnlyViolation,

@@ -36,21 +36,33 @@ class ProviderClient extends pg.Client {
   }
 }
 
-/** One bounded node-postgres pool per provider database, created on first use, for `POST /api/query`. */
+/** A pool and what it serves: one provider database, read-only sessions or not. */
+interface HeldPool {
+  providerId: string;
+  readOnly: boolean;
+  pool: pg.Pool;
+}
+
+/**
+ * Bounded node-postgres pools per provider database, created on first use, for `POST /api/query`: one for
+ * read-write sessions and one for read-only ones (a provider that declared its data read-only).
+ */
 export class UpstreamPools {
-  readonly #pools = new Map<string, { pool: pg.Pool; readOnly: boolean }>();
+  readonly #pools = new Map<string, HeldPool>();
 
   constructor(private readonly options: UpstreamPoolOptions) {}
 
   /**
-   * The provider's pool. A read-only provider's sessions start with `default_transaction_read_only=on`, so
-   * PostgreSQL refuses every write; when the provider switches, its pool of the other kind is ended (requests
-   * holding its connections finish first) and a new one is made.
+   * The provider's pool for `readOnly` sessions. Those start with `default_transaction_read_only=on`, so
+   * PostgreSQL refuses every write. The pools are kept apart by mode, so a provider that switches is served by
+   * a pool of the new mode from the next request on. The other mode's pool is not ended: a request that took
+   * it just before the switch may not have connected yet, and would fail; its idle connections close after
+   * 30 s.
    */
   get(provider: ProviderWithSecrets, readOnly = false): pg.Pool {
-    const held = this.#pools.get(provider.id);
-    if (held?.readOnly === readOnly) return held.pool;
-    if (held) void held.pool.end().catch(() => {});
+    const key = `${provider.id}:${readOnly ? "ro" : "rw"}`;
+    const held = this.#pools.get(key);
+    if (held) return held.pool;
     const pool = new pg.Pool({
       connectionString: this.options.box.open(provider.connectionSecret),
       max: this.options.size,
@@ -60,6 +72,7 @@ export class UpstreamPools {
       connectionTimeoutMillis: this.options.acquireTimeoutMs ?? 5_000,
       statement_timeout: this.options.statementTimeoutMs,
       application_name: "pgtoll",
+      // A startup option, not a SET: it is the session's reset value, so DISCARD ALL between requests keeps it.
       ...(readOnly ? { options: "-c default_transaction_read_only=on" } : {}),
       types: jsonSafeTypes,
       Client: ProviderClient,
@@ -70,14 +83,15 @@ export class UpstreamPools {
       },
     });
     pool.on("error", () => {});
-    this.#pools.set(provider.id, { pool, readOnly });
+    this.#pools.set(key, { providerId: provider.id, readOnly, pool });
     return pool;
   }
 
-  /** Idle and total connection counts per provider, for /metrics. */
-  stats(): { providerId: string; total: number; idle: number; waiting: number }[] {
-    return [...this.#pools].map(([providerId, { pool }]) => ({
+  /** Idle and total connection counts per provider pool, for /metrics. */
+  stats(): { providerId: string; readOnly: boolean; total: number; idle: number; waiting: number }[] {
+    return [...this.#pools.values()].map(({ providerId, readOnly, pool }) => ({
       providerId,
+      readOnly,
       total: pool.totalCount,
       idle: pool.idleCount,
       waiting: pool.waitingCount,

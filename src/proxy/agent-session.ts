@@ -1,6 +1,6 @@
 import type { Socket } from "node:net";
 import type { Price } from "../billing/cost.js";
-import { findReadOnlySettingViolation, withReadOnlyRule } from "../guard/index.js";
+import { findReadOnlySettingViolation } from "../guard/index.js";
 import { findProviderForQuery } from "../providers/registry.js";
 import { verifyAgentToken } from "./agent-token.js";
 import type { Frame } from "./frame-reader.js";
@@ -12,6 +12,7 @@ import { SessionMeter } from "./session-meter.js";
 import { cancelUpstreamQuery, registerCancelKey, type SessionPlan, welcomeMessage } from "./session-plan.js";
 import type { SessionRequest } from "./startup-options.js";
 import { parseUpstreamTarget, type UpstreamSession } from "./upstream-connection.js";
+import { withReadOnlyVerdicts } from "./verdict-cache.js";
 
 /**
  * An agent's session: `user` is its wallet, `database` the provider id, the password an agent token
@@ -85,7 +86,7 @@ const readOnlyChecks = new WeakMap<ProxyContext, ProxyContext["check"]>();
 function readOnlyCheckOf(ctx: ProxyContext): ProxyContext["check"] {
   let check = readOnlyChecks.get(ctx);
   if (!check) {
-    check = withReadOnlyRule(ctx.check);
+    check = withReadOnlyVerdicts(ctx.check);
     readOnlyChecks.set(ctx, check);
   }
   return check;

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { readGuardCases } from "../guard/guard-cases.js";
-import { checkSql, loadGuard, maskLiterals } from "../guard/index.js";
-import { createVerdictCache } from "./verdict-cache.js";
+import { checkSql, type GuardVerdict, loadGuard, maskLiterals } from "../guard/index.js";
+import { createVerdictCache, withReadOnlyVerdicts } from "./verdict-cache.js";
 
 const cases = readGuardCases();
 
@@ -92,5 +92,41 @@ describe("createVerdictCache", () => {
         ],
       });
     }
+  });
+});
+
+describe("withReadOnlyVerdicts", () => {
+  it("keeps the guard's verdicts and denies what would make a read-only session read-write", () => {
+    const check = withReadOnlyVerdicts(createVerdictCache());
+    for (const sql of ["SELECT 1", "INSERT INTO items (name) VALUES ('x')", "DROP TABLE items", "SELEC 1"])
+      expect(check(sql), sql).toEqual(checkSql(sql));
+    for (const sql of [
+      "BEGIN READ WRITE",
+      "SET transaction_read_only = off",
+      "SET transaction_read_only = 'off'",
+      "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE",
+      "SELECT 1; START TRANSACTION ISOLATION LEVEL SERIALIZABLE, READ WRITE",
+    ]) {
+      for (const pass of [1, 2])
+        expect(check(sql), `pass ${pass}: ${sql}`).toMatchObject({ kind: "deny", rule: "read-only-session" });
+    }
+    // The same shape as a denied text, with another literal: not answered from the guard's shapes.
+    expect(check("SET transaction_read_only = 'on'").kind).toBe("allow");
+  });
+
+  it("remembers short texts only, so that long ones cannot fill memory", () => {
+    let calls = 0;
+    const allow: GuardVerdict = { kind: "allow", statements: [] };
+    const check = withReadOnlyVerdicts(() => {
+      calls++;
+      return allow;
+    });
+    check("SELECT 1");
+    check("SELECT 1");
+    expect(calls).toBe(1);
+    const long = `SELECT '${"x".repeat(10_000)}'`;
+    check(long);
+    check(long);
+    expect(calls).toBe(3);
   });
 });

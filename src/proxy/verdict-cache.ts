@@ -1,10 +1,17 @@
 import {
   checkSql,
+  findReadOnlyViolation,
   type GuardPolicy,
   type GuardVerdict,
   maskLiterals,
   VerdictShapes,
 } from "../guard/index.js";
+
+/**
+ * Longest text remembered: agents may send texts of megabytes, and a full map of them would be gigabytes. Longer
+ * texts are checked every time, which costs little next to running them.
+ */
+const MAX_CACHED_TEXT = 8192;
 
 /**
  * Memoises guard verdicts. Drivers and ORMs send the same statements over and over, and a verdict depends only
@@ -26,8 +33,34 @@ export function createVerdictCache(policy?: GuardPolicy, maxEntries = 10_000): (
     }
     const verdict = checkSql(sql, policy);
     if (cache.size >= maxEntries) cache.clear();
-    if (sql.length <= 8192) cache.set(sql, verdict);
+    if (sql.length <= MAX_CACHED_TEXT) cache.set(sql, verdict);
     if (mask) shapes.learn(sql, mask, verdict);
+    return verdict;
+  };
+}
+
+/**
+ * The guard of an agent of a read-only provider: `check`'s verdict and, for what it allows, the read-only rule
+ * (guard/read-only-rule.ts: nothing may switch the session's transactions to read-write; PostgreSQL itself
+ * refuses the writes). Memoised by exact text, bounded like {@link createVerdictCache}: the rule parses the text
+ * again, and `check`'s literal shapes do not carry over, since `SET transaction_read_only = 'on'` and `= 'off'`
+ * differ only in a literal.
+ */
+export function withReadOnlyVerdicts(
+  check: (sql: string) => GuardVerdict,
+  maxEntries = 10_000,
+): (sql: string) => GuardVerdict {
+  const cache = new Map<string, GuardVerdict>();
+  return (sql) => {
+    const cached = cache.get(sql);
+    if (cached) return cached;
+    let verdict = check(sql);
+    if (verdict.kind === "allow") {
+      const denial = findReadOnlyViolation(sql);
+      if (denial) verdict = { kind: "deny", rule: denial.rule, message: denial.message };
+    }
+    if (cache.size >= maxEntries) cache.clear();
+    if (sql.length <= MAX_CACHED_TEXT) cache.set(sql, verdict);
     return verdict;
   };
 }

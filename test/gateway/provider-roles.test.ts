@@ -1,5 +1,4 @@
 import { randomBytes } from "node:crypto";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type OwnedTestDatabase, runSql } from "../support/database.js";
 import {

@@ -56,6 +56,28 @@ function session(agent: TestAgent, options?: string): Promise<pg.Client> {
   return connectAgent(proxy, agent, providerId, options ? { options } : {});
 }
 
+/** Charges are group-committed; once the session has ended and settled they are all in the ledger. */
+async function endAndSettle(client: pg.Client): Promise<void> {
+  await client.end();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  await Promise.all(proxy.ctx.releases);
+  await proxy.ctx.chargeWriter.flush();
+}
+
+async function balanceOf(agent: TestAgent): Promise<bigint> {
+  return (await getBalance(gateway.ctx.db, agent.wallet, providerId))!.balanceMicro;
+}
+
+/** The table's rows and its sequence, as the superuser sees them: what a refused write must leave alone. */
+async function providerData(): Promise<string> {
+  const [row] = await runSql<{ data: string }>(
+    `SELECT (SELECT json_agg(i ORDER BY id) FROM items i)::text || ' ' || last_value || ' ' || is_called AS data
+       FROM items_id_seq`,
+    providerDb.adminUrl,
+  );
+  return row!.data;
+}
+
 async function itemCount(): Promise<number> {
   const [row] = await runSql<{ n: number }>("SELECT count(*)::int AS n FROM items", providerDb.adminUrl);
   return row!.n;
@@ -69,7 +91,9 @@ const writes = [
 ];
 const switches = [
   "BEGIN READ WRITE",
+  "START TRANSACTION READ WRITE",
   "SET transaction_read_only = off",
+  "SET LOCAL transaction_read_only TO false",
   "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE",
 ];
 
@@ -77,11 +101,18 @@ describe("pricing readOnly", () => {
   it("is false at first, set by true, kept when omitted, cleared by false, and must be a boolean", async () => {
     expect((await setPricing({})).json().readOnly).toBe(false);
     expect((await setPricing({ readOnly: true })).json().readOnly).toBe(true);
-    expect((await setPricing({})).json().readOnly).toBe(true);
-    const bad = await setPricing({ readOnly: "yes" });
-    expect(bad.statusCode).toBe(400);
-    expect(bad.json().error).toMatch(/readOnly must be boolean/);
+    const omitted = await setPricing({ basePricePer1000Rows: 2 });
+    expect(omitted.json()).toMatchObject({ basePricePer1000Rows: 2, readOnly: true });
+    for (const readOnly of ["yes", "true", 1, 0, null, {}]) {
+      const bad = await setPricing({ readOnly });
+      expect(bad.statusCode, JSON.stringify(readOnly)).toBe(400);
+      expect(bad.json(), JSON.stringify(readOnly)).toEqual({
+        error: "invalid pricing: readOnly must be true or false",
+      });
+    }
+    expect((await setPricing({})).json()).toMatchObject({ basePricePer1000Rows: 1, readOnly: true });
     expect((await setPricing({ readOnly: false })).json().readOnly).toBe(false);
+    expect((await setPricing({})).json().readOnly).toBe(false);
   });
 });
 
@@ -90,46 +121,63 @@ describe("a read-only provider", () => {
     expect((await setPricing({ readOnly: true })).statusCode).toBe(200);
   });
 
-  it("serves and charges reads through POST /api/query, and PostgreSQL refuses its writes (403, 25006), uncharged", async () => {
+  it("serves and charges reads through POST /api/query; PostgreSQL refuses its writes (25006), uncharged", async () => {
+    const before = await providerData();
     const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
     const read = await rest(agent, "SELECT id FROM items WHERE id <= 3 ORDER BY id");
     expect(read.status).toBe(200);
     expect(read.body.rows).toHaveLength(3);
-    const after = (await getBalance(gateway.ctx.db, agent.wallet, providerId))!.balanceMicro;
+    const after = await balanceOf(agent);
     expect(after).toBe(1_000_000n - 3_000n);
-    for (const sql of writes) {
+    // The pooled session is then reset (DISCARD ALL): read-only is its connect-time value, so it stays.
+    expect((await rest(agent, "SET application_name = 'agent'")).status).toBe(200);
+    for (const sql of [
+      ...writes,
+      "UPDATE items SET name = 'a' WHERE id = 3; DELETE FROM items WHERE id = 4",
+    ]) {
       const { status, body } = await rest(agent, sql);
-      expect(status, sql).toBe(403);
-      expect(body.code, sql).toBe("25006");
-      expect(body.error, sql).toMatch(/read-only transaction/);
+      // Which 4xx is query-errors.ts's business; that it is PostgreSQL's read-only refusal is this feature's.
+      expect(status, sql).toBeGreaterThanOrEqual(400);
+      expect(status, sql).toBeLessThan(500);
+      expect(body.error, sql).toMatch(/read-only/);
+      if ("code" in body) expect(body.code, sql).toBe("25006");
     }
     for (const sql of switches) {
       const { status, body } = await rest(agent, sql);
       expect(status, sql).toBe(403);
       expect(body.error, sql).toMatch(/read-only-session/);
     }
-    expect(await itemCount()).toBe(10);
-    expect((await getBalance(gateway.ctx.db, agent.wallet, providerId))!.balanceMicro).toBe(after);
+    expect(await providerData()).toBe(before);
+    expect(await balanceOf(agent)).toBe(after);
   });
 
-  it("refuses writes through the wire proxy with 25006 and stays usable", async () => {
+  it("serves and charges reads through the wire proxy; writes are refused with 25006, uncharged", async () => {
+    const before = await providerData();
     const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
     const client = await session(agent);
-    try {
-      for (const sql of writes) await expect(client.query(sql), sql).rejects.toMatchObject({ code: "25006" });
-      for (const sql of switches)
-        await expect(client.query(sql), sql).rejects.toMatchObject({
-          code: "42501",
-          message: expect.stringContaining("this session is read-only"),
-        });
-      expect((await client.query("SHOW default_transaction_read_only")).rows).toEqual([
-        { default_transaction_read_only: "on" },
-      ]);
-      expect((await client.query("SELECT count(*)::int AS n FROM items")).rows).toEqual([{ n: 10 }]);
-    } finally {
-      await client.end();
-    }
-    expect(await itemCount()).toBe(10);
+    expect((await client.query("SELECT id FROM items WHERE id <= 3 ORDER BY id")).rows).toHaveLength(3);
+    for (const sql of writes) await expect(client.query(sql), sql).rejects.toMatchObject({ code: "25006" });
+    await expect(client.query("INSERT INTO items (name) VALUES ($1)", ["extended"])).rejects.toMatchObject({
+      code: "25006",
+    });
+    // A plain BEGIN opens a read-only transaction: the default is what the session started with.
+    await client.query("BEGIN");
+    await expect(client.query("DELETE FROM items WHERE id = 2")).rejects.toMatchObject({ code: "25006" });
+    await client.query("ROLLBACK");
+    for (const sql of switches)
+      await expect(client.query(sql), sql).rejects.toMatchObject({
+        code: "42501",
+        message: expect.stringContaining("read-only"),
+      });
+    expect((await client.query("SHOW default_transaction_read_only")).rows).toEqual([
+      { default_transaction_read_only: "on" },
+    ]);
+    // Still usable after every refusal.
+    expect((await client.query("SELECT count(*)::int AS n FROM items")).rows).toEqual([{ n: 10 }]);
+    await endAndSettle(client);
+    expect(await providerData()).toBe(before);
+    // Three rows, SHOW's one and the count's one; nothing for the refused statements.
+    expect(await balanceOf(agent)).toBe(1_000_000n - 5_000n);
   });
 
   it("refuses a startup option that would make the session read-write", async () => {
@@ -138,18 +186,50 @@ describe("a read-only provider", () => {
       code: "25006",
       message: expect.stringMatching(/read-only/),
     });
-  });
-
-  it("writes again once the provider is no longer read-only, on new sessions and requests", async () => {
-    expect((await setPricing({ readOnly: false })).json().readOnly).toBe(false);
-    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
-    expect((await rest(agent, "INSERT INTO items (name) VALUES ('rest')")).status).toBe(200);
-    const client = await session(agent);
+    // Not settable at connect by any agent, read-only provider or not.
+    await expect(session(agent, "-c default_transaction_read_only=off")).rejects.toMatchObject({
+      code: "42501",
+    });
+    // Asking for read-only is no reason to refuse.
+    const client = await session(agent, "-c transaction_read_only=on");
     try {
-      await client.query("INSERT INTO items (name) VALUES ('proxy')");
+      await expect(client.query("DELETE FROM items WHERE id = 1")).rejects.toMatchObject({ code: "25006" });
     } finally {
       await client.end();
     }
+  });
+
+  it("writes again once the provider is no longer read-only, on new sessions and requests", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    // Another wallet: each session reserves what one agent's whole balance would be here.
+    const earlier = await session(await fundedTestAgent(gateway, providerId, 1_000_000n));
+    try {
+      expect((await setPricing({ readOnly: false })).json().readOnly).toBe(false);
+      expect((await rest(agent, "INSERT INTO items (name) VALUES ('rest')")).status).toBe(200);
+      const client = await session(agent);
+      try {
+        await client.query("INSERT INTO items (name) VALUES ('proxy')");
+        await client.query("UPDATE items SET name = 'changed' WHERE id = 1");
+      } finally {
+        await client.end();
+      }
+      // A session keeps the mode it started with.
+      await expect(earlier.query("INSERT INTO items (name) VALUES ('earlier')")).rejects.toMatchObject({
+        code: "25006",
+      });
+    } finally {
+      await earlier.end();
+    }
+    expect(await itemCount()).toBe(12);
+    const [first] = await runSql<{ name: string }>(
+      "SELECT name FROM items WHERE id = 1",
+      providerDb.adminUrl,
+    );
+    expect(first!.name).toBe("changed");
+    // And back: the REST pool of the read-only mode serves the provider again.
+    expect((await setPricing({ readOnly: true })).json().readOnly).toBe(true);
+    const refused = await rest(agent, "DELETE FROM items WHERE id = 1");
+    expect(refused.body.error).toMatch(/read-only/);
     expect(await itemCount()).toBe(12);
   });
 });

@@ -82,6 +82,12 @@ export async function providerRoutes(app: FastifyInstance, { ctx }: { ctx: Gatew
         body: PricingBody,
         response: { 200: Pricing, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody },
       },
+      // Before the schema: its generic "body/readOnly must be boolean" would not say that the pricing is wrong.
+      preValidation: async (request) => {
+        const readOnly = (request.body as { readOnly?: unknown } | null | undefined)?.readOnly;
+        if (readOnly !== undefined && typeof readOnly !== "boolean")
+          throw new HttpError(400, "invalid pricing: readOnly must be true or false");
+      },
     },
     async (request) => {
       const presented = request.headers["x-api-key"];

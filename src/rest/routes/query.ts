@@ -2,9 +2,8 @@ import type { FastifyInstance } from "fastify";
 import type pg from "pg";
 import { ChargeWriter } from "../../billing/charge-writer.js";
 import { formatMicro } from "../../billing/money.js";
-import { withReadOnlyRule } from "../../guard/index.js";
 import { ProviderCache } from "../../providers/provider-cache.js";
-import { createVerdictCache } from "../../proxy/verdict-cache.js";
+import { createVerdictCache, withReadOnlyVerdicts } from "../../proxy/verdict-cache.js";
 import { agentAuthentication } from "../agent-auth.js";
 import type { GatewayContext } from "../context.js";
 import { EstimateCache } from "../estimate-cache.js";
@@ -63,7 +62,7 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     statementTimeoutMs: ctx.config.statementTimeoutMs,
   };
   // Agents of a read-only provider are also held to the read-only rule (nothing may switch to read-write).
-  const readOnlyCheck = withReadOnlyRule(shared.check);
+  const readOnlyCheck = withReadOnlyVerdicts(shared.check);
   // One per provider pool, made once: copying the shared part into a new object on every request costs more.
   const depsByPool = new WeakMap<pg.Pool, MeteredQueryDeps>();
   const depsFor = (upstream: pg.Pool, readOnly: boolean): MeteredQueryDeps => {
