@@ -195,7 +195,12 @@ export class Relay {
       const head = this.#units[0];
       const rows = this.deps.meter.statementRows;
       if (rows > 0) {
-        void this.deps.meter.endStatement(rows, { sql: sqlOf(head), rowCount: rows, failed: true });
+        void this.deps.meter.endStatement(rows, {
+          sql: sqlOf(head),
+          rowCount: rows,
+          source: "proxy",
+          failed: true,
+        });
       }
       this.end(reason);
       return;
@@ -455,7 +460,12 @@ export class Relay {
     this.#cutOff = true;
     const head = this.#units[0];
     const delivered = this.deps.meter.statementRows;
-    await this.deps.meter.endStatement(delivered, { sql: sqlOf(head), rowCount: delivered, cutOff: true });
+    await this.deps.meter.endStatement(delivered, {
+      sql: sqlOf(head),
+      rowCount: delivered,
+      source: "proxy",
+      cutOff: true,
+    });
     this.#tally.cutOff++;
     this.#toClient.push(insufficientFunds(delivered));
     this.deps.cancelUpstream();
@@ -481,7 +491,7 @@ export class Relay {
       this.#tally.upstreamLatency.observe((performance.now() - head.started) / 1000);
       this.#units.shift();
     }
-    const costly = this.deps.meter.endStatement(rows, { sql, rowCount: rows });
+    const costly = this.deps.meter.endStatement(rows, { sql, rowCount: rows, source: "proxy" });
     this.#toClient.pushRange(buffer, start, end);
     // The charge is queued (group commit); only a write that outgrew the reservation waits for the ledger.
     return costly?.then((result) => {
@@ -505,7 +515,12 @@ export class Relay {
     if (head?.kind === "simple" || head?.kind === "execute") {
       const rows = this.deps.meter.statementRows;
       if (rows > 0)
-        void this.deps.meter.endStatement(rows, { sql: sqlOf(head), rowCount: rows, failed: true });
+        void this.deps.meter.endStatement(rows, {
+          sql: sqlOf(head),
+          rowCount: rows,
+          source: "proxy",
+          failed: true,
+        });
       if (head.kind === "execute") this.#units.shift();
     }
     this.#dropUntilSync();

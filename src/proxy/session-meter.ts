@@ -209,11 +209,7 @@ export class SessionMeter {
         agentWallet: this.agentWallet,
         providerId: this.providerId,
         costMicro: cost,
-        metadata: {
-          ...metadata,
-          source: "proxy",
-          ...(unpaidMicro > 0n ? { unpaidMicro: unpaidMicro.toString() } : {}),
-        },
+        metadata: unpaidMicro > 0n ? { ...metadata, unpaidMicro: unpaidMicro.toString() } : metadata,
       });
       this.options.onCharge?.(cost);
       this.#extendAhead();
