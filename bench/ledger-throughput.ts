@@ -1,20 +1,28 @@
+import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import type pg from "pg";
 import { ChargeWriter } from "../src/billing/charge-writer.js";
 import { reserveFunds, settleReservation } from "../src/billing/ledger.js";
+import { loadConfig } from "../src/config.js";
 import { createMetadataPool } from "../src/db/pool.js";
+import { loadGuard } from "../src/guard/index.js";
+import { StatementShapes } from "../src/guard/statement-shape.js";
+import { SessionMeter } from "../src/proxy/session-meter.js";
 import { type CpuSnapshot, cpuSpent } from "./cpu-usage.js";
 import { fundedAgent } from "./metered-agent.js";
 import { type Spread, spread } from "./stats.js";
 
-export type LedgerMode = "reserve-settle" | "charge-writer" | "charge-stream";
+export type LedgerMode = "reserve-settle" | "charge-writer" | "charge-stream" | "settlement-windows";
 
 export interface LedgerCell {
   mode: LedgerMode;
   sessions: number;
-  /** Settled charges (ledger entries written and committed) per second. */
+  /**
+   * Settled charges (ledger entries written and committed) per second; for settlement-windows, metered
+   * statements per second (their charges written in windows).
+   */
   chargesPerSecond: Spread;
-  /** CPU microseconds per charge of PostgreSQL and of this process (the ledger client side). */
+  /** CPU microseconds per charge (settlement-windows: per metered statement) of PostgreSQL and of this process. */
   cpuUsPerCharge: { postgres: number; client: number };
   /** After the runs: balance = sum of the agent's entries and no reservation left behind. */
   consistent: boolean;
@@ -22,6 +30,8 @@ export interface LedgerCell {
 
 /** What one statement of one row costs at the benchmark's price (120 micro-USDC); its exact value is irrelevant. */
 const COST_MICRO = 120n;
+/** The benchmark's price (0.1 USDC per 1000 rows, markup 1.2): a row costs COST_MICRO. */
+const STREAM_PRICE = { priceMicroPer1000Rows: 100_000n, markupPpm: 1_200_000n };
 
 /**
  * Charges per second that the charge-stream mode offers, about what the proxy meters on two cores with pgbench
@@ -76,6 +86,55 @@ async function stream(
 }
 
 /**
+ * The wire proxy's metering as it is: `sessions` real {@link SessionMeter}s with pgtoll's default settings share a
+ * stream of STREAM_RATE one-row statements/s (a new literal in each text), each charged by the cost rule in the
+ * session's window and written to the ledger one entry per window; then each session ends (its last window and
+ * its hold are settled). Returns the statements metered.
+ */
+async function meteredStream(
+  db: pg.Pool,
+  sessions: number,
+  target: { agentWallet: string; providerId: string },
+  durationS: number,
+) {
+  const config = loadConfig({ PGTOLL_SETTLE_INTERVAL_MS: process.env.PGTOLL_SETTLE_INTERVAL_MS });
+  const writer = new ChargeWriter(db, { ttlSeconds: config.reservationTtlSeconds });
+  const shapes = new StatementShapes();
+  const meters = Array.from(
+    { length: sessions },
+    () =>
+      new SessionMeter(db, writer, target.agentWallet, target.providerId, STREAM_PRICE, {
+        reserveRows: config.proxyReserveRows,
+        maxReserveRows: config.proxyReserveMaxRows,
+        reservationTtlSeconds: config.reservationTtlSeconds,
+        settleIntervalMs: config.settleIntervalMs,
+        settleMaxMicro: config.settleMaxMicro,
+        sessionId: randomUUID(),
+        shapes,
+      }),
+  );
+  const started = performance.now();
+  let statements = 0;
+  while (performance.now() - started < durationS * 1000) {
+    const due = Math.floor(((performance.now() - started) / 1000) * STREAM_RATE);
+    while (statements < due) {
+      const meter = meters[statements % sessions]!;
+      // As the relay: a statement starts once the hold pays for a row, its row is counted, then it ends.
+      if (
+        (meter.canStart || (await meter.topUp(1))) &&
+        (meter.allowRow() || ((await meter.topUp(1)) && meter.allowRow()))
+      )
+        await meter.endStatement(1, chargeMetadata(statements).sql as string);
+      else throw new Error("the ledger benchmark's agent ran out of funds");
+      statements++;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  await Promise.all(meters.map((meter) => meter.release()));
+  return { rate: statements / ((performance.now() - started) / 1000), charges: statements };
+}
+
+/**
  * `sessions` loops for `durationS` seconds, each awaiting one durable charge at a time, except charge-stream:
  * - reserve-settle: reserveFunds then settleReservation per charge (the REST gateway's two round trips);
  * - charge-writer: each session holds one reservation and awaits ChargeWriter.enqueue per charge (the wire
@@ -92,6 +151,7 @@ async function measure(
 ) {
   const target = { agentWallet: agent.wallet, providerId: agent.providerId };
   if (mode === "charge-stream") return stream(db, sessions, target, durationS);
+  if (mode === "settlement-windows") return meteredStream(db, sessions, target, durationS);
   const writer = new ChargeWriter(db, { ttlSeconds: 300 });
   const until = performance.now() + durationS * 1000;
   let charges = 0;
@@ -161,7 +221,8 @@ export async function runLedgerThroughput(options: {
   const cells: LedgerCell[] = [];
   const db = createMetadataPool(options.metaUrl, Math.max(...options.sessions, 1));
   try {
-    for (const mode of ["reserve-settle", "charge-writer", "charge-stream"] as const) {
+    await loadGuard();
+    for (const mode of ["reserve-settle", "charge-writer", "charge-stream", "settlement-windows"] as const) {
       for (const sessions of options.sessions) {
         const agent = await fundedAgent(db, options.providerId);
         const rates: number[] = [];

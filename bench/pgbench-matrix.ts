@@ -2,10 +2,11 @@ import { cpus } from "node:os";
 import { performance } from "node:perf_hooks";
 import type { PgEndpoint } from "./bench-cluster.js";
 import { type CpuSnapshot, type CpuSpent, cpuSpent } from "./cpu-usage.js";
-import { type BuiltinScript, type Protocol, runPgbench } from "./pgbench.js";
+import { type PgbenchScript, type Protocol, runPgbench } from "./pgbench.js";
 import { type LatencySummary, type Spread, spread, summariseLatency } from "./stats.js";
 
-export type TargetName = "direct" | "pgbouncer" | "node-relay" | "pgtoll";
+/** `pgtoll-free`: the same pgtoll process and agent, a provider that charges nothing (nothing metered). */
+export type TargetName = "direct" | "pgbouncer" | "node-relay" | "pgtoll" | "pgtoll-free";
 
 export interface PgbenchTarget {
   name: TargetName;
@@ -15,7 +16,7 @@ export interface PgbenchTarget {
 /** One (target, clients, protocol) cell: TPS over the repetitions and latency pooled over them. */
 export interface PgbenchCell {
   target: TargetName;
-  script: BuiltinScript;
+  script: PgbenchScript;
   clients: number;
   protocol: Protocol;
   tps: Spread;
@@ -35,7 +36,7 @@ export interface PgbenchCell {
 
 export interface MatrixOptions {
   pgbench: string;
-  script: BuiltinScript;
+  script: PgbenchScript;
   targets: PgbenchTarget[];
   clients: number[];
   protocols: Protocol[];

@@ -1,13 +1,26 @@
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { PgEndpoint } from "./bench-cluster.js";
 import { libpqEnv, runCommand } from "./command.js";
 
 export type Protocol = "simple" | "prepared";
 export type BuiltinScript = "select-only" | "tpcb-like";
+/** Result-set reads: one range of 1000 or 100 consecutive accounts per transaction, what agents mostly run. */
+export type RangeScript = "range-1000" | "range-100";
+export type PgbenchScript = BuiltinScript | RangeScript;
+
+/** The text of a range-read script for `pgbench -f`. */
+export function rangeScriptText(script: RangeScript): string {
+  const span = script === "range-1000" ? 999 : 99;
+  return [
+    `\\set a random(1, 100000 * :scale - ${span})`,
+    `SELECT aid, abalance FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + ${span};`,
+    "",
+  ].join("\n");
+}
 
 export interface PgbenchOptions {
-  script: BuiltinScript;
+  script: PgbenchScript;
   protocol: Protocol;
   clients: number;
   /** pgbench `-j`: at most this many threads (and never more than clients). */
@@ -65,7 +78,7 @@ async function readLatencies(dir: string): Promise<Float64Array> {
 }
 
 /**
- * Runs one pgbench measurement with a built-in script (`-b`), no vacuum (`-n`: pgtoll's guard denies VACUUM and
+ * Runs one pgbench measurement with a built-in script (`-b`) or a range read (`-f`), no vacuum (`-n`: pgtoll's guard denies VACUUM and
  * TRUNCATE, so every target is run the same way), for `durationS` seconds, with per-transaction logging (`-l`).
  */
 export async function runPgbench(
@@ -75,10 +88,17 @@ export async function runPgbench(
 ): Promise<PgbenchRun> {
   const logDir = await mkdtemp(join(options.scratchDir, "pgbench-"));
   const threads = Math.max(1, Math.min(options.clients, options.maxThreads));
+  const script = options.script;
+  let scriptArgs = ["-b", script];
+  if (script === "range-1000" || script === "range-100") {
+    // Beside the log directory, whose every file is read as a transaction log.
+    const file = join(options.scratchDir, `${script}.sql`);
+    await writeFile(file, rangeScriptText(script));
+    scriptArgs = ["-f", file];
+  }
   const args = [
     "-n",
-    "-b",
-    options.script,
+    ...scriptArgs,
     "-M",
     options.protocol,
     "-c",

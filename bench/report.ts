@@ -17,6 +17,8 @@ export interface BenchResult {
   /** How pgtoll was set up for the run (pricing, pool sizes, log level). */
   pgtoll: Record<string, unknown>;
   selectOnly: PgbenchCell[];
+  /** 1000- and 100-row range reads, prepared. */
+  rangeReads: PgbenchCell[];
   writeMix: PgbenchCell[];
   rest: RestResult | null;
   guard: GuardResult | null;
@@ -74,9 +76,13 @@ function pgbenchTable(title: string, cells: PgbenchCell[]): string[] {
       const c = cells.find((x) => x.target === target && `${x.clients}/${x.protocol}` === row);
       if (!c || c.tps.values.length === 0) return "";
       const u = c.cpuUsPerTransaction;
-      const proxy = { direct: 0, pgbouncer: u.pgbouncer, "node-relay": u.nodeRelay, pgtoll: u.pgtoll }[
-        target
-      ];
+      const proxy = {
+        direct: 0,
+        pgbouncer: u.pgbouncer,
+        "node-relay": u.nodeRelay,
+        pgtoll: u.pgtoll,
+        "pgtoll-free": u.pgtoll,
+      }[target];
       const system = target === "direct" ? "" : ` (${int(u.proxySystem)})`;
       return `${int(proxy)}${system} / ${int(u.postgres)} / ${int(u.pgbench)} / ${int(u.kernel)} / ${int(u.other)}  ${int(c.machineUtilisation * 100)}%`;
     });
@@ -115,6 +121,14 @@ export function formatReport(result: BenchResult): string {
       result.selectOnly,
     ),
   );
+  for (const script of ["range-1000", "range-100"] as const) {
+    out.push(
+      ...pgbenchTable(
+        `pgbench ${script}: SELECT aid, abalance FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + ${script === "range-1000" ? 999 : 99} (prepared)`,
+        result.rangeReads.filter((c) => c.script === script),
+      ),
+    );
+  }
   out.push(
     ...pgbenchTable(
       "pgbench tpcb-like (metered write mix: BEGIN, 3 UPDATE ... WHERE, SELECT, INSERT, END)",
@@ -146,11 +160,11 @@ export function formatReport(result: BenchResult): string {
   }
   if (result.ledger.length > 0) {
     out.push(
-      "ledger alone (one agent, N concurrent sessions each awaiting one durable charge at a time; charge-stream: 5 000 charges/s queued without waiting, as the proxy does): charges/s",
+      "ledger alone (one agent, N concurrent sessions each awaiting one durable charge at a time; charge-stream: 5 000 charges/s queued without waiting; settlement-windows: 5 000 one-row statements/s metered by the proxy's own SessionMeter, one entry per session window): charges (statements) per second",
     );
     for (const c of result.ledger) {
       out.push(
-        `  ${c.mode.padEnd(15)} sessions=${String(c.sessions).padEnd(4)} ${spreadText(c.chargesPerSecond).padEnd(20)} CPU us/charge: postgres ${int(c.cpuUsPerCharge.postgres)}, client ${int(c.cpuUsPerCharge.client)}${c.consistent ? "" : "  LEDGER INCONSISTENT"}`,
+        `  ${c.mode.padEnd(19)} sessions=${String(c.sessions).padEnd(4)} ${spreadText(c.chargesPerSecond).padEnd(20)} CPU us/charge: postgres ${int(c.cpuUsPerCharge.postgres)}, client ${int(c.cpuUsPerCharge.client)}${c.consistent ? "" : "  LEDGER INCONSISTENT"}`,
       );
     }
     out.push("");
@@ -165,7 +179,7 @@ export function formatReport(result: BenchResult): string {
       "",
     );
   }
-  out.push("targets (issue 5), from this run's medians");
+  out.push("targets, from this run's medians");
   if (result.settings.basePricePer1000Rows === 0)
     out.push(
       "  (the provider was free, PGTOLL_BENCH_PRICE=0: nothing was metered, so these are not the targets' runs)",
@@ -178,7 +192,7 @@ export function formatReport(result: BenchResult): string {
   if (result.context.length > 0) {
     out.push(
       "",
-      "context (not targets): the bare Node.js relay, what Node's socket path alone costs a proxy",
+      "context (not targets): pgtoll against direct PostgreSQL, the bare Node.js relay (what Node's socket path alone costs a proxy), 100-row reads",
     );
     for (const r of result.context) {
       out.push(`  ${r.name.padEnd(50)} ${(r.value === null ? "-" : fixed(r.value, 2)).padStart(10)}`);

@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: pgtoll against direct PostgreSQL and PgBouncer, on one machine, in one run, with one
- * PostgreSQL behind all of them. Prints a table and issue 5's ratios and writes bench/results/<time>.json.
+ * PostgreSQL behind all of them. Prints a table, the ratios and the targets, and writes bench/results/<time>.json.
  * Settings: bench/settings.ts; what each number means: bench/README.md.
  */
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { createMetadataPool } from "../src/db/pool.js";
 import { projectGuardCasesFile } from "../src/guard/guard-cases.js";
+import { createAgentToken } from "../src/proxy/agent-token.js";
 import { createProviderRole, initialisePgbench, startBenchCluster } from "./bench-cluster.js";
 import { type CpuSources, cpuSnapshot, postmasterPidOf } from "./cpu-usage.js";
 import { runGuardThroughput } from "./guard-throughput.js";
@@ -102,15 +103,22 @@ async function main(): Promise<void> {
     const ledgerDb = createMetadataPool(cluster.metaUrl, 4);
     cleanups.push(() => ledgerDb.end());
     const pricing = benchPricing(settings.basePricePer1000Rows);
-    const provider = await registerProvider(pgtoll.httpUrl, await createProviderRole(cluster), pricing);
+    const providerRoleUrl = await createProviderRole(cluster);
+    const provider = await registerProvider(pgtoll.httpUrl, providerRoleUrl, pricing);
+    // The same database and agent at price 0: what the proxy costs without metering.
+    const freeProvider = await registerProvider(pgtoll.httpUrl, providerRoleUrl, benchPricing(0));
     const agent = await fundedAgent(ledgerDb, provider.providerId);
-    const agentEndpoint = async () => ({
+    const agentEndpoint = async (providerId = provider.providerId) => ({
       host: pgtoll.proxyHost,
       port: pgtoll.proxyPort,
       user: agent.wallet,
-      password: await agent.token(),
-      database: provider.providerId,
+      password: await createAgentToken(agent.key, providerId),
+      database: providerId,
     });
+    const proxiedTargets = async (): Promise<PgbenchTarget[]> => [
+      { name: "pgtoll", endpoint: await agentEndpoint() },
+      { name: "pgtoll-free", endpoint: await agentEndpoint(freeProvider.providerId) },
+    ];
 
     const postmasterPid = cluster.dataDir ? postmasterPidOf(cluster.dataDir) : undefined;
     const cpuSources: CpuSources = { pgtollPid: pgtoll.pid, ...(postmasterPid ? { postmasterPid } : {}) };
@@ -126,7 +134,8 @@ async function main(): Promise<void> {
     };
 
     let selectOnly: BenchResult["selectOnly"] = [];
-    if (has("select")) {
+    const rangeReads: BenchResult["rangeReads"] = [];
+    if (has("select") || has("range")) {
       const bouncer = await startPgbouncer(
         tools.pgbouncer!,
         join(scratch, "pgbouncer"),
@@ -145,14 +154,26 @@ async function main(): Promise<void> {
         cpuSources.nodeRelayPid = relay.pid;
         targets.push({ name: "node-relay", endpoint: relay.endpoint });
       }
-      targets.push({ name: "pgtoll", endpoint: await agentEndpoint() });
-      selectOnly = await runPgbenchMatrix({
-        ...matrixCommon,
-        script: "select-only",
-        targets,
-        clients: settings.clients,
-        protocols: ["simple", "prepared"],
-      });
+      targets.push(...(await proxiedTargets()));
+      if (has("select"))
+        selectOnly = await runPgbenchMatrix({
+          ...matrixCommon,
+          script: "select-only",
+          targets,
+          clients: settings.clients,
+          protocols: ["simple", "prepared"],
+        });
+      if (has("range"))
+        for (const script of ["range-1000", "range-100"] as const)
+          rangeReads.push(
+            ...(await runPgbenchMatrix({
+              ...matrixCommon,
+              script,
+              targets,
+              clients: settings.rangeClients,
+              protocols: ["prepared"],
+            })),
+          );
       await bouncer.stop();
       await relay?.stop();
     }
@@ -251,13 +272,14 @@ async function main(): Promise<void> {
         peakRssMiB: Math.round(pgtollMemory.peakKiB / 1024),
       },
       selectOnly,
+      rangeReads,
       writeMix,
       rest,
       guard,
       ledger,
       memory,
-      targets: checkTargets(selectOnly, rest, memory),
-      context: contextRatios(selectOnly),
+      targets: checkTargets({ select: selectOnly, range: rangeReads, rest, ledger, memory }),
+      context: contextRatios(selectOnly, rangeReads),
       cpuProfile: cpuProfile ? relative(root, cpuProfile) : null,
     };
     const file = join(resultsDir, `${stamp}.json`);

@@ -1,5 +1,5 @@
 /** The suites `npm run bench` knows, in the order they run. */
-export const SUITES = ["select", "write", "rest", "ledger", "guard", "memory"] as const;
+export const SUITES = ["select", "range", "write", "rest", "ledger", "guard", "memory"] as const;
 export type Suite = (typeof SUITES)[number];
 
 /** What one benchmark run does; every field comes from a `PGTOLL_BENCH_*` environment variable. */
@@ -13,6 +13,8 @@ export interface BenchSettings {
   warmupS: number;
   scale: number;
   clients: number[];
+  /** pgbench client counts of the range-read suite (1000- and 100-row results). */
+  rangeClients: number[];
   /** pgbench `-j` ceiling: threads are min(clients, this). */
   pgbenchThreads: number;
   writeClients: number;
@@ -96,6 +98,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): BenchSetting
     warmupS: positiveInt(env, "PGTOLL_BENCH_WARMUP", quick ? 1 : 3),
     scale: positiveInt(env, "PGTOLL_BENCH_SCALE", 10),
     clients: intList(env, "PGTOLL_BENCH_CLIENTS", [1, 10, 50]),
+    rangeClients: intList(env, "PGTOLL_BENCH_RANGE_CLIENTS", [10, 50]),
     pgbenchThreads: positiveInt(env, "PGTOLL_BENCH_PGBENCH_THREADS", 2),
     writeClients: positiveInt(env, "PGTOLL_BENCH_WRITE_CLIENTS", 10),
     restConnections: positiveInt(env, "PGTOLL_BENCH_REST_CONNECTIONS", 10),

@@ -1,9 +1,10 @@
 import type { IdleMemoryResult } from "./idle-memory.js";
+import type { LedgerCell } from "./ledger-throughput.js";
 import type { Protocol } from "./pgbench.js";
 import type { PgbenchCell, TargetName } from "./pgbench-matrix.js";
 import type { RestResult } from "./rest-query.js";
 
-/** One of issue 5's targets, computed from this run's medians. */
+/** One performance target, computed from this run's medians. */
 export interface TargetCheck {
   name: string;
   value: number | null;
@@ -19,9 +20,30 @@ function cell(
   target: TargetName,
   clients: number,
   protocol: Protocol,
+  script?: PgbenchCell["script"],
 ): PgbenchCell | undefined {
-  const found = cells.find((c) => c.target === target && c.clients === clients && c.protocol === protocol);
+  const found = cells.find(
+    (c) =>
+      c.target === target &&
+      c.clients === clients &&
+      c.protocol === protocol &&
+      (script === undefined || c.script === script),
+  );
   return found && Number.isFinite(found.tps.median) ? found : undefined;
+}
+
+/** Median TPS of `a` over `b` in the same configuration, or null when either did not run. */
+function tpsRatio(
+  cells: PgbenchCell[],
+  a: TargetName,
+  b: TargetName,
+  clients: number,
+  protocol: Protocol,
+  script?: PgbenchCell["script"],
+): number | null {
+  const x = cell(cells, a, clients, protocol, script);
+  const y = cell(cells, b, clients, protocol, script);
+  return x && y ? x.tps.median / y.tps.median : null;
 }
 
 function check(
@@ -48,46 +70,62 @@ export interface ContextRatio {
 }
 
 /**
- * Where pgtoll's cost comes from: against the bare Node.js relay (what Node's socket path costs any proxy
- * written in it) and that relay against PgBouncer. Absent when the relay did not run.
+ * What explains the targets: pgtoll against direct PostgreSQL, against the bare Node.js relay (what Node's
+ * socket path costs any proxy written in it) and that relay against PgBouncer, and the 100-row reads.
  */
-export function contextRatios(select: PgbenchCell[]): ContextRatio[] {
-  const ratio = (a: TargetName, b: TargetName, clients: number, protocol: Protocol) => {
-    const x = cell(select, a, clients, protocol);
-    const y = cell(select, b, clients, protocol);
-    return x && y ? x.tps.median / y.tps.median : null;
-  };
-  if (!select.some((c) => c.target === "node-relay")) return [];
-  const clientCounts = [...new Set(select.map((c) => c.clients))].filter((n) => n > 1);
+export function contextRatios(select: PgbenchCell[], range: PgbenchCell[] = []): ContextRatio[] {
   const out: ContextRatio[] = [];
+  const clientCounts = [...new Set(select.map((c) => c.clients))].filter((n) => n > 1);
   for (const clients of clientCounts) {
     for (const protocol of ["simple", "prepared"] as const) {
+      out.push({
+        name: `pgtoll / direct TPS, ${clients} clients, ${protocol}`,
+        value: tpsRatio(select, "pgtoll", "direct", clients, protocol),
+      });
+      if (!select.some((c) => c.target === "node-relay")) continue;
       out.push(
         {
           name: `pgtoll / node relay TPS, ${clients} clients, ${protocol}`,
-          value: ratio("pgtoll", "node-relay", clients, protocol),
+          value: tpsRatio(select, "pgtoll", "node-relay", clients, protocol),
         },
         {
           name: `node relay / PgBouncer TPS, ${clients} clients, ${protocol}`,
-          value: ratio("node-relay", "pgbouncer", clients, protocol),
+          value: tpsRatio(select, "node-relay", "pgbouncer", clients, protocol),
         },
       );
     }
   }
+  for (const clients of [...new Set(range.map((c) => c.clients))]) {
+    out.push(
+      {
+        name: `100-row reads: pgtoll / PgBouncer TPS, ${clients} clients`,
+        value: tpsRatio(range, "pgtoll", "pgbouncer", clients, "prepared", "range-100"),
+      },
+      {
+        name: `100-row reads: pgtoll / pgtoll at price 0, ${clients} clients`,
+        value: tpsRatio(range, "pgtoll", "pgtoll-free", clients, "prepared", "range-100"),
+      },
+      {
+        name: `1000-row reads: pgtoll / pgtoll at price 0, ${clients} clients`,
+        value: tpsRatio(range, "pgtoll", "pgtoll-free", clients, "prepared", "range-1000"),
+      },
+    );
+  }
   return out;
 }
 
-/** Every target of issue 5, in its order. Ratios of TPS use medians; latency uses pooled p50. */
-export function checkTargets(
-  select: PgbenchCell[],
-  rest: RestResult | null,
-  memory: IdleMemoryResult | null,
-): TargetCheck[] {
-  const tpsRatio = (a: TargetName, b: TargetName, clients: number, protocol: Protocol) => {
-    const x = cell(select, a, clients, protocol);
-    const y = cell(select, b, clients, protocol);
-    return x && y ? x.tps.median / y.tps.median : null;
-  };
+export interface TargetInputs {
+  /** Point reads: pgbench select-only. */
+  select: PgbenchCell[];
+  /** Result-set reads: range-1000 and range-100. */
+  range: PgbenchCell[];
+  rest: RestResult | null;
+  ledger: LedgerCell[];
+  memory: IdleMemoryResult | null;
+}
+
+/** Every target, in order. Ratios of TPS use medians; latency uses pooled p50. */
+export function checkTargets({ select, range, rest, ledger, memory }: TargetInputs): TargetCheck[] {
   const addedP50 = (protocol: Protocol) => {
     const x = cell(select, "pgtoll", 1, protocol);
     const y = cell(select, "direct", 1, protocol);
@@ -96,52 +134,59 @@ export function checkTargets(
   const restSide = (name: "baseline" | "pgtoll") => rest?.sides.find((s) => s.name === name && !s.error);
   const restPgtoll = restSide("pgtoll");
   const restBaseline = restSide("baseline");
-  return [
-    check("pgtoll / direct TPS, 10 clients, simple", tpsRatio("pgtoll", "direct", 10, "simple"), ">=", 0.5),
+  const windows = ledger.find((c) => c.mode === "settlement-windows" && c.sessions === 10);
+  const checks: TargetCheck[] = [];
+  for (const clients of [10, 50]) {
+    checks.push(
+      check(
+        `1000-row reads: pgtoll / PgBouncer TPS, ${clients} clients`,
+        tpsRatio(range, "pgtoll", "pgbouncer", clients, "prepared", "range-1000"),
+        ">=",
+        1.0,
+      ),
+    );
+  }
+  for (const clients of [10, 50]) {
+    for (const protocol of ["simple", "prepared"] as const) {
+      checks.push(
+        check(
+          `point reads: pgtoll / PgBouncer TPS, ${clients} clients, ${protocol}`,
+          tpsRatio(select, "pgtoll", "pgbouncer", clients, protocol),
+          ">=",
+          0.8,
+        ),
+        check(
+          `point reads: pgtoll / pgtoll at price 0, ${clients} clients, ${protocol}`,
+          tpsRatio(select, "pgtoll", "pgtoll-free", clients, protocol),
+          ">=",
+          0.9,
+        ),
+      );
+    }
+  }
+  checks.push(
     check(
-      "pgtoll / direct TPS, 10 clients, prepared",
-      tpsRatio("pgtoll", "direct", 10, "prepared"),
-      ">=",
-      0.6,
+      "ledger PostgreSQL CPU per metered statement (windows, 10 sessions)",
+      windows?.cpuUsPerCharge.postgres,
+      "<=",
+      2,
+      "us",
     ),
-    check(
-      "pgtoll / PgBouncer TPS, 10 clients, simple",
-      tpsRatio("pgtoll", "pgbouncer", 10, "simple"),
-      ">=",
-      1.0,
-    ),
-    check(
-      "pgtoll / PgBouncer TPS, 10 clients, prepared",
-      tpsRatio("pgtoll", "pgbouncer", 10, "prepared"),
-      ">=",
-      1.0,
-    ),
-    check(
-      "pgtoll / PgBouncer TPS, 50 clients, simple",
-      tpsRatio("pgtoll", "pgbouncer", 50, "simple"),
-      ">=",
-      1.0,
-    ),
-    check(
-      "pgtoll / PgBouncer TPS, 50 clients, prepared",
-      tpsRatio("pgtoll", "pgbouncer", 50, "prepared"),
-      ">=",
-      1.0,
-    ),
-    check("p50 latency added by pgtoll, 1 client, simple", addedP50("simple"), "<=", 150, "us"),
-    check("p50 latency added by pgtoll, 1 client, prepared", addedP50("prepared"), "<=", 150, "us"),
+    check("p50 latency added by pgtoll, 1 client, simple", addedP50("simple"), "<=", 100, "us"),
+    check("p50 latency added by pgtoll, 1 client, prepared", addedP50("prepared"), "<=", 100, "us"),
     check(
       "POST /api/query / fastify+pg baseline RPS",
       restPgtoll && restBaseline ? restPgtoll.rps.median / restBaseline.rps.median : null,
       ">=",
-      0.7,
+      0.75,
     ),
     check(
       "proxy RSS added by 1 000 idle agent sessions",
       memory && memory.opened > 0 ? memory.mbPer1000 : null,
       "<=",
-      100,
+      50,
       "MB",
     ),
-  ];
+  );
+  return checks;
 }

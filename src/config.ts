@@ -1,4 +1,5 @@
 import { resolve } from "node:path";
+import { formatMicro, parseMicro } from "./billing/money.js";
 
 /**
  * One configuration option: read from an environment variable, overridable by a CLI flag of the same
@@ -34,6 +35,21 @@ function integer(env: string, fallback: number, min: number, max: number) {
     if (value < min || value > max)
       throw new ConfigError(env, `must be between ${min} and ${max}, got ${raw}`);
     return value;
+  };
+}
+
+/** An amount of USDC as a decimal string with at most 6 places, read as micro-USDC. */
+function usdc(env: string, fallbackMicro: bigint, minMicro: bigint, maxMicro: bigint) {
+  return (raw: string | undefined): bigint => {
+    if (raw === undefined || raw === "") return fallbackMicro;
+    const micro = parseMicro(raw);
+    if (micro === null) throw new ConfigError(env, `must be an amount of USDC like 0.05, got "${raw}"`);
+    if (micro < minMicro || micro > maxMicro)
+      throw new ConfigError(
+        env,
+        `must be between ${formatMicro(minMicro)} and ${formatMicro(maxMicro)}, got ${raw}`,
+      );
+    return micro;
   };
 }
 
@@ -138,9 +154,31 @@ export const optionSpecs = {
   },
   proxyReserveRows: {
     env: "PGTOLL_PROXY_RESERVE_ROWS",
-    description: "Rows' worth of balance a proxy session holds at a time (more is reserved as results grow).",
+    description:
+      "Rows' worth of balance a proxy session holds at first (the hold grows as the session spends).",
     defaultText: "1000",
     parse: integer("PGTOLL_PROXY_RESERVE_ROWS", 1000, 1, 100_000_000),
+  },
+  proxyReserveMaxRows: {
+    env: "PGTOLL_PROXY_RESERVE_MAX_ROWS",
+    description:
+      "Most rows' worth of balance one proxy session may hold: a session's hold starts at PGTOLL_PROXY_RESERVE_ROWS and doubles at each top-up while it spends (above that start, never more than a quarter of the agent's available balance).",
+    defaultText: "1000000",
+    parse: integer("PGTOLL_PROXY_RESERVE_MAX_ROWS", 1_000_000, 1, 1_000_000_000),
+  },
+  settleIntervalMs: {
+    env: "PGTOLL_SETTLE_INTERVAL_MS",
+    description:
+      "Longest time a proxy session's charges wait before they are written to the ledger as one entry (a settlement window). Warning: with PGTOLL_SETTLE_MAX_COST it bounds what a crash of pgtoll leaves uncharged.",
+    defaultText: "250",
+    parse: integer("PGTOLL_SETTLE_INTERVAL_MS", 250, 1, 1000),
+  },
+  settleMaxMicro: {
+    env: "PGTOLL_SETTLE_MAX_COST",
+    description:
+      "Unsettled cost, in USDC, at which a proxy session's window is written at once. A crash of pgtoll leaves at most this much uncharged per open session (never an overcharge).",
+    defaultText: "1",
+    parse: usdc("PGTOLL_SETTLE_MAX_COST", 1_000_000n, 1n, 1_000_000_000n),
   },
   allowPrivilegedProviderRoles: {
     env: "PGTOLL_ALLOW_PRIVILEGED_PROVIDER_ROLES",
@@ -256,6 +294,32 @@ export const optionSpecs = {
     description: "Largest accepted HTTP request body, in bytes.",
     defaultText: "1048576",
     parse: integer("PGTOLL_BODY_LIMIT", 1_048_576, 1024, 100 * 1_048_576),
+  },
+  httpRequestTimeoutMs: {
+    env: "PGTOLL_HTTP_REQUEST_TIMEOUT_MS",
+    description:
+      "How long an HTTP client has to send a whole request (headers and body) after it connects or its previous request ended; slower ones (slowloris, idle sockets) are disconnected.",
+    defaultText: "30000",
+    parse: integer("PGTOLL_HTTP_REQUEST_TIMEOUT_MS", 30_000, 1000, 600_000),
+  },
+  httpMaxConnections: {
+    env: "PGTOLL_HTTP_MAX_CONNECTIONS",
+    description: "Open HTTP connections at most; further ones are closed at once.",
+    defaultText: "10000",
+    parse: integer("PGTOLL_HTTP_MAX_CONNECTIONS", 10_000, 1, 1_000_000),
+  },
+  proxyMaxConnections: {
+    env: "PGTOLL_PROXY_MAX_CONNECTIONS",
+    description: "Open wire-proxy client connections at most; further ones are closed at once.",
+    defaultText: "10000",
+    parse: integer("PGTOLL_PROXY_MAX_CONNECTIONS", 10_000, 1, 1_000_000),
+  },
+  proxyStartupTimeoutMs: {
+    env: "PGTOLL_PROXY_STARTUP_TIMEOUT_MS",
+    description:
+      "How long a wire-proxy client has to finish its startup (TLS, authentication, the upstream session) before it is disconnected.",
+    defaultText: "30000",
+    parse: integer("PGTOLL_PROXY_STARTUP_TIMEOUT_MS", 30_000, 1000, 600_000),
   },
   reservationTtlSeconds: {
     env: "PGTOLL_RESERVATION_TTL_S",

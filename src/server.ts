@@ -168,7 +168,11 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         allowPrivilegedProviderRoles: config.allowPrivilegedProviderRoles,
         reservationTtlSeconds: config.reservationTtlSeconds,
         reserveRows: config.proxyReserveRows,
-        startupTimeoutMs: 30_000,
+        reserveMaxRows: config.proxyReserveMaxRows,
+        settleIntervalMs: config.settleIntervalMs,
+        settleMaxMicro: config.settleMaxMicro,
+        startupTimeoutMs: config.proxyStartupTimeoutMs,
+        maxConnections: config.proxyMaxConnections,
         idleReleaseMs: 30_000,
         releases: new Set(),
       },
@@ -178,11 +182,15 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     if (config.proxyPublicPort === undefined) management.proxyPort = proxy.port;
 
     await releaseExpiredReservations(db);
-    const sweeper = setInterval(() => {
-      releaseExpiredReservations(db).catch((error) =>
-        logger.warn({ err: error }, "could not release expired reservations"),
-      );
-    }, 30_000);
+    const sweeper = setInterval(
+      () => {
+        releaseExpiredReservations(db).catch((error) =>
+          logger.warn({ err: error }, "could not release expired reservations"),
+        );
+        // A crashed process's holds are given back within a third of their TTL of expiring.
+      },
+      Math.min(30_000, (config.reservationTtlSeconds * 1000) / 3),
+    );
     sweeper.unref();
     cleanups.push(() => clearInterval(sweeper));
 

@@ -63,6 +63,7 @@ export class ChainUnavailableError extends Error {
 
 const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const CHAIN_ID_RECHECK_MS = 60_000;
 
 /**
  * Creates a deposit verifier over one RPC endpoint (viem, HTTP). The RPC's chain id is checked on
@@ -104,7 +105,12 @@ export function createChainVerifier(settings: ChainSettings): ChainVerifier {
     }
   };
 
-  let reportedChainId: number | undefined;
+  /**
+   * When the RPC last reported the configured chain id. Remembered only once it matches (an RPC that served the
+   * wrong chain may be fixed without a restart) and only for a minute (one behind a load balancer may start
+   * serving another chain), so it costs one extra RPC call a minute, not one per deposit.
+   */
+  let chainIdMatchedAt = Number.NEGATIVE_INFINITY;
 
   async function verifyDeposit(
     txHash: `0x${string}`,
@@ -115,7 +121,10 @@ export function createChainVerifier(settings: ChainSettings): ChainVerifier {
     if (!ADDRESS.test(agentWallet)) throw new TypeError(`invalid agent wallet: ${agentWallet}`);
     if (!ADDRESS.test(providerWallet)) throw new TypeError(`invalid provider wallet: ${providerWallet}`);
 
-    reportedChainId ??= await rpc("eth_chainId", () => client.getChainId());
+    const chainIdFresh = Date.now() - chainIdMatchedAt < CHAIN_ID_RECHECK_MS;
+    const reportedChainId = chainIdFresh ? chainId : await rpc("eth_chainId", () => client.getChainId());
+    chainIdMatchedAt =
+      reportedChainId === chainId ? (chainIdFresh ? chainIdMatchedAt : Date.now()) : Number.NEGATIVE_INFINITY;
     if (reportedChainId !== chainId) {
       return {
         ok: false,

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import {
   chargeReservations,
   chargeWithoutReservation,
@@ -5,6 +6,7 @@ import {
   type Queryable,
   type ReservationCharge,
 } from "./ledger.js";
+import { isLedgerUnavailable } from "./ledger-availability.js";
 
 /** Resolves after the current turn of the event loop: its callbacks, microtasks and I/O have run. */
 function nextTurn(): Promise<void> {
@@ -17,7 +19,18 @@ export type ChargeSettled = (error?: Error) => void;
 interface Pending {
   charge: ReservationCharge;
   settled: ChargeSettled;
+  /** performance.now() of the first attempt that found the ledger unavailable. */
+  unavailableSince?: number;
 }
+
+/** A batch's outcome: `tell` informs the callers of what was settled; `retry` goes back to the queue. */
+interface Attempt {
+  tell(): void;
+  retry: Pending[];
+}
+
+/** Waits between attempts while the ledger is unavailable: doubling from the first, up to the last. */
+const RETRY_DELAYS_MS = [50, 100, 200, 500, 1000];
 
 export interface ChargeWriterOptions {
   /** Reservation TTL: a batch keeps each charged reservation at least half of it away from expiring. */
@@ -48,12 +61,19 @@ export interface ChargeWriterOptions {
   onError?: (error: unknown, charge: ReservationCharge) => void;
 }
 
+function nothingToTell(): void {}
+
 /**
  * Group commit for per-statement charges: while one batch is being written, new charges queue up and go
  * together in the next one, so N busy sessions cost one ledger round trip instead of N. Each charge still
  * gets its own ledger entry, in order. A batch that fails on one charge is retried charge by charge so one
  * bad charge cannot lose the others. One batch at a time: a second batch in flight would not save PostgreSQL
  * any work, only split the same charges into more, smaller batches.
+ *
+ * While the ledger database is unavailable (restarting, failing over; see `isLedgerUnavailable`) charges stay
+ * queued and are retried, for as long as a reservation would hold their funds (`ttlSeconds`); after that they
+ * are reported to `onError`. Every charge carries a key written with its entry, so one whose commit was
+ * acknowledged on a connection that was then lost is not written twice.
  */
 export class ChargeWriter {
   #queue: Pending[] = [];
@@ -61,6 +81,8 @@ export class ChargeWriter {
   /** Ends the wait between two batches early (a full batch is queued, or someone flushes). */
   #wake: (() => void) | null = null;
   #flushing = 0;
+  /** Attempts in a row that found the ledger unavailable. */
+  #unavailableAttempts = 0;
   readonly #maxBatch: number;
   readonly #intervalMs: number;
   readonly #fullBatch: number;
@@ -92,6 +114,7 @@ export class ChargeWriter {
       settled();
       return;
     }
+    charge.key ??= randomUUID();
     this.#queue.push({ charge, settled });
     if (!this.#inFlight) this.#inFlight = this.#drain();
     else if (this.#queue.length >= this.#fullBatch) this.#wake?.();
@@ -116,7 +139,15 @@ export class ChargeWriter {
     try {
       while (this.#queue.length > 0) {
         const started = performance.now();
-        const settle = await this.#write(this.#queue.splice(0, this.#maxBatch));
+        const { tell: settle, retry } = await this.#write(this.#queue.splice(0, this.#maxBatch));
+        if (retry.length > 0) {
+          settle();
+          this.#queue.unshift(...retry);
+          const delay = RETRY_DELAYS_MS[Math.min(this.#unavailableAttempts++, RETRY_DELAYS_MS.length - 1)]!;
+          await this.#sleep(delay);
+          continue;
+        }
+        this.#unavailableAttempts = 0;
         // Charges queued while this batch was written mean load; those its callers queue once told (below)
         // do not: a lone session awaiting each charge must never wait out the interval.
         const underLoad = this.#queue.length > 0;
@@ -165,8 +196,8 @@ export class ChargeWriter {
     this.#wake = null;
   }
 
-  /** Writes a batch; returns what tells its callers the outcome. */
-  async #write(batch: Pending[]): Promise<() => void> {
+  /** Writes a batch; returns what tells its callers the outcome, and what is to be retried. */
+  async #write(batch: Pending[]): Promise<Attempt> {
     try {
       const { missing } = await chargeReservations(
         this.db,
@@ -174,30 +205,62 @@ export class ChargeWriter {
         this.options.ttlSeconds,
       );
       if (missing.length === 0) {
-        return () => {
-          for (const pending of batch) pending.settled();
+        return {
+          tell: () => {
+            for (const pending of batch) pending.settled();
+          },
+          retry: [],
         };
       }
       const missingSet = new Set(missing);
-      const outcomes = await Promise.all(
-        batch.map((pending) =>
-          missingSet.has(pending.charge) ? this.#writeAlone(pending) : () => pending.settled(),
-        ),
+      return this.#writeEach(
+        batch.filter((pending) => missingSet.has(pending.charge)),
+        false,
+        () => {
+          for (const pending of batch) if (!missingSet.has(pending.charge)) pending.settled();
+        },
       );
-      return () => {
-        for (const tell of outcomes) tell();
-      };
     } catch (error) {
-      if (batch.length === 1) return () => this.#settleFailure(batch[0]!, error);
-      const outcomes: (() => void)[] = [];
-      for (const pending of batch) outcomes.push(await this.#writeAlone(pending, true));
-      return () => {
-        for (const tell of outcomes) tell();
-      };
+      if (isLedgerUnavailable(error)) return { tell: nothingToTell, retry: this.#retryable(batch, error) };
+      if (batch.length === 1) return { tell: () => this.#settleFailure(batch[0]!, error), retry: [] };
+      return this.#writeEach(batch, true, nothingToTell);
     }
   }
 
-  async #writeAlone(pending: Pending, viaReservation = false): Promise<() => void> {
+  /** Writes charges one by one (after a batch failed, or for reservations that are gone). */
+  async #writeEach(pendings: Pending[], viaReservation: boolean, before: () => void): Promise<Attempt> {
+    const outcomes: (() => void)[] = [before];
+    const retry: Pending[] = [];
+    for (const pending of pendings) {
+      const outcome = await this.#writeAlone(pending, viaReservation);
+      if (outcome === "retry") retry.push(...this.#retryable([pending], undefined));
+      else outcomes.push(outcome);
+    }
+    return {
+      tell: () => {
+        for (const tell of outcomes) tell();
+      },
+      retry,
+    };
+  }
+
+  /**
+   * The charges that may wait for the ledger longer; those that have waited a reservation's TTL are reported
+   * as failed (a charge must not wait forever: its reservation has expired by then).
+   */
+  #retryable(batch: Pending[], error: unknown): Pending[] {
+    const now = performance.now();
+    const retry: Pending[] = [];
+    for (const pending of batch) {
+      pending.unavailableSince ??= now;
+      const limitMs = pending.charge.retryForMs ?? this.options.ttlSeconds * 1000;
+      if (now - pending.unavailableSince < limitMs) retry.push(pending);
+      else this.#settleFailure(pending, error ?? new Error("the ledger stayed unavailable"));
+    }
+    return retry;
+  }
+
+  async #writeAlone(pending: Pending, viaReservation: boolean): Promise<(() => void) | "retry"> {
     try {
       if (viaReservation) {
         const { missing } = await chargeReservations(this.db, [pending.charge], this.options.ttlSeconds);
@@ -209,9 +272,11 @@ export class ChargeWriter {
         pending.charge,
         pending.charge.costMicro,
         pending.charge.metadata,
+        pending.charge.key,
       );
       return () => pending.settled();
     } catch (error) {
+      if (isLedgerUnavailable(error)) return "retry";
       return () => this.#settleFailure(pending, error);
     }
   }

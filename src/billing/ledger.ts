@@ -75,17 +75,26 @@ function isOverdraft(error: unknown): boolean {
   return pgError.code === "23514" && pgError.table === "balances";
 }
 
+/**
+ * How much a hold takes from an (agent, provider) balance row `b`: between $min and $max, as much as is available,
+ * and above $fair at most a quarter of what is available. Written into both `reserved_micro` and
+ * `last_hold_micro` by one UPDATE, so that it is computed from the row version the update writes (PostgreSQL
+ * re-evaluates an UPDATE's SET list on the newest version of a concurrently updated row; a value computed by an
+ * earlier locking read in the same statement is not) and returned through `last_hold_micro`.
+ */
+function holdAmount(min: string, max: string, fair: string): string {
+  const available = "(b.balance_micro - b.reserved_micro)";
+  return `LEAST(${max}::bigint, ${available}, GREATEST(${min}::bigint, ${fair}::bigint, ${available} / 4))`;
+}
+
 const RESERVE = ledgerStatement(
   "reserve",
-  `WITH current AS (
-       SELECT agent_wallet, provider_id, LEAST($4::bigint, balance_micro - reserved_micro) AS amount
-         FROM balances
-        WHERE agent_wallet = $1 AND provider_id = $2 AND balance_micro - reserved_micro >= $3::bigint
-          FOR UPDATE),
-     held AS (
-       UPDATE balances b SET reserved_micro = b.reserved_micro + current.amount
-         FROM current WHERE b.agent_wallet = current.agent_wallet AND b.provider_id = current.provider_id
-       RETURNING current.amount)
+  `WITH held AS (
+       UPDATE balances b
+          SET reserved_micro = b.reserved_micro + ${holdAmount("$3", "$4", "$7")},
+              last_hold_micro = ${holdAmount("$3", "$4", "$7")}
+        WHERE b.agent_wallet = $1 AND b.provider_id = $2 AND b.balance_micro - b.reserved_micro >= $3::bigint
+       RETURNING b.last_hold_micro AS amount)
      INSERT INTO reservations (id, agent_wallet, provider_id, amount_micro, expires_at)
      SELECT $5, $1, $2, amount, now() + make_interval(secs => $6) FROM held
      RETURNING amount_micro`,
@@ -95,6 +104,9 @@ const RESERVE = ledgerStatement(
  * Holds between `minMicro` and `maxMicro` of the agent's available balance (balance minus what other
  * reservations hold), as much as is available. Returns null when less than `minMicro` is available or the
  * agent has no balance with this provider. The hold expires after `ttlSeconds` if never settled or voided.
+ *
+ * `fairShareAboveMicro` (default `maxMicro`: no limit): a hold beyond this amount takes at most a quarter of the
+ * available balance, so that one busy session whose holds grow cannot take what the agent's other sessions need.
  */
 export async function reserveFunds(
   db: Queryable,
@@ -104,6 +116,7 @@ export async function reserveFunds(
     minMicro: bigint;
     maxMicro: bigint;
     ttlSeconds: number;
+    fairShareAboveMicro?: bigint;
   },
 ): Promise<Reservation | null> {
   const id = randomUUID();
@@ -114,6 +127,7 @@ export async function reserveFunds(
     request.maxMicro,
     id,
     request.ttlSeconds,
+    request.fairShareAboveMicro ?? request.maxMicro,
   ]);
   const row = rows[0];
   if (!row) return null;
@@ -134,15 +148,14 @@ const EXTEND = ledgerStatement(
   "extend",
   `WITH held AS (
        SELECT agent_wallet, provider_id FROM reservations WHERE id = $1 FOR UPDATE),
-     current AS (
-       SELECT b.agent_wallet, b.provider_id, LEAST($3::bigint, b.balance_micro - b.reserved_micro) AS delta
-         FROM balances b JOIN held r ON r.agent_wallet = b.agent_wallet AND r.provider_id = b.provider_id
-        WHERE b.balance_micro - b.reserved_micro >= $2::bigint
-          FOR UPDATE OF b),
      raised AS (
-       UPDATE balances b SET reserved_micro = b.reserved_micro + current.delta
-         FROM current WHERE b.agent_wallet = current.agent_wallet AND b.provider_id = current.provider_id
-       RETURNING current.delta)
+       UPDATE balances b
+          SET reserved_micro = b.reserved_micro + ${holdAmount("$2", "$3", "$5")},
+              last_hold_micro = ${holdAmount("$2", "$3", "$5")}
+         FROM held r
+        WHERE b.agent_wallet = r.agent_wallet AND b.provider_id = r.provider_id
+          AND b.balance_micro - b.reserved_micro >= $2::bigint
+       RETURNING b.last_hold_micro AS delta)
      UPDATE reservations SET amount_micro = amount_micro + raised.delta, expires_at = now() + make_interval(secs => $4)
        FROM raised WHERE id = $1
      RETURNING raised.delta`,
@@ -151,7 +164,8 @@ const EXTEND = ledgerStatement(
 /**
  * Adds between `minDeltaMicro` and `maxDeltaMicro` to a held reservation, as much as the agent's available
  * balance allows, and pushes its expiry out by `ttlSeconds`. Returns what was added: 0n (and nothing changed)
- * when less than `minDeltaMicro` is available or the reservation no longer exists.
+ * when less than `minDeltaMicro` is available or the reservation no longer exists. `fairShareAboveMicro` as
+ * for {@link reserveFunds}.
  */
 export async function extendReservation(
   db: Queryable,
@@ -159,12 +173,14 @@ export async function extendReservation(
   minDeltaMicro: bigint,
   maxDeltaMicro: bigint,
   ttlSeconds = 300,
+  fairShareAboveMicro = maxDeltaMicro,
 ): Promise<bigint> {
   const { rows } = await runStatement<{ delta: bigint }>(db, EXTEND, [
     reservation.id,
     minDeltaMicro,
     maxDeltaMicro,
     ttlSeconds,
+    fairShareAboveMicro,
   ]);
   const delta = rows[0]?.delta ?? 0n;
   reservation.amountMicro += delta;
@@ -185,13 +201,23 @@ export async function growReservation(
   return (await extendReservation(db, reservation, delta, delta)) === delta;
 }
 
-/** One statement's charge against a held reservation. */
+/** One charge (a REST query, a proxy session's window) against a held reservation. */
 export interface ReservationCharge {
   reservationId: string;
   agentWallet: string;
   providerId: string;
   costMicro: bigint;
   metadata: Record<string, unknown>;
+  /**
+   * Written with the entry (unique): a charge retried after its connection was lost, when it may or may not
+   * have been committed, is written once. The charge writer gives every charge one.
+   */
+  key?: string;
+  /**
+   * How long the charge writer retries this charge while the ledger is unavailable; default: the reservation's
+   * TTL. A request that is waiting for its charge to answer sets less.
+   */
+  retryForMs?: number;
 }
 
 /**
@@ -203,9 +229,14 @@ export interface ReservationCharge {
  */
 const CHARGE_BATCH = ledgerStatement(
   "charge_batch",
-  `WITH input AS (
-     SELECT * FROM ROWS FROM (unnest($1::uuid[]), unnest($2::bigint[]), jsonb_array_elements($3::jsonb))
-                   WITH ORDINALITY AS t(reservation_id, cost, metadata, ord)),
+  `WITH given AS (
+     SELECT * FROM ROWS FROM (unnest($1::uuid[]), unnest($2::bigint[]), jsonb_array_elements($3::jsonb),
+                              unnest($5::uuid[]))
+                   WITH ORDINALITY AS t(reservation_id, cost, metadata, charge_key, ord)),
+   written AS (
+     SELECT g.charge_key FROM given g JOIN ledger_entries e ON e.charge_key = g.charge_key),
+   input AS (
+     SELECT * FROM given WHERE charge_key IS NULL OR charge_key NOT IN (SELECT charge_key FROM written)),
    drawn AS (
      UPDATE reservations r
         SET amount_micro = r.amount_micro - pr.total,
@@ -221,16 +252,17 @@ const CHARGE_BATCH = ledgerStatement(
       WHERE b.agent_wallet = pb.agent_wallet AND b.provider_id = pb.provider_id
      RETURNING b.agent_wallet, b.provider_id, b.balance_micro + pb.total AS before_micro),
    chained AS (
-     SELECT c.agent_wallet, c.provider_id, i.cost, i.metadata, i.ord,
+     SELECT c.agent_wallet, c.provider_id, i.cost, i.metadata, i.charge_key, i.ord,
             c.before_micro - (sum(i.cost) OVER (PARTITION BY c.agent_wallet, c.provider_id ORDER BY i.ord))::bigint AS after_micro
        FROM input i JOIN drawn d ON d.id = i.reservation_id
        JOIN charged c ON c.agent_wallet = d.agent_wallet AND c.provider_id = d.provider_id),
    entries AS (
      INSERT INTO ledger_entries (agent_wallet, provider_id, type, amount_micro, balance_before_micro,
-                                 balance_after_micro, metadata)
-     SELECT agent_wallet, provider_id, 'query', -cost, after_micro + cost, after_micro, metadata
+                                 balance_after_micro, metadata, charge_key)
+     SELECT agent_wallet, provider_id, 'query', -cost, after_micro + cost, after_micro, metadata, charge_key
        FROM chained ORDER BY ord)
-   SELECT id::text AS reservation_id FROM drawn`,
+   SELECT id::text AS reservation_id, NULL::text AS written_key FROM drawn
+   UNION ALL SELECT NULL, charge_key::text FROM written`,
 );
 
 /** A PostgreSQL array literal of values whose text needs no quoting (UUIDs, integers). */
@@ -243,7 +275,8 @@ function arrayLiteral(values: readonly (string | bigint)[]): string {
  * cost out of both the balance and the reservation and appends its own `query` entry, in the given order, with
  * balanceBefore/balanceAfter chained per agent and provider. Group commit for the wire proxy: many sessions'
  * charges cost one round trip. Charges of 0 are skipped. Returns the entries written; a charge whose
- * reservation no longer exists is returned in `missing` (its caller charges it without a reservation).
+ * reservation no longer exists is returned in `missing` (its caller charges it without a reservation). A charge
+ * whose key is already in the ledger (an earlier attempt was committed, its answer lost) is not written again.
  */
 export async function chargeReservations(
   db: Queryable,
@@ -253,17 +286,25 @@ export async function chargeReservations(
   const due = charges.filter((charge) => charge.costMicro > 0n);
   if (due.length === 0) return { written: 0, missing: [] };
   try {
-    const { rows } = await runStatement<{ reservation_id: string }>(db, CHARGE_BATCH, [
-      // Array literals and one JSON array built here: node-postgres would run two escaping regular expressions
-      // over every element of an array parameter (and stringify each jsonb element first). Neither a UUID nor
-      // a decimal integer has a character an array literal must escape.
-      arrayLiteral(due.map((c) => c.reservationId)),
-      arrayLiteral(due.map((c) => c.costMicro)),
-      JSON.stringify(due.map((c) => c.metadata)),
-      ttlSeconds,
-    ]);
+    const { rows } = await runStatement<{ reservation_id: string | null; written_key: string | null }>(
+      db,
+      CHARGE_BATCH,
+      [
+        // Array literals and one JSON array built here: node-postgres would run two escaping regular expressions
+        // over every element of an array parameter (and stringify each jsonb element first). Neither a UUID nor
+        // a decimal integer has a character an array literal must escape.
+        arrayLiteral(due.map((c) => c.reservationId)),
+        arrayLiteral(due.map((c) => c.costMicro)),
+        JSON.stringify(due.map((c) => c.metadata)),
+        ttlSeconds,
+        `{${due.map((c) => c.key ?? "NULL").join(",")}}`,
+      ],
+    );
     const charged = new Set(rows.map((row) => row.reservation_id));
-    const missing = due.filter((charge) => !charged.has(charge.reservationId));
+    const earlier = new Set(rows.map((row) => row.written_key));
+    const missing = due.filter(
+      (charge) => !charged.has(charge.reservationId) && !(charge.key && earlier.has(charge.key)),
+    );
     return { written: due.length - missing.length, missing };
   } catch (error) {
     if (isOverdraft(error))
@@ -327,25 +368,40 @@ const CHARGE_DIRECT = ledgerStatement(
           WHERE agent_wallet = $1 AND provider_id = $2
          RETURNING agent_wallet, provider_id, balance_micro)
        INSERT INTO ledger_entries (agent_wallet, provider_id, type, amount_micro, balance_before_micro,
-                                   balance_after_micro, metadata)
-       SELECT agent_wallet, provider_id, 'query', -$3::bigint, balance_micro + $3::bigint, balance_micro, $4
+                                   balance_after_micro, metadata, charge_key)
+       SELECT agent_wallet, provider_id, 'query', -$3::bigint, balance_micro + $3::bigint, balance_micro, $4, $5
          FROM charged
        RETURNING ${ENTRY_COLUMNS}`,
 );
 
+const CHARGE_WRITTEN = ledgerStatement(
+  "charge_written",
+  `SELECT ${ENTRY_COLUMNS} FROM ledger_entries WHERE charge_key = $1`,
+);
+
+/**
+ * Charges `costMicro` straight from the balance (no reservation), appending one `query` entry. With `key`, a
+ * charge already written under that key (an earlier attempt whose answer was lost) is returned, not repeated.
+ */
 export async function chargeWithoutReservation(
   db: Queryable,
   target: { agentWallet: string; providerId: string },
   costMicro: bigint,
   metadata: Record<string, unknown>,
+  key?: string,
 ): Promise<LedgerEntry | null> {
   if (costMicro === 0n) return null;
+  if (key) {
+    const { rows } = await runStatement<EntryRow>(db, CHARGE_WRITTEN, [key]);
+    if (rows[0]) return toEntry(rows[0]);
+  }
   try {
     const { rows } = await runStatement<EntryRow>(db, CHARGE_DIRECT, [
       target.agentWallet,
       target.providerId,
       costMicro,
       metadata,
+      key ?? null,
     ]);
     if (!rows[0]) throw new InsufficientFundsError("the agent has no balance with this provider");
     return toEntry(rows[0]);

@@ -358,4 +358,21 @@ CREATE TABLE consumption_samples (
 );
 `,
   },
+  {
+    version: 8,
+    name: "ledger: the amount a reservation last took, written by the same update that takes it",
+    sql: `
+-- A hold is computed from the balance row it updates (its latest version, whatever ran concurrently) and
+-- returned through this column: computing it in a locking read before the update could use an older version.
+ALTER TABLE balances ADD COLUMN last_hold_micro bigint NOT NULL DEFAULT 0;
+`,
+  },
+  {
+    version: 9,
+    name: "ledger: a key per charge, so that a charge retried after a lost connection is written once",
+    sql: `
+ALTER TABLE ledger_entries ADD COLUMN charge_key uuid;
+CREATE UNIQUE INDEX ledger_entries_charge_key ON ledger_entries (charge_key) WHERE charge_key IS NOT NULL;
+`,
+  },
 ];

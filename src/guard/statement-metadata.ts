@@ -15,6 +15,9 @@ const TRANSACTION_TAGS: Record<string, string> = {
 
 type Metadata = Omit<GuardedStatement, "sql">;
 
+/** Settings under this prefix belong to pgtoll, not to the provider's database. */
+const PGTOLL_SETTING_PREFIX = "pgtoll.";
+
 /** Command tag and capabilities of an allowed top-level statement, from its parse node. */
 export function describeStatement(kind: string, body: Record<string, unknown>): Metadata {
   switch (kind) {
@@ -30,8 +33,11 @@ export function describeStatement(kind: string, body: Record<string, unknown>): 
       });
     case "ExplainStmt":
       return meta("EXPLAIN", { returnsRows: true });
-    case "VariableShowStmt":
-      return meta("SHOW", { returnsRows: true });
+    case "VariableShowStmt": {
+      const name = typeof body.name === "string" ? body.name.toLowerCase() : "";
+      const shown = meta("SHOW", { returnsRows: true });
+      return name.startsWith(PGTOLL_SETTING_PREFIX) ? { ...shown, pgtollSetting: name } : shown;
+    }
     case "VariableSetStmt":
       return meta(body.kind === "VAR_RESET" || body.kind === "VAR_RESET_ALL" ? "RESET" : "SET", {});
     case "TransactionStmt":

@@ -16,6 +16,11 @@ export interface GuardedStatement {
   returnsRows: boolean;
   /** BEGIN / START TRANSACTION / COMMIT / ROLLBACK / SAVEPOINT / RELEASE / ROLLBACK TO. */
   transactionControl: boolean;
+  /**
+   * For `SHOW pgtoll.<name>`: the name (lower case, e.g. "pgtoll.balance"). The proxy answers these itself;
+   * the provider's database has no such setting.
+   */
+  pgtollSetting?: string;
 }
 
 /** The guard's answer for one SQL string. `deny` of any statement denies the whole string. */

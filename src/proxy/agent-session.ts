@@ -1,6 +1,8 @@
+import { randomUUID } from "node:crypto";
 import type { Socket } from "node:net";
 import type { Price } from "../billing/cost.js";
 import { findReadOnlySettingViolation } from "../guard/index.js";
+import { StatementShapes } from "../guard/statement-shape.js";
 import { findProviderForQuery } from "../providers/registry.js";
 import { verifyAgentToken } from "./agent-token.js";
 import type { Frame } from "./frame-reader.js";
@@ -80,6 +82,18 @@ export async function planAgentSession(
   };
 }
 
+/** One memo of statement fingerprints per proxy, for the breakdown of its sessions' ledger entries. */
+const statementShapes = new WeakMap<ProxyContext, StatementShapes>();
+
+function statementShapesOf(ctx: ProxyContext): StatementShapes {
+  let shapes = statementShapes.get(ctx);
+  if (!shapes) {
+    shapes = new StatementShapes();
+    statementShapes.set(ctx, shapes);
+  }
+  return shapes;
+}
+
 /** One read-only guard per proxy, over its verdict cache. */
 const readOnlyChecks = new WeakMap<ProxyContext, ProxyContext["check"]>();
 
@@ -103,14 +117,20 @@ function startMeteredRelay(
   early: Frame[],
   releaseSlot: () => void,
 ): void {
+  const sessionId = randomUUID();
   const meter = new SessionMeter(ctx.db, ctx.chargeWriter, agentWallet, providerId, price, {
     reserveRows: ctx.reserveRows,
+    maxReserveRows: ctx.reserveMaxRows,
     reservationTtlSeconds: ctx.reservationTtlSeconds,
+    settleIntervalMs: ctx.settleIntervalMs,
+    settleMaxMicro: ctx.settleMaxMicro,
+    sessionId,
+    shapes: statementShapesOf(ctx),
     onCharge: (cost) => ctx.metrics.chargedMicro.inc(Number(cost)),
   });
   const key = registerCancelKey(ctx.registry, upstream);
   upstream.socket.on("error", () => {});
-  const log = ctx.logger.child({ session: key.processId, providerId });
+  const log = ctx.logger.child({ session: sessionId, pid: key.processId, providerId });
   let ended = false;
   let settled: () => void = () => {};
   const relay: Relay = new Relay({

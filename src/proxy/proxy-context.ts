@@ -36,9 +36,18 @@ export interface ProxyContext {
   /** Agent sessions may run as a superuser provider role (PGTOLL_ALLOW_PRIVILEGED_PROVIDER_ROLES). */
   allowPrivilegedProviderRoles: boolean;
   reservationTtlSeconds: number;
+  /** A session's first hold, in rows' worth of its price (PGTOLL_PROXY_RESERVE_ROWS). */
   reserveRows: number;
+  /** Most a session's hold grows to, in rows (PGTOLL_PROXY_RESERVE_MAX_ROWS). */
+  reserveMaxRows: number;
+  /** Settlement window of a session's charges (PGTOLL_SETTLE_INTERVAL_MS). */
+  settleIntervalMs: number;
+  /** Unsettled cost that settles a window at once (PGTOLL_SETTLE_MAX_COST), micro-USDC. */
+  settleMaxMicro: bigint;
   /** Startup (TLS, authentication, upstream connect) must finish within this. */
   startupTimeoutMs: number;
+  /** Client connections at most (PGTOLL_PROXY_MAX_CONNECTIONS); default 10 000. */
+  maxConnections?: number;
   /** An idle session gives its unspent reservation back after this long. */
   idleReleaseMs: number;
   /** Reservations being given back by ended sessions; the server awaits them before it stops. */

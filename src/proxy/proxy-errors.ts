@@ -18,6 +18,7 @@ export const SqlState = {
   connectionRejected: "08004",
   tooManyConnections: "53300",
   adminShutdown: "57P01",
+  cannotConnectNow: "57P03",
 } as const;
 
 export function errorFrame(

@@ -25,7 +25,7 @@ export async function startProxyServer(
       socket.destroy();
     });
   });
-  server.maxConnections = 10_000;
+  server.maxConnections = ctx.maxConnections ?? 10_000;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port, options.host, () => resolve());

@@ -1,6 +1,7 @@
 import type { Socket } from "node:net";
 import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
+import { isLedgerUnavailable } from "../billing/ledger-availability.js";
 import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
 import { readyForQueryStatusOf, type TransactionStatus, writeCountOf } from "./backend-messages.js";
 import {
@@ -20,9 +21,18 @@ import {
 import { refusedParse, refusedQuery } from "./injected-errors.js";
 import { BackendCode, FrontendCode } from "./message-codes.js";
 import { OutputBatch } from "./output-batch.js";
+import {
+  isPgtollSetting,
+  localShowAnswer,
+  pgtollSettingValue,
+  showResult,
+  standInParse,
+  standInQuery,
+  unknownSettingError,
+} from "./pgtoll-settings.js";
 import { errorFrame, SqlState } from "./proxy-errors.js";
 import type { ProxyMetrics, ProxyTally } from "./proxy-metrics.js";
-import { encodeTerminate } from "./serializer.js";
+import { encodeReadyForQuery, encodeTerminate } from "./serializer.js";
 import type { SessionMeter } from "./session-meter.js";
 
 /** What the relay expects the upstream to answer next, in order. */
@@ -30,6 +40,8 @@ type Unit =
   | { kind: "simple"; statements: readonly GuardedStatement[]; index: number; started: number }
   | { kind: "execute"; sql: string; started: number }
   | { kind: "refused"; error: Buffer }
+  /** A `SHOW pgtoll.<name>` sent upstream as its stand-in: its row and tag are replaced by the value. */
+  | { kind: "setting"; name: string }
   | { kind: "sync" };
 
 /** Commands whose CommandComplete count is the number of rows written (they are not free). */
@@ -74,6 +86,9 @@ export class Relay {
   readonly #units: Unit[] = [];
   readonly #statements = new Map<string, string>();
   readonly #portals = new Map<string, string>();
+  /** Prepared statements and portals that are a `SHOW pgtoll.<name>`, by name: the setting's name. */
+  readonly #settingStatements = new Map<string, string>();
+  readonly #settingPortals = new Map<string, string>();
   readonly #client: Direction = {
     side: "client",
     reader: new FrameReader({ maxFrameLength: FRONTEND_MAX_FRAME_LENGTH }),
@@ -194,14 +209,7 @@ export class Relay {
       this.deps.cancelUpstream();
       const head = this.#units[0];
       const rows = this.deps.meter.statementRows;
-      if (rows > 0) {
-        void this.deps.meter.endStatement(rows, {
-          sql: sqlOf(head),
-          rowCount: rows,
-          source: "proxy",
-          failed: true,
-        });
-      }
+      if (rows > 0) void this.deps.meter.endStatement(rows, sqlOf(head), "failed");
       this.end(reason);
       return;
     }
@@ -234,6 +242,9 @@ export class Relay {
   end(reason: string): void {
     if (this.#ended) return;
     this.#ended = true;
+    // Rows of a statement the upstream never finished (it closed, or broke the protocol) reached the client.
+    const rows = this.deps.meter.statementRows;
+    if (rows > 0 && !this.#cutOff) void this.deps.meter.endStatement(rows, sqlOf(this.#units[0]), "failed");
     clearTimeout(this.#idleTimer);
     clearTimeout(this.#drainTimer);
     this.#client.frames.clear();
@@ -326,22 +337,40 @@ export class Relay {
           return;
         }
         this.#statements.set(parse.name, parse.sql);
+        if (this.#settingStatements.size > 0) this.#settingStatements.delete(parse.name);
+        const setting = settingOf(verdict.statements);
+        if (setting !== undefined)
+          return void this.#parseSetting(parse.name, setting, verdict.statements.length);
         this.#toUpstream.pushRange(buffer, start, end);
         return;
       }
       case FrontendCode.Bind: {
         const bind = decodeBindTarget(payloadOf(buffer, start, end));
         this.#portals.set(bind.portal, this.#statements.get(bind.statement) ?? "");
+        if (this.#settingStatements.size > 0 || this.#settingPortals.size > 0) {
+          const setting = this.#settingStatements.get(bind.statement);
+          if (setting === undefined) this.#settingPortals.delete(bind.portal);
+          else this.#settingPortals.set(bind.portal, setting);
+        }
         this.#toUpstream.pushRange(buffer, start, end);
         return;
       }
       case FrontendCode.Execute: {
         const { portal } = decodeExecute(payloadOf(buffer, start, end));
+        const setting = this.#settingPortals.size > 0 ? this.#settingPortals.get(portal) : undefined;
+        if (setting !== undefined) {
+          this.#units.push({ kind: "setting", name: setting });
+          this.#toUpstream.pushRange(buffer, start, end);
+          return;
+        }
         if (this.deps.meter.canStart) return void this.#forwardExecute(portal, buffer, start, end);
-        return this.deps.meter.topUp(1).then((ok) => {
-          if (ok) this.#forwardExecute(portal, buffer, start, end);
-          else this.#refuse(insufficientFunds(0), false);
-        });
+        return this.deps.meter.topUp(1).then(
+          (ok) => {
+            if (ok) this.#forwardExecute(portal, buffer, start, end);
+            else this.#refuse(insufficientFunds(0), false);
+          },
+          (error: unknown) => this.#refuseWithoutLedger(error, false),
+        );
       }
       case FrontendCode.Sync:
         this.#units.push({ kind: "sync" });
@@ -349,8 +378,13 @@ export class Relay {
         return;
       case FrontendCode.Close: {
         const target = decodeClose(payloadOf(buffer, start, end));
-        if (target.kind === "S") this.#statements.delete(target.name);
-        else this.#portals.delete(target.name);
+        if (target.kind === "S") {
+          this.#statements.delete(target.name);
+          this.#settingStatements.delete(target.name);
+        } else {
+          this.#portals.delete(target.name);
+          this.#settingPortals.delete(target.name);
+        }
         this.#toUpstream.pushRange(buffer, start, end);
         return;
       }
@@ -382,12 +416,17 @@ export class Relay {
       return;
     }
     const { statements } = verdict;
+    const setting = settingOf(statements);
+    if (setting !== undefined) return this.#querySetting(setting, statements.length);
     if (this.deps.meter.canStart || statements.every((s) => !s.returnsRows && !isWrite(s)))
       return void this.#forwardQuery(statements, buffer, start, end);
-    return this.deps.meter.topUp(1).then((ok) => {
-      if (ok) this.#forwardQuery(statements, buffer, start, end);
-      else this.#refuse(insufficientFunds(0), true);
-    });
+    return this.deps.meter.topUp(1).then(
+      (ok) => {
+        if (ok) this.#forwardQuery(statements, buffer, start, end);
+        else this.#refuse(insufficientFunds(0), true);
+      },
+      (error: unknown) => this.#refuseWithoutLedger(error, true),
+    );
   }
 
   // No closure on the per-statement path: each would cost an allocation (and, under tsx, a name).
@@ -399,6 +438,55 @@ export class Relay {
   #forwardExecute(portal: string, buffer: Buffer, start: number, end: number): void {
     this.#units.push({ kind: "execute", sql: this.#portals.get(portal) ?? "", started: performance.now() });
     this.#toUpstream.pushRange(buffer, start, end);
+  }
+
+  /**
+   * A simple-protocol `SHOW pgtoll.<name>`: answered by the proxy alone when nothing is upstream (the usual
+   * case), else sent as its stand-in so that the answer keeps its place in the pipeline.
+   */
+  #querySetting(name: string, statementCount: number): Promise<void> | undefined {
+    const refusal = settingRefusal(name, statementCount);
+    if (refusal) return void this.#refuse(refusal, true);
+    if (this.#units.length > 0) {
+      this.#units.push({ kind: "setting", name }, { kind: "sync" });
+      this.#toUpstream.push(standInQuery(name));
+      return;
+    }
+    return pgtollSettingValue(name, this.deps.meter).then(
+      (value) => {
+        this.#toClient.push(localShowAnswer(name, value, this.#status));
+        this.#flushToClient();
+        if (this.#status === "I") this.#becameIdle(performance.now());
+      },
+      (error: unknown) => {
+        this.deps.logger.warn({ err: error }, "could not read the balance for SHOW");
+        this.#toClient.push(ledgerUnavailable());
+        this.#toClient.push(encodeReadyForQuery(this.#status));
+        this.#flushToClient();
+      },
+    );
+  }
+
+  /** An extended-protocol `SHOW pgtoll.<name>`: its stand-in is prepared under the client's statement name. */
+  #parseSetting(statementName: string, name: string, statementCount: number): void {
+    const refusal = settingRefusal(name, statementCount);
+    if (refusal) {
+      this.#statements.delete(statementName);
+      this.#refuse(refusal, false);
+      return;
+    }
+    this.#settingStatements.set(statementName, name);
+    this.#toUpstream.push(standInParse(statementName, name));
+  }
+
+  /**
+   * The ledger could not be reached to fund a statement: it is refused (not run), and the session stays usable
+   * for when the ledger is back. Any other failure is the session's end.
+   */
+  #refuseWithoutLedger(error: unknown, simple: boolean): void {
+    if (!isLedgerUnavailable(error)) throw error;
+    this.deps.logger.warn({ err: error }, "the ledger is unavailable: statement refused");
+    this.#refuse(ledgerUnavailable(), simple);
   }
 
   /** Sends the upstream an unparsable stand-in and remembers to show the client `error` in its place. */
@@ -439,35 +527,40 @@ export class Relay {
 
   #onRow(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
     // Rows for a client that is gone are neither delivered nor charged.
-    if (this.#cutOff || this.#closing === "gone") return;
+    if (this.#cutOff || this.#closing === "gone" || this.#units[0]?.kind === "setting") return;
     if (this.deps.meter.allowRow()) {
       this.#tally.rowsRelayed++;
       this.#toClient.pushRange(buffer, start, end);
       return;
     }
-    return this.deps.meter.topUp(1).then((ok) => {
-      if (ok && this.deps.meter.allowRow()) {
-        this.#tally.rowsRelayed++;
-        this.#toClient.pushRange(buffer, start, end);
-      } else {
-        return this.#cutOffResult();
-      }
-    });
+    return this.deps.meter.topUp(1).then(
+      (ok) => {
+        if (ok && this.deps.meter.allowRow()) {
+          this.#tally.rowsRelayed++;
+          this.#toClient.pushRange(buffer, start, end);
+        } else {
+          return this.#cutOffResult();
+        }
+      },
+      (error: unknown) => {
+        if (!isLedgerUnavailable(error)) throw error;
+        this.deps.logger.warn({ err: error }, "the ledger is unavailable: result cut off");
+        return this.#cutOffResult(ledgerUnavailable(this.deps.meter.statementRows));
+      },
+    );
   }
 
-  /** The balance ran out mid-result: charge what was delivered, tell the client, cancel the rest. */
-  async #cutOffResult(): Promise<void> {
+  /**
+   * The balance ran out mid-result (or the ledger could not be reached to fund more): charge what was delivered,
+   * tell the client, cancel the rest.
+   */
+  async #cutOffResult(error?: Buffer): Promise<void> {
     this.#cutOff = true;
     const head = this.#units[0];
     const delivered = this.deps.meter.statementRows;
-    await this.deps.meter.endStatement(delivered, {
-      sql: sqlOf(head),
-      rowCount: delivered,
-      source: "proxy",
-      cutOff: true,
-    });
+    await this.deps.meter.endStatement(delivered, sqlOf(head), "cutOff");
     this.#tally.cutOff++;
-    this.#toClient.push(insufficientFunds(delivered));
+    this.#toClient.push(error ?? insufficientFunds(delivered));
     this.deps.cancelUpstream();
   }
 
@@ -483,6 +576,7 @@ export class Relay {
       if (head?.kind === "execute") this.#units.shift();
       return;
     }
+    if (head?.kind === "setting") return this.#endSetting(head.name);
     const counted = this.deps.meter.statementRows;
     const rows = written !== null ? Math.max(written, counted) : counted;
     const sql = sqlOf(head);
@@ -491,12 +585,24 @@ export class Relay {
       this.#tally.upstreamLatency.observe((performance.now() - head.started) / 1000);
       this.#units.shift();
     }
-    const costly = this.deps.meter.endStatement(rows, { sql, rowCount: rows, source: "proxy" });
+    const costly = this.deps.meter.endStatement(rows, sql);
     this.#toClient.pushRange(buffer, start, end);
     // The charge is queued (group commit); only a write that outgrew the reservation waits for the ledger.
     return costly?.then((result) => {
       if (result.unpaidMicro > 0n) this.deps.metrics.unpaidMicro.inc(Number(result.unpaidMicro));
     });
+  }
+
+  /** The stand-in of `SHOW pgtoll.<name>` completed upstream: the client gets the value instead. */
+  #endSetting(name: string): Promise<void> {
+    this.#units.shift();
+    return pgtollSettingValue(name, this.deps.meter).then(
+      (value) => void this.#toClient.push(showResult(value)),
+      (error: unknown) => {
+        this.deps.logger.warn({ err: error }, "could not read the balance for SHOW");
+        this.#toClient.push(ledgerUnavailable());
+      },
+    );
   }
 
   #onError(buffer: Buffer, start: number, end: number): void {
@@ -514,13 +620,7 @@ export class Relay {
     }
     if (head?.kind === "simple" || head?.kind === "execute") {
       const rows = this.deps.meter.statementRows;
-      if (rows > 0)
-        void this.deps.meter.endStatement(rows, {
-          sql: sqlOf(head),
-          rowCount: rows,
-          source: "proxy",
-          failed: true,
-        });
+      if (rows > 0) void this.deps.meter.endStatement(rows, sqlOf(head), "failed");
       if (head.kind === "execute") this.#units.shift();
     }
     this.#dropUntilSync();
@@ -544,10 +644,12 @@ export class Relay {
     this.#status = readyForQueryStatusOf(buffer, start, end);
     this.#cutOff = false;
     this.#toClient.pushRange(buffer, start, end);
-    if (this.#status === "I" && this.#units.length === 0) {
-      this.#idleSince = now;
-      this.#idleTimer ??= this.#armIdleTimer(this.deps.idleReleaseMs);
-    }
+    if (this.#status === "I" && this.#units.length === 0) this.#becameIdle(now);
+  }
+
+  #becameIdle(now: number): void {
+    this.#idleSince = now;
+    this.#idleTimer ??= this.#armIdleTimer(this.deps.idleReleaseMs);
   }
 
   #armIdleTimer(delayMs: number): NodeJS.Timeout {
@@ -600,6 +702,31 @@ function sqlOf(unit: Unit | undefined): string {
     return unit.statements[Math.min(unit.index, unit.statements.length - 1)]?.sql ?? "";
   if (unit.kind === "execute") return unit.sql;
   return "";
+}
+
+/** The pgtoll setting a query shows, if any of its statements is `SHOW pgtoll.<name>`. */
+function settingOf(statements: readonly GuardedStatement[]): string | undefined {
+  for (const statement of statements)
+    if (statement.pgtollSetting !== undefined) return statement.pgtollSetting;
+  return undefined;
+}
+
+/** Why a `SHOW pgtoll.<name>` cannot be answered: an unknown name, or other statements in the same query. */
+function settingRefusal(name: string, statementCount: number): Buffer | undefined {
+  if (!isPgtollSetting(name)) return unknownSettingError(name);
+  if (statementCount > 1)
+    return errorFrame(SqlState.featureNotSupported, `SHOW ${name} must be sent as a query of its own`);
+  return undefined;
+}
+
+/** The ledger could not be reached: nothing was run (or, mid-result, the rows delivered were charged). */
+function ledgerUnavailable(rowsDelivered?: number): Buffer {
+  return errorFrame(
+    SqlState.cannotConnectNow,
+    rowsDelivered === undefined
+      ? "the pgtoll ledger is unavailable, so the statement was not run; try again shortly"
+      : `the pgtoll ledger is unavailable: the result was cut off after ${rowsDelivered} rows, which were charged; try again shortly`,
+  );
 }
 
 function refusalFor(verdict: Exclude<GuardVerdict, { kind: "allow" }>): Buffer {

@@ -1,20 +1,35 @@
-import { describe, expect, it } from "vitest";
+import { randomUUID } from "node:crypto";
+import { beforeAll, describe, expect, it } from "vitest";
 import { depositFor, randomWallet, useLedgerDatabase } from "../../test/support/fixtures.js";
 import { ChargeWriter } from "../billing/charge-writer.js";
-import { getBalance, listLedgerEntries } from "../billing/ledger.js";
-import { SessionMeter } from "./session-meter.js";
+import { getBalance, type LedgerEntry, listLedgerEntries } from "../billing/ledger.js";
+import { loadGuard } from "../guard/index.js";
+import { StatementShapes } from "../guard/statement-shape.js";
+import { type MeterOptions, SessionMeter } from "./session-meter.js";
 
 const meta = useLedgerDatabase();
+beforeAll(() => loadGuard());
 
 /** 1 micro-USDC a row: costs in tests are row counts. */
 const ONE_MICRO_A_ROW = { priceMicroPer1000Rows: 1000n, markupPpm: 1_000_000n };
 
 /** A meter whose blocking top-ups (the session stops for the ledger) are counted. */
-function countedMeter(agentWallet: string, reserveRows: number, price = ONE_MICRO_A_ROW) {
+function countedMeter(
+  agentWallet: string,
+  reserveRows: number,
+  options: Partial<MeterOptions> = {},
+  price = ONE_MICRO_A_ROW,
+) {
   const writer = new ChargeWriter(meta.pool, { ttlSeconds: 60 });
   const meter = new SessionMeter(meta.pool, writer, agentWallet, meta.providerId, price, {
     reserveRows,
+    maxReserveRows: reserveRows,
     reservationTtlSeconds: 60,
+    settleIntervalMs: 1000,
+    settleMaxMicro: 1_000_000n,
+    sessionId: randomUUID(),
+    shapes: new StatementShapes(),
+    ...options,
   });
   const counted = { meter, waits: 0 };
   const topUp = meter.topUp.bind(meter);
@@ -26,21 +41,31 @@ function countedMeter(agentWallet: string, reserveRows: number, price = ONE_MICR
 }
 
 /** What the relay does for one statement of `rows` rows; false when the agent cannot pay for it. */
-async function runStatement(meter: SessionMeter, rows: number): Promise<boolean> {
+async function runStatement(meter: SessionMeter, rows: number, sql = "SELECT 1"): Promise<boolean> {
   if (!meter.canStart && !(await meter.topUp(1))) return false;
   for (let i = 0; i < rows; i++) {
     // As the relay: a row the reservation does not pay for waits for one top-up, or the result is cut off.
-    if (!meter.allowRow() && (!(await meter.topUp(1)) || !meter.allowRow())) return false;
+    if (!meter.allowRow()) {
+      if (!(await meter.topUp(1)) || !meter.allowRow()) {
+        await meter.endStatement(meter.statementRows, sql, "cutOff");
+        return false;
+      }
+    }
   }
-  await meter.endStatement(rows, { sql: "SELECT 1", rowCount: rows });
+  await meter.endStatement(rows, sql);
   return true;
 }
 
 /** The client's think time between statements, during which a top-up ahead can land. */
 const pause = () => new Promise((resolve) => setTimeout(resolve, 2));
 
+async function queryEntries(agent: string): Promise<LedgerEntry[]> {
+  const entries = await listLedgerEntries(meta.pool, agent, { providerId: meta.providerId, limit: 1000 });
+  return entries.filter((entry) => entry.type === "query").reverse();
+}
+
 describe("SessionMeter", () => {
-  it("reserves the next chunk ahead, so a busy session does not stop for the ledger every chunk", async () => {
+  it("reserves the next part ahead, so a busy session does not stop for the ledger every hold", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 1000n);
     const counted = countedMeter(agent, 20);
     const meter = counted.meter;
@@ -49,17 +74,85 @@ describe("SessionMeter", () => {
       await pause();
     }
     await meter.release();
-    // Without top-ups ahead: one wait per chunk of 20 statements, 10 in all.
+    // Without top-ups ahead: one wait per hold of 20 statements, 10 in all.
     expect(counted.waits).toBeLessThanOrEqual(3);
     expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({
       balanceMicro: 800n,
       reservedMicro: 0n,
     });
-    const entries = await listLedgerEntries(meta.pool, agent, { providerId: meta.providerId, limit: 1000 });
-    expect(entries.filter((entry) => entry.type === "query")).toHaveLength(200);
   });
 
-  it("spends a balance smaller than a chunk to the last micro-USDC, then refuses", async () => {
+  it("grows its hold with what the session spends: 1000-row results stop for the ledger a handful of times, not once each", async () => {
+    const agent = await depositFor(meta.pool, meta.providerId, 10_000_000n);
+    const counted = countedMeter(agent, 1000, { maxReserveRows: 1_000_000 });
+    for (let i = 0; i < 100; i++) {
+      expect(await runStatement(counted.meter, 1000)).toBe(true);
+      await pause();
+    }
+    await counted.meter.release();
+    // A fixed hold of 1000 rows would wait once per statement: 100 times.
+    expect(counted.waits).toBeLessThanOrEqual(6);
+    expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({
+      balanceMicro: 10_000_000n - 100_000n,
+      reservedMicro: 0n,
+    });
+  });
+
+  it("never grows a hold past a quarter of what the agent has available, so its other sessions can still spend", async () => {
+    const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
+    const busy = countedMeter(agent, 1000, { maxReserveRows: 1_000_000 }).meter;
+    for (let i = 0; i < 30; i++) expect(await runStatement(busy, 1000)).toBe(true);
+    const { reservedMicro, balanceMicro } = await getBalance(meta.pool, agent, meta.providerId);
+    // Holds beyond the first 1000 rows' worth take at most a quarter of the available balance each.
+    expect(reservedMicro).toBeLessThan(balanceMicro / 2n);
+    const other = countedMeter(agent, 1000).meter;
+    expect(await runStatement(other, 1000)).toBe(true);
+    await Promise.all([busy.release(), other.release()]);
+    expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({
+      balanceMicro: 100_000n - 31_000n,
+      reservedMicro: 0n,
+    });
+  });
+
+  it("writes one entry per settlement window: the exact sum of its statements, with a breakdown by statement shape", async () => {
+    const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
+    const { meter } = countedMeter(agent, 1000);
+    for (let id = 1; id <= 30; id++)
+      expect(await runStatement(meter, 3, `SELECT * FROM items WHERE id = ${id}`)).toBe(true);
+    for (let i = 0; i < 5; i++)
+      expect(await runStatement(meter, 10, "SELECT name FROM items WHERE id <= $1")).toBe(true);
+    expect(await runStatement(meter, 0, "BEGIN")).toBe(true);
+    expect(meter.sessionCostMicro).toBe(140n);
+    await meter.release();
+    const entries = await queryEntries(agent);
+    expect(entries).toHaveLength(1);
+    const [entry] = entries;
+    expect(entry?.amountMicro).toBe(-140n);
+    expect(entry?.metadata).toMatchObject({ source: "proxy", window: 1, statements: 36, rowCount: 140 });
+    const shapes = entry?.metadata.shapes as { sample: string; calls: number; rows: number; cost: string }[];
+    // Thirty texts that differ only in a constant are one shape; the costliest shape comes first.
+    expect(shapes.map((shape) => [shape.calls, shape.rows, shape.cost])).toEqual([
+      [30, 90, "0.000090"],
+      [5, 50, "0.000050"],
+      [1, 0, "0.000000"],
+    ]);
+    expect(shapes[0]?.sample).toBe("SELECT * FROM items WHERE id = 1");
+  });
+
+  it("settles a window once its unsettled cost reaches the bound, and again when its interval is over", async () => {
+    const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
+    const { meter } = countedMeter(agent, 1000, { settleMaxMicro: 100n, settleIntervalMs: 50 });
+    for (let i = 0; i < 25; i++) expect(await runStatement(meter, 10)).toBe(true);
+    // 250 micro-USDC in windows of at most 100: two settled by the bound, 50 left open.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect((await queryEntries(agent)).map((entry) => entry.amountMicro)).toEqual([-100n, -100n]);
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect((await queryEntries(agent)).map((entry) => entry.amountMicro)).toEqual([-100n, -100n, -50n]);
+    await meter.release();
+    expect((await getBalance(meta.pool, agent, meta.providerId)).balanceMicro).toBe(100_000n - 250n);
+  });
+
+  it("spends a balance smaller than a hold to the last micro-USDC, settles the cut-off at once, then refuses", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 25n);
     const { meter } = countedMeter(agent, 20);
     let ran = 0;
@@ -67,18 +160,31 @@ describe("SessionMeter", () => {
       ran++;
       await pause();
     }
-    await meter.release();
     expect(ran).toBe(25);
+    expect(await runStatement(meter, 3)).toBe(false);
+    await meter.release();
     expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({
       balanceMicro: 0n,
       reservedMicro: 0n,
     });
   });
 
-  it("gives back a chunk reserved ahead when the session ends while it is being reserved", async () => {
+  it("writes the cut-off statement's window with its delivered rows and the cut-off noted", async () => {
+    const agent = await depositFor(meta.pool, meta.providerId, 50n);
+    const { meter } = countedMeter(agent, 20);
+    expect(await runStatement(meter, 80, "SELECT * FROM big")).toBe(false);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const entries = await queryEntries(agent);
+    expect(
+      entries.map((entry) => [entry.amountMicro, entry.metadata.cutOff, entry.metadata.rowCount]),
+    ).toEqual([[-50n, true, 50]]);
+    await meter.release();
+  });
+
+  it("gives back a part reserved ahead when the session ends while it is being reserved", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 1000n);
     const { meter } = countedMeter(agent, 20);
-    // 11 one-row statements leave 9 of the first chunk: the 11th starts a top-up ahead, and the session ends.
+    // 11 one-row statements leave 9 of the first hold: the 11th starts a top-up ahead, and the session ends.
     for (let i = 0; i < 11; i++) expect(await runStatement(meter, 1)).toBe(true);
     await meter.release();
     expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({
@@ -87,9 +193,33 @@ describe("SessionMeter", () => {
     });
   });
 
+  it("charges a statement that starts while its idle hold is being given back from a hold of its own", async () => {
+    const agent = await depositFor(meta.pool, meta.providerId, 1000n);
+    const { meter } = countedMeter(agent, 20);
+    for (let i = 0; i < 3; i++) expect(await runStatement(meter, 4)).toBe(true);
+    // The idle release and the next statement race, as when a query arrives just as the idle timer fires.
+    const released = meter.release();
+    expect(await runStatement(meter, 5)).toBe(true);
+    await released;
+    await meter.release();
+    expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({
+      balanceMicro: 1000n - 17n,
+      reservedMicro: 0n,
+    });
+    expect((await queryEntries(agent)).reduce((sum, entry) => sum + entry.amountMicro, 0n)).toBe(-17n);
+  });
+
+  it("reports the balance with the session's open window written first", async () => {
+    const agent = await depositFor(meta.pool, meta.providerId, 1000n);
+    const { meter } = countedMeter(agent, 20);
+    for (let i = 0; i < 7; i++) expect(await runStatement(meter, 3)).toBe(true);
+    expect(await meter.settledBalance()).toBe(979n);
+    await meter.release();
+  });
+
   it("lets every row of a provider that charges nothing through, from the first statement, without the ledger", async () => {
     const agent = randomWallet(); // no balance at all
-    const counted = countedMeter(agent, 20, { priceMicroPer1000Rows: 0n, markupPpm: 1_000_000n });
+    const counted = countedMeter(agent, 20, {}, { priceMicroPer1000Rows: 0n, markupPpm: 1_000_000n });
     for (const rows of [3, 0, 500]) expect(await runStatement(counted.meter, rows)).toBe(true);
     await counted.meter.release();
     expect(counted.waits).toBe(0);

@@ -2,48 +2,83 @@ import type { ChargeWriter } from "../billing/charge-writer.js";
 import { costOfRows, type Price, rowsAffordable } from "../billing/cost.js";
 import {
   extendReservation,
+  getBalance,
   type Queryable,
   type Reservation,
   reserveFunds,
   voidReservation,
 } from "../billing/ledger.js";
+import { isLedgerUnavailable } from "../billing/ledger-availability.js";
 import { QueuedCharges } from "../billing/queued-charges.js";
+import type { StatementShapes } from "../guard/statement-shape.js";
+import { SettlementWindow, type StatementOutcome } from "./settlement-window.js";
 
 export interface MeterOptions {
-  /** Rows' worth of funds a session holds at a time; more is reserved as results grow. */
+  /** Rows' worth of funds a session holds at first; the hold doubles at each top-up while the session spends. */
   reserveRows: number;
+  /**
+   * Most rows' worth one session may hold. Above `reserveRows` a hold also takes at most a quarter of the agent's
+   * available balance, so one busy session leaves funds for the agent's others.
+   */
+  maxReserveRows: number;
   reservationTtlSeconds: number;
-  /** Called for every charge queued, for metrics. */
+  /** Longest a charge waits in the session's settlement window before the window is written as one entry. */
+  settleIntervalMs: number;
+  /**
+   * Unsettled cost (micro-USDC) at which the window is settled at once. Warning: this bounds what a crash of
+   * pgtoll can leave uncharged per open session (to the agent's benefit; never an overcharge).
+   */
+  settleMaxMicro: bigint;
+  /** Named in every entry the session writes. */
+  sessionId: string;
+  /** Fingerprints statements for the per-shape breakdown of an entry; shared by all sessions of a proxy. */
+  shapes: StatementShapes;
+  /** Called for every statement's charge, for metrics. */
   onCharge?: (costMicro: bigint) => void;
 }
 
+/** Distinct texts a window keeps before it is settled early (simple-protocol clients inline their values). */
+const MAX_WINDOW_TEXTS = 2000;
+
 /**
- * The wire proxy's side of two-phase charging for one client session. The session holds a reservation (a
- * chunk of the agent's balance) and spends it statement by statement: rows are forwarded only while the
- * reservation still pays for them (`allowRow`), a statement's cost is charged when it completes
- * (`endStatement`, through the group-committing {@link ChargeWriter}), and `topUp` grows the reservation when
- * it runs out. Once less than half a chunk is left, the next chunk is reserved in the background, so a busy
- * session does not stop for a ledger round trip every chunk's worth of statements. What is not spent goes back
- * to the balance at `release`.
+ * The wire proxy's side of two-phase charging for one client session. The session holds a reservation (part of
+ * the agent's balance) and spends it statement by statement: rows are forwarded only while the reservation
+ * still pays for them (`allowRow`), and each completed statement's cost, by the cost rule, is taken from the
+ * hold at once (`endStatement`). Charges are written to the ledger per settlement window: one entry sums the
+ * window's statements, written when the window is `settleIntervalMs` old, reaches `settleMaxMicro`, or the
+ * session is cut off, goes idle or ends. The hold is adaptive: it doubles at each top-up while the session
+ * spends (up to `maxReserveRows`), the next part is reserved in the background once less than half of the
+ * hold's size is left (at the end of a statement or in the middle of a long result), and it shrinks back when
+ * the session goes idle (`release`), so in steady state no row waits for the ledger.
  */
 export class SessionMeter {
   #reservation: Reservation | null = null;
-  /** Micro-USDC of the reservation not yet charged. */
+  /** Micro-USDC of the reservation not yet spent (spent means charged, settled or not). */
   #unspent = 0n;
   #statementRows = 0;
   #rowLimit = 0;
-  /** Charges queued and not yet written; `release` waits for them. */
+  /** Row of the running statement at which the next part of the hold is reserved ahead. */
+  #aheadRow = -1;
+  /** Settled windows queued for the ledger and not yet written; `release` waits for them. */
   readonly #charges: QueuedCharges;
   /** Costs of small row counts, the common case, so a statement does not redo the bigint arithmetic. */
   readonly #smallCosts: bigint[] = [];
   /** Reservation calls in flight: `release` waits for them, or one made just after it would stay held. */
   readonly #ledgerCalls = new Set<Promise<unknown>>();
-  readonly #chunkMicro: bigint;
+  readonly #baseHold: bigint;
+  readonly #maxHold: bigint;
+  /** The size the hold grows by: `#baseHold`, doubled at each top-up up to `#maxHold`. */
+  #hold: bigint;
+  #halfHoldRows = 0;
   readonly #free: boolean;
   /** The top-up started ahead of need (see `#extendAhead`), while it is in flight. */
   #ahead: Promise<void> | null = null;
   /** The last top-up ahead got nothing: the balance is spent, so the next need waits for its own. */
   #balanceSpent = false;
+  #window: SettlementWindow | null = null;
+  #windowTimer: NodeJS.Timeout | undefined;
+  #windowsSettled = 0;
+  #sessionCostMicro = 0n;
 
   constructor(
     private readonly ledger: Queryable,
@@ -55,15 +90,24 @@ export class SessionMeter {
   ) {
     this.#charges = new QueuedCharges(writer);
     this.#free = price.priceMicroPer1000Rows === 0n;
+    const base = costOfRows(options.reserveRows, price);
+    this.#baseHold = base > 0n ? base : 1n;
+    const max = costOfRows(Math.max(options.maxReserveRows, options.reserveRows), price);
+    this.#maxHold = max > this.#baseHold ? max : this.#baseHold;
+    this.#hold = this.#baseHold;
+    this.#setHold(this.#baseHold);
     // Nothing is held yet: no row is paid for, unless the provider charges nothing (then none is ever limited).
-    this.#rowLimit = Number(rowsAffordable(0n, price));
-    const chunk = costOfRows(options.reserveRows, price);
-    this.#chunkMicro = chunk > 0n ? chunk : 1n;
+    this.#updateLimit();
   }
 
   /** Rows of the running statement so far. */
   get statementRows(): number {
     return this.#statementRows;
+  }
+
+  /** What this session's statements have cost so far, settled or not. */
+  get sessionCostMicro(): bigint {
+    return this.#sessionCostMicro;
   }
 
   /** Whether a statement may start: false when nothing is held and nothing could be reserved yet. */
@@ -82,15 +126,31 @@ export class SessionMeter {
     return cost;
   }
 
+  #setHold(hold: bigint): void {
+    this.#hold = hold;
+    this.#halfHoldRows = Number(rowsAffordable(hold / 2n, this.price));
+  }
+
+  /** The hold grows with what the session spends: each top-up doubles it, up to the maximum. */
+  #grow(): void {
+    if (this.#hold < this.#maxHold)
+      this.#setHold(this.#hold * 2n < this.#maxHold ? this.#hold * 2n : this.#maxHold);
+  }
+
+  #updateLimit(): void {
+    this.#rowLimit = Number(rowsAffordable(this.#unspent, this.price));
+    this.#aheadRow = this.#free ? -1 : this.#rowLimit - this.#halfHoldRows;
+  }
+
   /** Counts one more row; false when the reservation does not pay for it (call `topUp`, then retry). */
   allowRow(): boolean {
     if (this.#statementRows >= this.#rowLimit) return false;
-    this.#statementRows++;
+    if (++this.#statementRows === this.#aheadRow) this.#extendAhead(true);
     return true;
   }
 
   /**
-   * Reserves at least enough for `minRows` more rows of the running statement (a chunk when available).
+   * Reserves at least enough for `minRows` more rows of the running statement (the hold's size when available).
    * Returns false when the agent's available balance cannot pay for them.
    */
   async topUp(minRows = 1): Promise<boolean> {
@@ -99,9 +159,11 @@ export class SessionMeter {
       await this.#ahead;
       if (this.#costOf(this.#statementRows + minRows) <= this.#unspent) return true;
     }
+    this.#grow();
     const needed = this.#costOf(this.#statementRows + minRows) - this.#unspent;
     const minDelta = needed > 0n ? needed : 0n;
-    const maxDelta = minDelta > this.#chunkMicro ? minDelta : this.#chunkMicro;
+    const maxDelta = minDelta > this.#hold ? minDelta : this.#hold;
+    const ttl = this.options.reservationTtlSeconds;
     let added: bigint;
     if (!this.#reservation) {
       this.#reservation = await this.#ledgerCall(
@@ -110,33 +172,40 @@ export class SessionMeter {
           providerId: this.providerId,
           minMicro: minDelta,
           maxMicro: maxDelta,
-          ttlSeconds: this.options.reservationTtlSeconds,
+          ttlSeconds: ttl,
+          fairShareAboveMicro: this.#baseHold,
         }),
       );
       added = this.#reservation?.amountMicro ?? 0n;
       if (!this.#reservation || added < minDelta) return false;
     } else {
-      const ttl = this.options.reservationTtlSeconds;
       const reservation = this.#reservation;
-      added = await this.#ledgerCall(extendReservation(this.ledger, reservation, minDelta, maxDelta, ttl));
+      added = await this.#ledgerCall(
+        extendReservation(this.ledger, reservation, minDelta, maxDelta, ttl, this.#baseHold),
+      );
       if (added < minDelta) return false;
     }
     if (added > 0n) this.#balanceSpent = false;
     this.#unspent += added;
-    this.#rowLimit = Number(rowsAffordable(this.#unspent, this.price));
+    this.#updateLimit();
     return this.#rowLimit > this.#statementRows || minRows === 0;
   }
 
   /**
-   * Reserves the next chunk in the background once less than half of one is left. The running statement's
-   * row limit grows when it lands (the limit counts what is unspent before the statement's own charge). A
-   * failure is left to the next `topUp`, which reports it when the funds are really needed.
+   * Reserves the next part of the hold in the background: at the end of a statement once less than half of the
+   * hold's size is left, or in the middle of a result when its rows reach that point (`midStatement`). The row
+   * limit grows when it lands. A failure is left to the next `topUp`, which reports it when the funds are
+   * really needed.
    */
-  #extendAhead(): void {
+  #extendAhead(midStatement: boolean): void {
     const reservation = this.#reservation;
-    if (!reservation || this.#ahead || this.#balanceSpent || this.#unspent * 2n >= this.#chunkMicro) return;
+    if (!reservation || this.#ahead || this.#balanceSpent) return;
+    if (!midStatement && this.#unspent * 2n >= this.#hold) return;
+    this.#grow();
     const ttl = this.options.reservationTtlSeconds;
-    const call = this.#ledgerCall(extendReservation(this.ledger, reservation, 0n, this.#chunkMicro, ttl));
+    const call = this.#ledgerCall(
+      extendReservation(this.ledger, reservation, 0n, this.#hold, ttl, this.#baseHold),
+    );
     this.#ahead = call.then(
       (added) => {
         this.#ahead = null;
@@ -144,7 +213,7 @@ export class SessionMeter {
         // The session may have ended (released) while the call ran: what it added is then released with it.
         if (this.#reservation !== reservation) return;
         this.#unspent += added;
-        this.#rowLimit = Number(rowsAffordable(this.#unspent, this.price));
+        this.#updateLimit();
       },
       () => {
         this.#ahead = null;
@@ -153,69 +222,118 @@ export class SessionMeter {
   }
 
   /**
-   * Ends the running statement: charges `rowCount` rows (the DataRows delivered, or a write's affected
-   * count). Synchronous (the charge is queued for group commit) unless the cost exceeds what is held, which
-   * only a write can do: then the reservation is grown, and if the balance cannot cover the cost the agent is
-   * charged what it has and the promise reports the shortfall.
+   * Ends the running statement: charges `rowCount` rows (the DataRows delivered, or a write's affected count)
+   * to the settlement window. Synchronous unless the cost exceeds what is held, which only a write can do: then
+   * the reservation is grown, and if the balance cannot cover the cost the agent is charged what it has and the
+   * promise reports the shortfall.
    */
   endStatement(
     rowCount: number,
-    metadata: Record<string, unknown>,
+    sql: string,
+    outcome?: StatementOutcome,
   ): Promise<{ unpaidMicro: bigint }> | undefined {
     const cost = this.#costOf(rowCount);
-    if (cost > this.#unspent) return this.#endCostlyStatement(cost, metadata);
-    this.#charge(cost, 0n, metadata);
+    if (cost > this.#unspent) return this.#endCostlyStatement(cost, rowCount, sql, outcome);
+    this.#charge(cost, 0n, rowCount, sql, outcome);
     return undefined;
   }
 
   async #endCostlyStatement(
     cost: bigint,
-    metadata: Record<string, unknown>,
+    rowCount: number,
+    sql: string,
+    outcome: StatementOutcome | undefined,
   ): Promise<{ unpaidMicro: bigint }> {
     if (this.#ahead) await this.#ahead;
     if (cost <= this.#unspent) {
-      this.#charge(cost, 0n, metadata);
+      this.#charge(cost, 0n, rowCount, sql, outcome);
       return { unpaidMicro: 0n };
     }
-    if (this.#reservation) {
-      const ttl = this.options.reservationTtlSeconds;
-      const missing = cost - this.#unspent;
-      const reservation = this.#reservation;
-      this.#unspent += await this.#ledgerCall(extendReservation(this.ledger, reservation, 0n, missing, ttl));
-    } else {
-      this.#reservation = await this.#ledgerCall(
-        reserveFunds(this.ledger, {
-          agentWallet: this.agentWallet,
-          providerId: this.providerId,
-          minMicro: 0n,
-          maxMicro: cost,
-          ttlSeconds: this.options.reservationTtlSeconds,
-        }),
-      );
-      this.#unspent += this.#reservation?.amountMicro ?? 0n;
+    try {
+      await this.#holdMore(cost - this.#unspent);
+    } catch (error) {
+      // The write ran: with the ledger unreachable it is charged what the hold covers, the rest recorded unpaid.
+      if (!isLedgerUnavailable(error)) throw error;
     }
     // The balance never goes below zero: what it cannot cover is recorded, not charged.
     const charged = cost > this.#unspent ? this.#unspent : cost;
     const unpaidMicro = cost - charged;
-    this.#charge(charged, unpaidMicro, metadata);
+    this.#charge(charged, unpaidMicro, rowCount, sql, outcome);
     return { unpaidMicro };
   }
 
-  #charge(cost: bigint, unpaidMicro: bigint, metadata: Record<string, unknown>): void {
-    if (cost > 0n && this.#reservation) {
-      this.#unspent -= cost;
-      this.#charges.submit({
-        reservationId: this.#reservation.id,
+  /** Adds up to `missingMicro` to the hold (or takes a first hold), as much as the balance allows. */
+  async #holdMore(missingMicro: bigint): Promise<void> {
+    const ttl = this.options.reservationTtlSeconds;
+    if (this.#reservation) {
+      const reservation = this.#reservation;
+      this.#unspent += await this.#ledgerCall(
+        extendReservation(this.ledger, reservation, 0n, missingMicro, ttl),
+      );
+      return;
+    }
+    this.#reservation = await this.#ledgerCall(
+      reserveFunds(this.ledger, {
         agentWallet: this.agentWallet,
         providerId: this.providerId,
-        costMicro: cost,
-        metadata: unpaidMicro > 0n ? { ...metadata, unpaidMicro: unpaidMicro.toString() } : metadata,
-      });
-      this.options.onCharge?.(cost);
-      this.#extendAhead();
-    }
+        minMicro: 0n,
+        maxMicro: missingMicro,
+        ttlSeconds: ttl,
+      }),
+    );
+    this.#unspent += this.#reservation?.amountMicro ?? 0n;
+  }
+
+  #charge(cost: bigint, unpaidMicro: bigint, rows: number, sql: string, outcome?: StatementOutcome): void {
     this.#statementRows = 0;
-    this.#rowLimit = Number(rowsAffordable(this.#unspent, this.price));
+    if (this.#free) return;
+    this.#unspent -= cost;
+    this.#sessionCostMicro += cost;
+    if (!this.#window) {
+      this.#window = new SettlementWindow();
+      this.#windowTimer = setTimeout(this.#settleOnTimer, this.options.settleIntervalMs);
+      this.#windowTimer.unref();
+    }
+    const window = this.#window;
+    window.add(sql, rows, cost, unpaidMicro, outcome);
+    if (cost > 0n) this.options.onCharge?.(cost);
+    if (
+      window.costMicro >= this.options.settleMaxMicro ||
+      unpaidMicro > 0n ||
+      outcome === "cutOff" ||
+      window.distinctTexts >= MAX_WINDOW_TEXTS
+    )
+      this.settle();
+    this.#updateLimit();
+    this.#extendAhead(false);
+  }
+
+  readonly #settleOnTimer = (): void => this.settle();
+
+  /** Queues the open window's charges for the ledger as one entry (nothing when it cost nothing). */
+  settle(): void {
+    const window = this.#window;
+    if (!window) return;
+    this.#window = null;
+    clearTimeout(this.#windowTimer);
+    const reservation = this.#reservation;
+    // Without a reservation nothing could be charged (a statement is charged only from a hold).
+    if (window.costMicro === 0n || !reservation) return;
+    this.#windowsSettled++;
+    this.#charges.submit({
+      reservationId: reservation.id,
+      agentWallet: this.agentWallet,
+      providerId: this.providerId,
+      costMicro: window.costMicro,
+      metadata: window.metadata(this.options.sessionId, this.#windowsSettled, this.options.shapes),
+    });
+  }
+
+  /** The agent's balance with every charge of this session written: settles the window and waits for it. */
+  async settledBalance(): Promise<bigint> {
+    this.settle();
+    await this.#charges.settled();
+    return (await getBalance(this.ledger, this.agentWallet, this.providerId)).balanceMicro;
   }
 
   #ledgerCall<T>(call: Promise<T>): Promise<T> {
@@ -226,8 +344,10 @@ export class SessionMeter {
   }
 
   /**
-   * Waits for reservation calls in flight and this session's charges to be written, then gives back what the
-   * reservation still holds.
+   * Settles the window, waits for reservation calls in flight and this session's charges to be written, then
+   * gives back what the reservation still holds; the next statement starts again from the base hold. The hold
+   * is detached before the first wait: a statement that starts meanwhile (an idle session woken up) reserves a
+   * hold of its own instead of spending the one being given back.
    */
   async release(): Promise<void> {
     // A statement may still be settling (a costly write): give it the moment it needs to queue its charge.
@@ -235,12 +355,14 @@ export class SessionMeter {
       await Promise.allSettled([...this.#ledgerCalls]);
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
+    this.settle();
+    const reservation = this.#reservation;
+    this.#reservation = null;
+    this.#unspent = 0n;
+    this.#balanceSpent = false;
+    this.#setHold(this.#baseHold);
+    this.#updateLimit();
     await this.#charges.settled();
-    if (this.#reservation) {
-      const reservation = this.#reservation;
-      this.#reservation = null;
-      this.#unspent = 0n;
-      await voidReservation(this.ledger, reservation);
-    }
+    if (reservation) await voidReservation(this.ledger, reservation);
   }
 }

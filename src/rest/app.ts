@@ -1,4 +1,6 @@
 import { randomUUID } from "node:crypto";
+import type { IncomingMessage } from "node:http";
+import type { Socket } from "node:net";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
@@ -26,11 +28,24 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
     logController: new RequestLog(ctx.logger),
     childLoggerFactory: lazyRequestLogger,
     bodyLimit: ctx.config.bodyLimit,
+    // Slow or silent clients (slowloris) are cut off instead of holding a socket and a parser forever.
+    requestTimeout: ctx.config.httpRequestTimeoutMs,
+    // Node enforces those timeouts on a sweep (every 30 s by default): sweep often enough that a slow client
+    // is cut off close to its deadline, not up to half a minute later.
+    http: { connectionsCheckingInterval: Math.min(5000, Math.max(250, ctx.config.httpRequestTimeoutMs / 2)) },
     trustProxy: ctx.config.trustProxy,
     requestIdHeader: "x-request-id",
     genReqId: () => randomUUID(),
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false } },
   });
+
+  app.server.headersTimeout = Math.min(ctx.config.httpRequestTimeoutMs, 60_000);
+  app.server.maxConnections = ctx.config.httpMaxConnections;
+  // Node starts its header and request timeouts at a request's first byte, so a client that connects and
+  // sends nothing would hold its socket forever: it gets the request timeout too, cleared once a request
+  // arrives (between keep-alive requests Node's own keepAliveTimeout applies).
+  app.server.on("connection", (socket: Socket) => socket.setTimeout(ctx.config.httpRequestTimeoutMs));
+  app.server.on("request", (request: IncomingMessage) => request.socket.setTimeout(0));
 
   // Bodies are JSON only: any other content type is a 415, not a string that fails validation later.
   app.removeContentTypeParser("text/plain");

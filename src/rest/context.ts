@@ -27,6 +27,8 @@ export interface GatewayContext {
     | "rowCap"
     | "statementTimeoutMs"
     | "reservationTtlSeconds"
+    | "httpRequestTimeoutMs"
+    | "httpMaxConnections"
     | "rateLimit"
     | "bodyLimit"
     | "trustProxy"

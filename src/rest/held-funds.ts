@@ -20,6 +20,8 @@ export interface HeldFundsOptions {
   onReleaseError?: (error: unknown) => void;
 }
 
+/** How long a REST query's charge is retried while the ledger is unavailable before the request fails. */
+const CHARGE_RETRY_MS = 5000;
 /** One agent's funds held with one provider by this process, for that agent's requests. */
 interface Hold {
   key: string;
@@ -173,6 +175,8 @@ export class HeldFunds {
           providerId: hold.providerId,
           costMicro,
           metadata,
+          // The request waits for it: a few seconds of a ledger restart are bridged, not minutes.
+          retryForMs: CHARGE_RETRY_MS,
         },
         (error) => (error ? reject(error) : resolve()),
       ),

@@ -1,6 +1,7 @@
 import { performance } from "node:perf_hooks";
 import type pg from "pg";
 import { costOfRows, type Price } from "../billing/cost.js";
+import { isLedgerUnavailable } from "../billing/ledger-availability.js";
 import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
 import { PrivilegedUpstreamError } from "../providers/upstream-pools.js";
 import type { EstimateCache } from "./estimate-cache.js";
@@ -86,14 +87,18 @@ export async function runMeteredQuery(
       // Before running something must be available; what the statement is expected to cost is asked for.
       const only = statements.length === 1 ? statements[0]! : undefined;
       const expectedRows = (only && deps.estimates.get(request.providerId, only.sql)) || 1;
-      if (!(await funds.cover(1n, costOfRows(expectedRows, request.price))))
-        throw new QueryError(402, "insufficient balance: deposit funds with this provider first");
+      const covered = await funds
+        .cover(1n, costOfRows(expectedRows, request.price))
+        .catch(ledgerUnavailable("so the query was not run"));
+      if (!covered) throw new QueryError(402, "insufficient balance: deposit funds with this provider first");
     }
     const started = performance.now();
     const outcome = await runOnProvider(deps, statements, request, funds);
     const executionMs = performance.now() - started;
     const actualCostMicro = costOfRows(outcome.rowCount, request.price);
-    await funds?.charge(actualCostMicro, { sql: request.sql, rowCount: outcome.rowCount, source: "rest" });
+    await funds
+      ?.charge(actualCostMicro, { sql: request.sql, rowCount: outcome.rowCount, source: "rest" })
+      .catch(ledgerUnavailable("so the result is withheld (it was not charged)"));
     return {
       rows: outcome.rows,
       rowCount: outcome.rowCount,
@@ -174,4 +179,13 @@ async function rollBack(client: pg.PoolClient): Promise<Error | undefined> {
   } catch (error) {
     return error as Error;
   }
+}
+
+/** Rethrows an error of an unreachable ledger as a 503 the agent can act on; any other error as it is. */
+function ledgerUnavailable(consequence: string): (error: unknown) => never {
+  return (error) => {
+    if (isLedgerUnavailable(error))
+      throw new QueryError(503, `the pgtoll ledger is unavailable, ${consequence}; try again shortly`);
+    throw error;
+  };
 }

@@ -1,7 +1,7 @@
 /** Failures of a metered query, each with the HTTP status the gateway answers it with. */
 export class QueryError extends Error {
   constructor(
-    readonly statusCode: 400 | 402 | 403 | 404 | 500,
+    readonly statusCode: 400 | 402 | 403 | 404 | 500 | 503,
     message: string,
     /** SQLSTATE of an error PostgreSQL raised, sent to the client as `code`. */
     readonly sqlState?: string,

@@ -49,29 +49,65 @@ describe("bench targets", () => {
   const select = [
     cell("direct", 10, "simple", [1000, 1100, 900]),
     cell("pgtoll", 10, "simple", [600, 500, 400]),
+    cell("pgtoll-free", 10, "simple", [520]),
     cell("pgbouncer", 10, "simple", [450]),
     cell("direct", 1, "simple", [100], 80),
     cell("pgtoll", 1, "simple", [90], 300),
   ];
+  const range = [
+    { ...cell("pgbouncer", 10, "prepared", [2000]), script: "range-1000" as const },
+    { ...cell("pgtoll", 10, "prepared", [1700]), script: "range-1000" as const },
+    { ...cell("pgbouncer", 10, "prepared", [9000]), script: "range-100" as const },
+    { ...cell("pgtoll", 10, "prepared", [9900]), script: "range-100" as const },
+  ];
+  const inputs = { select, range, rest: null, ledger: [], memory: null };
 
   it("compares medians and marks each target", () => {
-    const targets = checkTargets(select, null, null);
+    const targets = checkTargets(inputs);
     const byName = (name: string) => targets.find((t) => t.name === name)!;
-    expect(byName("pgtoll / direct TPS, 10 clients, simple")).toMatchObject({ value: 0.5, met: true });
-    expect(byName("pgtoll / PgBouncer TPS, 10 clients, simple").met).toBe(true);
+    expect(byName("point reads: pgtoll / PgBouncer TPS, 10 clients, simple")).toMatchObject({
+      value: 500 / 450,
+      met: true,
+    });
+    expect(byName("point reads: pgtoll / pgtoll at price 0, 10 clients, simple")).toMatchObject({
+      value: 500 / 520,
+      met: true,
+    });
+    // The 1000-row cell, not the 100-row one of the same clients and protocol.
+    expect(byName("1000-row reads: pgtoll / PgBouncer TPS, 10 clients")).toMatchObject({
+      value: 0.85,
+      met: false,
+    });
     expect(byName("p50 latency added by pgtoll, 1 client, simple")).toMatchObject({ value: 220, met: false });
   });
 
   it("says n/a for what the run did not measure", () => {
-    const targets = checkTargets(select, null, null);
-    expect(targets.find((t) => t.name === "pgtoll / direct TPS, 10 clients, prepared")).toMatchObject({
+    const targets = checkTargets(inputs);
+    expect(
+      targets.find((t) => t.name === "point reads: pgtoll / PgBouncer TPS, 10 clients, prepared"),
+    ).toMatchObject({
       value: null,
       met: null,
     });
+    expect(
+      targets.find((t) => t.name.startsWith("1000-row reads") && t.name.includes("50 clients"))?.met,
+    ).toBeNull();
     expect(targets.find((t) => t.name.startsWith("proxy RSS"))?.met).toBeNull();
+    expect(targets.find((t) => t.name.startsWith("ledger"))?.met).toBeNull();
   });
 
-  it("holds memory to 100 MB per 1 000 idle sessions", () => {
+  it("holds the ledger to 2 us of PostgreSQL CPU per metered statement with settlement windows, at 10 sessions", () => {
+    const ledger = [
+      { mode: "charge-stream" as const, sessions: 10, cpuUsPerCharge: { postgres: 17, client: 9 } },
+      { mode: "settlement-windows" as const, sessions: 10, cpuUsPerCharge: { postgres: 0.6, client: 2 } },
+    ].map((c) => ({ ...c, chargesPerSecond: spread([5000]), consistent: true }));
+    expect(checkTargets({ ...inputs, ledger }).find((t) => t.name.startsWith("ledger"))).toMatchObject({
+      value: 0.6,
+      met: true,
+    });
+  });
+
+  it("holds memory to 50 MB per 1 000 idle sessions", () => {
     const memory = {
       requested: 1000,
       opened: 500,
@@ -80,12 +116,12 @@ describe("bench targets", () => {
       heapBeforeKiB: 0,
       heapAfterKiB: 0,
       rssAfterCloseKiB: 0,
-      deltaMB: 60,
-      mbPer1000: 120,
+      deltaMB: 30,
+      mbPer1000: 60,
       kibPerSession: 0,
     };
-    expect(checkTargets([], null, memory).find((t) => t.name.startsWith("proxy RSS"))).toMatchObject({
-      value: 120,
+    expect(checkTargets({ ...inputs, memory }).find((t) => t.name.startsWith("proxy RSS"))).toMatchObject({
+      value: 60,
       met: false,
     });
   });
@@ -97,17 +133,20 @@ describe("bench context ratios", () => {
       cell("pgbouncer", 10, "simple", [1000]),
       cell("node-relay", 10, "simple", [800]),
       cell("pgtoll", 10, "simple", [400]),
+      cell("direct", 10, "simple", [1600]),
       cell("pgtoll", 1, "simple", [100]),
       cell("node-relay", 1, "simple", [200]),
     ];
     const ratios = contextRatios(select);
     expect(ratios.find((r) => r.name === "pgtoll / node relay TPS, 10 clients, simple")?.value).toBe(0.5);
     expect(ratios.find((r) => r.name === "node relay / PgBouncer TPS, 10 clients, simple")?.value).toBe(0.8);
+    expect(ratios.find((r) => r.name === "pgtoll / direct TPS, 10 clients, simple")?.value).toBe(0.25);
     expect(ratios.find((r) => r.name === "pgtoll / node relay TPS, 10 clients, prepared")?.value).toBeNull();
     expect(ratios.some((r) => r.name.includes(" 1 clients"))).toBe(false);
   });
 
-  it("is empty when the relay did not run", () => {
-    expect(contextRatios([cell("pgtoll", 10, "simple", [400])])).toEqual([]);
+  it("leaves the relay's ratios out when the relay did not run", () => {
+    const ratios = contextRatios([cell("pgtoll", 10, "simple", [400])]);
+    expect(ratios.some((r) => r.name.includes("relay"))).toBe(false);
   });
 });

@@ -11,6 +11,7 @@ import {
   type TestGateway,
 } from "../support/gateway.js";
 import { fundedTestAgent, startTestProxy, type TestAgent, type TestProxy } from "../support/proxy.js";
+import { shapesCharged } from "../support/real-clients.js";
 
 let gateway: TestGateway;
 let proxy: TestProxy;
@@ -78,10 +79,19 @@ describe("node-postgres through the proxy", () => {
     const expected = [5, 1, 3, 2].reduce((sum, n) => sum + costOfRows(n, price), 0n);
     const balance = await getBalance(gateway.ctx.db, agent.wallet, providerId);
     expect(balance).toMatchObject({ balanceMicro: 1_000_000n - expected, reservedMicro: 0n });
+    // One entry for the session's window, broken down by statement shape: each statement is in it.
     const entries = await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId, limit: 10 });
-    expect(entries.filter((e) => e.type === "query").map((e) => e.metadata.rowCount)).toEqual([2, 3, 1, 5]);
-    expect(entries[3]?.metadata.sql).toBe("SELECT id, name FROM items WHERE id <= 5 ORDER BY id");
-    expect(entries[2]?.metadata.sql).toBe("SELECT name FROM items WHERE id = $1");
+    const queries = entries.filter((e) => e.type === "query");
+    expect(queries.map((e) => [e.amountMicro, e.metadata.statements, e.metadata.rowCount])).toEqual([
+      [-expected, 4, 11],
+    ]);
+    const lines = [...shapesCharged(queries).values()].map((l) => [l.sample, l.calls, l.rows, l.costMicro]);
+    expect(lines).toEqual([
+      // Costliest first; equal costs, most calls first.
+      ["SELECT id FROM items WHERE id < $1", 2, 5, costOfRows(3, price) + costOfRows(2, price)],
+      ["SELECT id, name FROM items WHERE id <= 5 ORDER BY id", 1, 5, costOfRows(5, price)],
+      ["SELECT name FROM items WHERE id = $1", 1, 1, costOfRows(1, price)],
+    ]);
   });
 
   it("its ledger entries say which surface charged them: `proxy` here, `rest` for POST /api/query", async () => {
@@ -98,10 +108,9 @@ describe("node-postgres through the proxy", () => {
     await closeAndSettle(client);
     const entries = await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId, limit: 10 });
     const queries = entries.filter((e) => e.type === "query").reverse();
-    expect(queries.map((e) => [e.metadata.source, e.metadata.rowCount])).toEqual([
-      ["rest", 2],
-      ["proxy", 3],
-      ["proxy", 1],
+    expect(queries.map((e) => [e.metadata.source, e.metadata.statements ?? 1, e.metadata.rowCount])).toEqual([
+      ["rest", 1, 2],
+      ["proxy", 2, 4],
     ]);
   });
 
@@ -196,9 +205,11 @@ describe("node-postgres through the proxy", () => {
     expect(balance).toMatchObject({ balanceMicro: 25_500n - costOfRows(25, price), reservedMicro: 0n });
     const [entry] = await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId, limit: 1 });
     expect(entry?.metadata).toMatchObject({
+      source: "proxy",
+      statements: 1,
       rowCount: 25,
       cutOff: true,
-      sql: "SELECT id FROM items ORDER BY id",
+      shapes: [expect.objectContaining({ sample: "SELECT id FROM items ORDER BY id", rows: 25 })],
     });
   });
 

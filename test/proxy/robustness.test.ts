@@ -497,7 +497,7 @@ describe("ready phase", () => {
     await client.query("ROLLBACK");
     await expectUsable(client);
     client.destroy();
-    expect(await balanceOf(rawAgent)).toBe(before - costOfRows(3, price));
+    await eventually(async () => expect(await balanceOf(rawAgent)).toBe(before - costOfRows(3, price)));
   });
 
   it("closes cleanly on Terminate in the middle of a pipeline", async () => {

@@ -2,7 +2,10 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { expect } from "vitest";
 import { costOfRows, type Price } from "../../src/billing/cost.js";
-import { getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
+import { getBalance, type LedgerEntry, listLedgerEntries } from "../../src/billing/ledger.js";
+import { parseMicro } from "../../src/billing/money.js";
+import { loadGuard } from "../../src/guard/index.js";
+import { StatementShapes } from "../../src/guard/statement-shape.js";
 import type { TestGateway } from "./gateway.js";
 import type { TestProxy } from "./proxy.js";
 
@@ -78,10 +81,11 @@ export async function settleCharges(proxy: TestProxy): Promise<void> {
 }
 
 /**
- * Checks that the agent was charged exactly the cost rule per statement: one `query` ledger entry per statement
- * that returned or wrote rows (`rowCounts`, oldest first, with the statement's SQL when given), each for
- * `costOfRows` of its rows, chained balances, nothing left reserved, and the balance fallen by their sum.
- * Returns the query entries, oldest first.
+ * Checks that the agent was charged exactly the cost rule per statement: the proxy writes one `query` entry per
+ * settlement window, whose amount is the sum of its statements' costs, each rounded up on its own; so the
+ * entries together must sum to `costOfRows` of each statement that returned or wrote rows (`statements`), row
+ * counts included, and the per-shape breakdown must show each statement given with its SQL text. Balances are
+ * chained, nothing is left reserved, and the balance fell by the sum. Returns the query entries, oldest first.
  */
 export async function expectChargedPerStatement(
   gateway: TestGateway,
@@ -96,17 +100,79 @@ export async function expectChargedPerStatement(
   ).reverse();
   const charged = statements.filter((s) => costOfRows(s.rows, price) > 0n);
   const queries = entries.filter((e) => e.type === "query");
-  expect(queries.map((e) => e.metadata.rowCount)).toEqual(charged.map((s) => s.rows));
-  for (const [i, statement] of charged.entries()) {
-    const entry = queries[i]!;
-    expect(entry.amountMicro).toBe(-costOfRows(statement.rows, price));
-    if (typeof statement.sql === "string") expect(entry.metadata.sql).toBe(statement.sql);
-    else if (statement.sql) expect(entry.metadata.sql).toMatch(statement.sql);
-  }
+  const total = charged.reduce((sum, s) => sum + costOfRows(s.rows, price), 0n);
+  expect(queries.reduce((sum, e) => sum - e.amountMicro, 0n)).toBe(total);
+  expect(queries.reduce((sum, e) => sum + Number(e.metadata.rowCount), 0)).toBe(
+    charged.reduce((sum, s) => sum + s.rows, 0),
+  );
+  for (const entry of queries) expect(entry.metadata.source).toBe("proxy");
+  await expectShapesCharged(queries, charged, price);
   for (let i = 1; i < entries.length; i++)
     expect(entries[i]!.balanceBeforeMicro).toBe(entries[i - 1]!.balanceAfterMicro);
-  const total = charged.reduce((sum, s) => sum + costOfRows(s.rows, price), 0n);
   const balance = await getBalance(gateway.ctx.db, agent.wallet, providerId);
   expect(balance).toMatchObject({ balanceMicro: funded - total, reservedMicro: 0n });
   return queries;
+}
+
+interface ShapeLine {
+  fingerprint: string;
+  sample: string;
+  calls: number;
+  rows: number;
+  cost: string;
+}
+
+/** The per-shape lines of the proxy's window entries, summed over the entries by fingerprint. */
+export function shapesCharged(
+  entries: readonly LedgerEntry[],
+): Map<string, { rows: number; costMicro: bigint; calls: number; sample: string }> {
+  const byShape = new Map<string, { rows: number; costMicro: bigint; calls: number; sample: string }>();
+  for (const entry of entries) {
+    for (const line of (entry.metadata.shapes ?? []) as ShapeLine[]) {
+      const known = byShape.get(line.fingerprint) ?? {
+        rows: 0,
+        costMicro: 0n,
+        calls: 0,
+        sample: line.sample,
+      };
+      known.rows += line.rows;
+      known.calls += line.calls;
+      known.costMicro += parseMicro(line.cost) ?? 0n;
+      byShape.set(line.fingerprint, known);
+    }
+  }
+  return byShape;
+}
+
+/**
+ * Each statement given with its text is in the breakdown: its shape's rows and cost are at least those of the
+ * statements given with texts of that shape (exactly them when every statement was given with its text).
+ */
+async function expectShapesCharged(
+  entries: readonly LedgerEntry[],
+  charged: readonly { rows: number; sql?: string | RegExp }[],
+  price: Price,
+): Promise<void> {
+  await loadGuard();
+  const shapes = new StatementShapes();
+  const byShape = shapesCharged(entries);
+  const expected = new Map<string, { rows: number; costMicro: bigint }>();
+  for (const statement of charged) {
+    if (typeof statement.sql !== "string") continue;
+    const fingerprint = shapes.fingerprint(statement.sql);
+    const sum = expected.get(fingerprint) ?? { rows: 0, costMicro: 0n };
+    sum.rows += statement.rows;
+    sum.costMicro += costOfRows(statement.rows, price);
+    expected.set(fingerprint, sum);
+  }
+  const exact = charged.every((statement) => typeof statement.sql === "string");
+  for (const [fingerprint, sum] of expected) {
+    const line = byShape.get(fingerprint);
+    expect(line, `a breakdown line for ${fingerprint}`).toBeDefined();
+    if (exact) expect({ rows: line!.rows, costMicro: line!.costMicro }).toEqual(sum);
+    else {
+      expect(line!.rows).toBeGreaterThanOrEqual(sum.rows);
+      expect(line!.costMicro >= sum.costMicro).toBe(true);
+    }
+  }
 }

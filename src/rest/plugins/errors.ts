@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance } from "fastify";
 import fp from "fastify-plugin";
+import { isLedgerUnavailable } from "../../billing/ledger-availability.js";
 
 /** An error whose message is meant for the client, with its HTTP status (and a SQLSTATE, sent as `code`). */
 export class HttpError extends Error {
@@ -45,6 +46,13 @@ export const errorsPlugin = fp(async (app: FastifyInstance) => {
       error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
     const sqlState = error instanceof HttpError ? error.sqlState : undefined;
     const withCode = (body: { error: string }) => (sqlState ? { ...body, code: sqlState } : body);
+    if (status === 500 && isLedgerUnavailable(error)) {
+      request.log.warn({ err: error }, "a database pgtoll needs is unavailable");
+      return reply
+        .code(503)
+        .header("retry-after", "5")
+        .send({ error: "the pgtoll ledger is unavailable; try again shortly" });
+    }
     if (status >= 500) {
       request.log.error({ err: error }, "request failed");
       const exposed = error instanceof HttpError || (error as { expose?: boolean }).expose === true;

@@ -92,6 +92,7 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
           403: QueryErrorBody,
           404: ErrorBody,
           500: QueryErrorBody,
+          503: ErrorBody,
         },
       },
     },

@@ -1,0 +1,91 @@
+import { formatMicro } from "../billing/money.js";
+import type { TransactionStatus } from "./backend-messages.js";
+import { FrontendCode } from "./message-codes.js";
+import { errorFrame } from "./proxy-errors.js";
+import {
+  encodeCommandComplete,
+  encodeDataRow,
+  encodeFrame,
+  encodeQuery,
+  encodeReadyForQuery,
+  encodeRowDescription,
+} from "./serializer.js";
+import type { SessionMeter } from "./session-meter.js";
+
+/**
+ * Settings the proxy answers itself, so that an agent with only a SQL tool can ask what it spends:
+ * `SHOW pgtoll.balance` (USDC, with this session's charges written first), `SHOW pgtoll.session_cost` (USDC
+ * charged to this session so far) and `SHOW pgtoll.price` (USDC per 1000 rows, markup included). Free.
+ */
+export const PGTOLL_SETTINGS = ["pgtoll.balance", "pgtoll.session_cost", "pgtoll.price"] as const;
+
+export function isPgtollSetting(name: string): boolean {
+  return (PGTOLL_SETTINGS as readonly string[]).includes(name);
+}
+
+/** The error PostgreSQL gives for a setting it does not know, for `SHOW pgtoll.<anything else>`. */
+export function unknownSettingError(name: string): Buffer {
+  return errorFrame("42704", `unrecognized configuration parameter "${name}"`, {
+    hint: `pgtoll answers ${PGTOLL_SETTINGS.join(", ")}`,
+  });
+}
+
+/** The setting's current value, as `SHOW` prints it. */
+export async function pgtollSettingValue(name: string, meter: SessionMeter): Promise<string> {
+  switch (name) {
+    case "pgtoll.balance":
+      return formatMicro(await meter.settledBalance());
+    case "pgtoll.session_cost":
+      return formatMicro(meter.sessionCostMicro);
+    default:
+      return pricePer1000Rows(meter);
+  }
+}
+
+/** Base price times markup, exactly: micro-USDC times parts per million, so 12 decimals, trailing zeros cut to 6. */
+function pricePer1000Rows(meter: SessionMeter): string {
+  const scaled = meter.price.priceMicroPer1000Rows * meter.price.markupPpm; // USDC x 10^12
+  const whole = scaled / 1_000_000_000_000n;
+  const fraction = (scaled % 1_000_000_000_000n)
+    .toString()
+    .padStart(12, "0")
+    .replace(/0{1,6}$/, "");
+  return `${whole}.${fraction.padEnd(6, "0")}`;
+}
+
+/** The whole answer to a simple-protocol `SHOW pgtoll.<name>`, as PostgreSQL sends one, ReadyForQuery included. */
+export function localShowAnswer(name: string, value: string, status: TransactionStatus): Buffer {
+  return Buffer.concat([
+    encodeRowDescription([name]),
+    encodeDataRow([value]),
+    encodeCommandComplete("SHOW"),
+    encodeReadyForQuery(status),
+  ]);
+}
+
+/** The value's DataRow and the CommandComplete of `SHOW`, in place of the stand-in's own. */
+export function showResult(value: string): Buffer {
+  return Buffer.concat([encodeDataRow([value]), encodeCommandComplete("SHOW")]);
+}
+
+/**
+ * When other statements are still upstream (a pipelined query, or any extended-protocol use), the setting is
+ * sent upstream as a constant query of the same shape (one text column named like the setting), so the
+ * upstream keeps the protocol's order, the transaction's state and named statements; the proxy replaces its row
+ * and tag with the value. It reads nothing and is not charged.
+ */
+function standInSql(name: string): string {
+  return `SELECT NULL::text AS "${name}"`;
+}
+
+export function standInQuery(name: string): Buffer {
+  return encodeQuery(standInSql(name));
+}
+
+/** A Parse of the stand-in, keeping the client's statement name. */
+export function standInParse(statementName: string, name: string): Buffer {
+  const text = Buffer.from(`${statementName}\0${standInSql(name)}\0`, "utf8");
+  const payload = Buffer.alloc(text.length + 2); // no parameter types
+  text.copy(payload);
+  return encodeFrame(FrontendCode.Parse, payload);
+}

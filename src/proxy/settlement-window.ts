@@ -1,0 +1,127 @@
+import { formatMicro } from "../billing/money.js";
+import type { StatementShapes } from "../guard/statement-shape.js";
+
+/** How a statement ended, when not plainly: it failed after delivering rows, or the balance cut it off. */
+export type StatementOutcome = "failed" | "cutOff";
+
+/** Most statement shapes listed by name in one entry; the rest are folded into `otherShapes`. */
+export const MAX_LISTED_SHAPES = 20;
+
+/** Longest sample text kept for a shape. */
+const MAX_SAMPLE_LENGTH = 200;
+
+interface Tally {
+  calls: number;
+  rows: number;
+  costMicro: bigint;
+}
+
+interface ShapeTally extends Tally {
+  fingerprint: string;
+  sample: string;
+}
+
+/**
+ * The charges of one wire-proxy session not yet written to the ledger: every statement's cost (computed by the
+ * cost rule, rounded up per statement) is added here, and the sum becomes one ledger entry when the window is
+ * settled. Per statement this costs one map lookup by text; shapes (fingerprints) are worked out only when the
+ * entry is written.
+ */
+export class SettlementWindow {
+  readonly openedAt = new Date();
+  costMicro = 0n;
+  unpaidMicro = 0n;
+  statements = 0;
+  rows = 0;
+  failed = 0;
+  cutOff = false;
+  readonly #byText = new Map<string, Tally>();
+
+  /** Adds one statement: `costMicro` is what it was charged, `unpaidMicro` what the balance could not cover. */
+  add(sql: string, rows: number, costMicro: bigint, unpaidMicro: bigint, outcome?: StatementOutcome): void {
+    this.costMicro += costMicro;
+    this.unpaidMicro += unpaidMicro;
+    this.statements++;
+    this.rows += rows;
+    if (outcome === "failed") this.failed++;
+    else if (outcome === "cutOff") this.cutOff = true;
+    const tally = this.#byText.get(sql);
+    if (tally) {
+      tally.calls++;
+      tally.rows += rows;
+      tally.costMicro += costMicro;
+    } else {
+      this.#byText.set(sql, { calls: 1, rows, costMicro });
+    }
+  }
+
+  /** Distinct texts in the window: the session settles early when there are too many to keep. */
+  get distinctTexts(): number {
+    return this.#byText.size;
+  }
+
+  /**
+   * The ledger entry's metadata: the session, the window, its counts and a breakdown by statement shape, the
+   * costliest first, at most {@link MAX_LISTED_SHAPES} of them and the rest folded.
+   */
+  metadata(session: string, window: number, shapes: StatementShapes): Record<string, unknown> {
+    const byShape = new Map<string, ShapeTally>();
+    for (const [sql, tally] of this.#byText) {
+      const fingerprint = shapes.fingerprint(sql);
+      const shape = byShape.get(fingerprint);
+      if (shape) {
+        shape.calls += tally.calls;
+        shape.rows += tally.rows;
+        shape.costMicro += tally.costMicro;
+      } else {
+        byShape.set(fingerprint, { fingerprint, sample: sampleOf(sql), ...tally });
+      }
+    }
+    const ranked = [...byShape.values()].sort((a, b) =>
+      a.costMicro === b.costMicro ? b.calls - a.calls : a.costMicro > b.costMicro ? -1 : 1,
+    );
+    const listed = ranked.slice(0, MAX_LISTED_SHAPES);
+    const folded = ranked.slice(MAX_LISTED_SHAPES);
+    const metadata: Record<string, unknown> = {
+      source: "proxy",
+      session,
+      window,
+      openedAt: this.openedAt.toISOString(),
+      closedAt: new Date().toISOString(),
+      statements: this.statements,
+      rowCount: this.rows,
+      shapes: listed.map((shape) => ({
+        fingerprint: shape.fingerprint,
+        sample: shape.sample,
+        calls: shape.calls,
+        rows: shape.rows,
+        cost: formatMicro(shape.costMicro),
+      })),
+    };
+    if (folded.length > 0) {
+      const rest = folded.reduce(
+        (sum, shape) => ({
+          calls: sum.calls + shape.calls,
+          rows: sum.rows + shape.rows,
+          costMicro: sum.costMicro + shape.costMicro,
+        }),
+        { calls: 0, rows: 0, costMicro: 0n },
+      );
+      metadata.otherShapes = {
+        shapes: folded.length,
+        calls: rest.calls,
+        rows: rest.rows,
+        cost: formatMicro(rest.costMicro),
+      };
+    }
+    if (this.failed > 0) metadata.failedStatements = this.failed;
+    if (this.cutOff) metadata.cutOff = true;
+    if (this.unpaidMicro > 0n) metadata.unpaidMicro = this.unpaidMicro.toString();
+    return metadata;
+  }
+}
+
+function sampleOf(sql: string): string {
+  const text = sql.trim();
+  return text.length <= MAX_SAMPLE_LENGTH ? text : `${text.slice(0, MAX_SAMPLE_LENGTH - 1)}…`;
+}

@@ -1,0 +1,157 @@
+import { randomBytes } from "node:crypto";
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import type { Hex } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { costOfRows } from "../../src/billing/cost.js";
+import { parseMicro } from "../../src/billing/money.js";
+import {
+  deployTestToken,
+  type LocalChain,
+  mintTokens,
+  startLocalChain,
+  type TestToken,
+  transferTokens,
+} from "../../src/devchain/index.js";
+import { createMetadataDatabase, type TestDatabase } from "../support/database.js";
+import { createProviderDatabase } from "../support/gateway.js";
+import {
+  ledgerStateOf,
+  type PgtollProcess,
+  registerProviderOver,
+  startPgtollProcess,
+} from "../support/pgtoll-process.js";
+
+/** 1 USDC per 1000 rows: a row costs 1000 micro-USDC. */
+const PRICE = { priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_000_000n };
+const DEPOSITS = 12;
+const DEPOSIT_MICRO = 5_000_000n;
+
+let chain: LocalChain;
+let token: TestToken;
+let agentKey: Hex;
+let agent: string;
+let meta: { db: TestDatabase; close(): Promise<void> };
+let providerDb: TestDatabase;
+const running: PgtollProcess[] = [];
+
+beforeAll(async () => {
+  chain = await startLocalChain();
+  const [deployer, agentAccount] = chain.accounts;
+  agentKey = agentAccount!.privateKey;
+  agent = agentAccount!.address.toLowerCase();
+  token = await deployTestToken(chain, deployer!.privateKey);
+  await mintTokens(chain, deployer!.privateKey, token, agent as Hex, 1_000_000_000n);
+  meta = await createMetadataDatabase();
+  providerDb = await createProviderDatabase(100);
+}, 120_000);
+afterAll(async () => {
+  await Promise.all(running.map((process) => process.kill()));
+  await providerDb?.drop();
+  await meta?.close();
+  await chain?.stop();
+});
+
+describe("pgtoll killed with SIGKILL under REST queries and deposits", () => {
+  it("keeps every acknowledged charge and deposit; an unanswered deposit is credited once when retried", async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), "pgtoll-rest-crash-"));
+    const env = {
+      PGTOLL_RPC_URL: chain.rpcUrl,
+      PGTOLL_TOKEN_ADDRESS: token.address,
+      PGTOLL_MIN_CONFIRMATIONS: "1",
+    };
+    const first = await startPgtollProcess(meta.db.url, env, dataDir);
+    running.push(first);
+    const providerWallet = `0x${randomBytes(20).toString("hex")}`;
+    const providerId = await registerProviderOver(
+      first.httpUrl,
+      providerDb.url,
+      { basePricePer1000Rows: 1, markupMultiplier: 1 },
+      providerWallet,
+    );
+    const transfers: Hex[] = [];
+    for (let i = 0; i < DEPOSITS; i++)
+      transfers.push(await transferTokens(chain, agentKey, token, providerWallet as Hex, DEPOSIT_MICRO));
+    const post = (httpUrl: string, path: string, body: unknown) =>
+      fetch(`${httpUrl}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    // The first deposit funds the queries.
+    expect(
+      (await post(first.httpUrl, "/api/deposit", { txHash: transfers[0], agentWallet: agent, providerId }))
+        .status,
+    ).toBe(200);
+
+    const acknowledged = { deposits: new Set<Hex>([transfers[0]!]), chargedMicro: 0n, queries: 0 };
+    let stop = false;
+    const queries = Array.from({ length: 8 }, async () => {
+      while (!stop) {
+        const rows = 1 + Math.floor(Math.random() * 20);
+        const response = await post(first.httpUrl, "/api/query", {
+          sql: `SELECT id FROM items WHERE id <= ${rows}`,
+          agentWallet: agent,
+          providerId,
+        }).catch(() => null);
+        if (!response) return;
+        if (response.status === 200) {
+          const { actualCost } = (await response.json()) as { actualCost: string };
+          acknowledged.chargedMicro += parseMicro(actualCost) ?? 0n;
+          acknowledged.queries++;
+        }
+      }
+    });
+    const deposits = transfers.slice(1).map(async (txHash, i) => {
+      await new Promise((resolve) => setTimeout(resolve, 100 * i));
+      const response = await post(first.httpUrl, "/api/deposit", {
+        txHash,
+        agentWallet: agent,
+        providerId,
+      }).catch(() => null);
+      if (response?.status === 200) acknowledged.deposits.add(txHash);
+    });
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    await first.kill();
+    stop = true;
+    await Promise.all([...queries, ...deposits]);
+
+    const db = new pg.Client({ connectionString: meta.db.url });
+    await db.connect();
+    const credited = new Set(
+      (await db.query("SELECT tx_hash FROM deposits")).rows.map((row: { tx_hash: string }) => row.tx_hash),
+    );
+    const restCharged = BigInt(
+      (
+        await db.query(
+          "SELECT coalesce(-sum(amount_micro), 0)::text AS total FROM ledger_entries WHERE type = 'query' AND metadata->>'source' = 'rest'",
+        )
+      ).rows[0].total,
+    );
+    await db.end();
+    console.log(
+      `SIGKILL under REST load: ${acknowledged.queries} queries and ${acknowledged.deposits.size} deposits acknowledged; ` +
+        `${restCharged} micro-USDC of REST charges in the ledger for ${acknowledged.chargedMicro} acknowledged`,
+    );
+    expect(acknowledged.queries).toBeGreaterThan(0);
+    for (const txHash of acknowledged.deposits) expect(credited.has(txHash)).toBe(true);
+    // Every acknowledged charge is durable; at most the 8 requests in flight were charged and not answered.
+    expect(restCharged).toBeGreaterThanOrEqual(acknowledged.chargedMicro);
+    expect(restCharged - acknowledged.chargedMicro).toBeLessThanOrEqual(8n * costOfRows(20, PRICE));
+
+    // After a restart every deposit can be retried: credited once (200 now, or 409 if it already was).
+    const second = await startPgtollProcess(meta.db.url, env, dataDir);
+    running.push(second);
+    for (const txHash of transfers.slice(1)) {
+      const retried = await post(second.httpUrl, "/api/deposit", { txHash, agentWallet: agent, providerId });
+      expect(retried.status).toBe(credited.has(txHash) ? 409 : 200);
+    }
+    const state = await ledgerStateOf(meta.db.url, agent, providerId);
+    expect(state).toMatchObject({ chained: true, entriesSumMicro: state.balanceMicro });
+    const depositsTotal = BigInt(DEPOSITS) * DEPOSIT_MICRO;
+    expect(state.balanceMicro).toBe(depositsTotal - restCharged);
+    expect(await second.stop()).toBe(0);
+  }, 150_000);
+});
