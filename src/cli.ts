@@ -14,6 +14,10 @@ Usage:
                            agent; prints psql, agent-token and curl commands that work as printed
   pgtoll agent-token --provider ID [--url PROXY_URL]
                            print an agent token signed with the key in PGTOLL_AGENT_KEY
+  pgtoll mcp --provider ID [--url HTTP_URL] [--proxy POSTGRES_URL]
+                           an MCP server on stdio for an agent host: query, estimate, list_tables,
+                           describe_table, balance, transactions (and deposit) as the agent in
+                           PGTOLL_AGENT_KEY
   pgtoll dev-transfer --amount USDC [--data-dir DIR]
                            send dev USDC from the demo agent of a running pgtoll dev; print the tx hash
   pgtoll admin bootstrap --email EMAIL [--org NAME]
@@ -58,7 +62,7 @@ async function start(argv: string[]): Promise<void> {
   process.stdout.write(`pgtoll ready ${server.httpUrl} ${server.proxyUrl}\n`);
 }
 
-// start, dev, agent-token and dev-transfer import their modules when run: a small command does not load the server.
+// start, dev, agent-token, mcp and dev-transfer import their modules when run: a small command does not load the server.
 async function main(args: string[]): Promise<void> {
   const [command = "help", ...rest] = args;
   switch (command) {
@@ -71,6 +75,8 @@ async function main(args: string[]): Promise<void> {
       process.stdout.write(`${await agentTokenCommand(rest, process.env)}\n`);
       return;
     }
+    case "mcp":
+      return (await import("./mcp/stdio-command.js")).mcpCommand(rest, process.env);
     case "dev-transfer": {
       const { devTransferCommand } = await import("./dev/dev-transfer-command.js");
       process.stdout.write(`${await devTransferCommand(rest, process.env)}\n`);

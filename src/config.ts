@@ -238,6 +238,13 @@ export const optionSpecs = {
     defaultText: "on",
     parse: onOff("PGTOLL_RATE_LIMIT", true),
   },
+  mcpRateLimit: {
+    env: "PGTOLL_MCP_RATE_LIMIT",
+    description:
+      "Requests per minute each agent may make to the remote MCP endpoint (`/mcp`), counted per agent, not per IP (off with PGTOLL_RATE_LIMIT=off).",
+    defaultText: "600",
+    parse: integer("PGTOLL_MCP_RATE_LIMIT", 600, 1, 1_000_000),
+  },
   secretKey: {
     env: "PGTOLL_SECRET_KEY",
     description:

@@ -15,6 +15,7 @@ import { loadGuard } from "./guard/index.js";
 import type { Logger } from "./log.js";
 import { createSecretBox, loadSecretKey } from "./providers/secret-box.js";
 import { UpstreamPools } from "./providers/upstream-pools.js";
+import { isLoopback } from "./proxy/loopback.js";
 import { createProxyMetrics } from "./proxy/proxy-metrics.js";
 import { startProxyServer } from "./proxy/proxy-server.js";
 import { SessionRegistry } from "./proxy/session-registry.js";
@@ -136,8 +137,11 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       onError: (error, charge) =>
         logger.error({ err: error, reservationId: charge.reservationId }, "a charge could not be written"),
     });
+    // The proxy's port is known once it listens, after the HTTP server: /mcp reads it per request.
+    const mcpProxy = { ...loopbackOf(config.host), port: 0 };
     const ctx: GatewayContext = {
       config,
+      mcpProxy,
       db,
       box,
       upstream,
@@ -180,6 +184,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     );
     cleanups.push(() => proxy.close());
     if (config.proxyPublicPort === undefined) management.proxyPort = proxy.port;
+    mcpProxy.port = proxy.port;
 
     await releaseExpiredReservations(db);
     const sweeper = setInterval(
@@ -206,4 +211,12 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     await stop();
     throw error;
   }
+}
+
+/** How this process reaches its own proxy listening on `host`: loopback when it can, else `host` with TLS. */
+function loopbackOf(host: string): { host: string; tls: boolean } {
+  if (host === "0.0.0.0" || host === "localhost" || isLoopback(host))
+    return { host: "127.0.0.1", tls: false };
+  if (host === "::" || host === "::1") return { host: "::1", tls: false };
+  return { host, tls: true };
 }

@@ -4,6 +4,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, describe, expect, it } from "vitest";
 import { costOfRows } from "../src/billing/cost.js";
 import { formatMicro, parseMicro } from "../src/billing/money.js";
@@ -181,6 +183,40 @@ describe("pgtoll dev", () => {
     ]);
     expect(run.depositSummary).toContain(ledger[4]?.txHash ?? "missing");
 
+    // The printed mcpServers block, started as an agent host would start it (from another directory).
+    const output = first.stdout();
+    const blockStart = output.indexOf('{\n    "mcpServers"');
+    const printed = JSON.parse(output.slice(blockStart, output.indexOf("\n\n", blockStart))) as {
+      mcpServers: { pgtoll: { command: string; args: string[]; env: Record<string, string> } };
+    };
+    const { command, args, env: mcpEnv } = printed.mcpServers.pgtoll;
+    const host = new Client({ name: "dev-test-host", version: "1" });
+    await host.connect(
+      new StdioClientTransport({
+        command,
+        args,
+        env: { PATH: process.env.PATH ?? "", ...mcpEnv },
+        cwd: tmpdir(),
+        stderr: "pipe",
+      }),
+    );
+    try {
+      const balance = (await host.callTool({ name: "balance", arguments: {} })).structuredContent as {
+        balance: string;
+      };
+      expect(balance.balance).toBe(formatMicro(afterDeposit));
+      const tools = (await host.listTools()).tools.map((tool) => tool.name);
+      expect(tools).toContain("deposit");
+      const count = (
+        await host.callTool({ name: "query", arguments: { sql: "SELECT count(*) AS n FROM airports" } })
+      ).structuredContent as { rows: { n: string }[]; cost: string };
+      expect(count.rows).toEqual([{ n: "5210" }]);
+      expect(count.cost).toBe(formatMicro(costOfRows(1, price)));
+    } finally {
+      await host.close();
+    }
+    const afterMcp = afterDeposit - costOfRows(1, price);
+
     expect(await stopped(first, "SIGTERM")).toBe(0);
     for (const file of ["dev-stack.json", "pgtoll.pid", "postgres/postmaster.pid"]) {
       expect(existsSync(join(dataDir, file))).toBe(false);
@@ -193,7 +229,7 @@ describe("pgtoll dev", () => {
     const rerun = parse(second.stdout());
     expect(rerun.providerId).toBe(run.providerId);
     expect(rerun.provider).toContain("registered by an earlier run, reused");
-    expect(await balanceOf(rerun.balance)).toBe(afterDeposit + DEMO_DEPOSIT_MICRO);
+    expect(await balanceOf(rerun.balance)).toBe(afterMcp + DEMO_DEPOSIT_MICRO);
     const again = await sh(rerun.psql, "SELECT count(*) FROM countries;\n");
     expect(again.stderr).toBe("");
     expect(again.stdout).toMatch(/^\s+248$/m);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { cliInvocation } from "./cli-invocation.js";
+import { cliCommand, cliInvocation } from "./cli-invocation.js";
 import { shellQuote } from "./shell-quote.js";
 
 describe("cliInvocation", () => {
@@ -19,6 +19,24 @@ describe("cliInvocation", () => {
     expect(cliInvocation(["node", "/opt/my tools/cli.js"], [], "/home/me")).toBe(
       "node '/opt/my tools/cli.js'",
     );
+  });
+});
+
+describe("cliCommand", () => {
+  it("pins the loader and the script to absolute paths, for a host that starts it elsewhere", () => {
+    const resolved = cliCommand(
+      ["/usr/bin/node", "src/cli.ts"],
+      ["--import", "tsx"],
+      "/srv/pgtoll",
+      (specifier) => `file:///srv/pgtoll/node_modules/${specifier}/dist/esm/index.mjs`,
+    );
+    expect(resolved).toEqual({
+      command: process.execPath,
+      args: ["--import", "/srv/pgtoll/node_modules/tsx/dist/esm/index.mjs", "/srv/pgtoll/src/cli.ts"],
+    });
+    expect(cliCommand(["/usr/bin/node", "dist/cli.js"], [], "/srv/pgtoll").args).toEqual([
+      "/srv/pgtoll/dist/cli.js",
+    ]);
   });
 });
 

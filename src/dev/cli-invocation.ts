@@ -1,4 +1,5 @@
-import { isAbsolute, relative } from "node:path";
+import { isAbsolute, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { shellQuote } from "./shell-quote.js";
 
 /**
@@ -15,4 +16,31 @@ export function cliInvocation(
   const fromCwd = relative(cwd, script);
   const path = fromCwd && !fromCwd.startsWith("..") && !isAbsolute(fromCwd) ? fromCwd : script;
   return ["node", ...execArgv, path].map(shellQuote).join(" ");
+}
+
+/**
+ * This CLI as a program and its arguments with absolute paths only (node, its loader, the script), for an
+ * agent host's `mcpServers` entry: hosts start servers from a directory of their own choosing.
+ */
+export function cliCommand(
+  argv: readonly string[] = process.argv,
+  execArgv: readonly string[] = process.execArgv,
+  cwd: string = process.cwd(),
+  resolveModule: (specifier: string) => string = (specifier) => import.meta.resolve(specifier),
+): { command: string; args: string[] } {
+  const args: string[] = [];
+  for (let i = 0; i < execArgv.length; i++) {
+    const arg = execArgv[i] ?? "";
+    const value = execArgv[i + 1];
+    if ((arg === "--import" || arg === "--loader" || arg === "--require") && value !== undefined) {
+      // A bare specifier (tsx) resolves from the working directory: pin it to the file it names here.
+      const absolute = /^[./]/.test(value) ? resolve(cwd, value) : fileURLToPath(resolveModule(value));
+      args.push(arg, absolute);
+      i++;
+    } else {
+      args.push(arg);
+    }
+  }
+  args.push(resolve(cwd, argv[1] ?? "dist/cli.js"));
+  return { command: process.execPath, args };
 }

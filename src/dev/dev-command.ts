@@ -2,7 +2,7 @@ import { resolve } from "node:path";
 import { flagName, loadConfig } from "../config.js";
 import { createLogger } from "../log.js";
 import { takeOverStopSignals } from "../stop-signals.js";
-import { cliInvocation } from "./cli-invocation.js";
+import { cliCommand, cliInvocation } from "./cli-invocation.js";
 import { type DevStack, DevStackInterrupted, startDevStack } from "./dev-stack.js";
 import { formatDevInstructions } from "./instructions.js";
 import { shellQuote } from "./shell-quote.js";
@@ -39,7 +39,7 @@ export async function devCommand(argv: string[], env: NodeJS.ProcessEnv = proces
   }
   const dataDirFlag =
     config.dataDir === resolve(".pgtoll") ? "" : ` --data-dir ${shellQuote(config.dataDir)}`;
-  const text = formatDevInstructions({ ...stack.info, cli: cliInvocation(), dataDirFlag });
+  const text = formatDevInstructions({ ...stack.info, cli: cliInvocation(), mcp: cliCommand(), dataDirFlag });
   process.stdout.write(`pgtoll ready ${stack.info.httpUrl} ${stack.info.proxyUrl}\n${text}\n`);
   if (stopRequested) await stack.stop().then(() => process.exit(0));
 }

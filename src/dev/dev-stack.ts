@@ -21,7 +21,7 @@ export class DevStackInterrupted extends Error {
 
 export interface DevStack {
   /** What the walk-through prints, minus the CLI invocation and data directory flag. */
-  info: Omit<DevStackInfo, "cli" | "dataDirFlag">;
+  info: Omit<DevStackInfo, "cli" | "mcp" | "dataDirFlag">;
   /** Stops pgtoll (proxy, REST API, embedded PostgreSQL) and the chain. Safe to call more than once. */
   stop(): Promise<void>;
 }

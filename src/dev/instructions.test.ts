@@ -21,12 +21,43 @@ const info: DevStackInfo = {
   agentToken: "pgtoll1.1.0xsig",
   tokenLifetimeMinutes: 60,
   cli: "node dist/cli.js",
+  mcp: { command: "/usr/bin/node", args: ["/srv/pgtoll/dist/cli.js"] },
   dataDirFlag: " --data-dir '/tmp/my dir'",
 };
 
 const lines = (text: string) => text.split("\n").map((line) => line.trim());
 
 describe("formatDevInstructions", () => {
+  it("prints the mcpServers block for the demo agent with absolute paths, dialing loopback", () => {
+    const text = formatDevInstructions(info);
+    const start = text.indexOf('{\n    "mcpServers"');
+    const block = text.slice(start, text.indexOf("\n\n", start));
+    const config = JSON.parse(block) as {
+      mcpServers: { pgtoll: { command: string; args: string[]; env: Record<string, string> } };
+    };
+    expect(config.mcpServers.pgtoll).toEqual({
+      command: "/usr/bin/node",
+      args: [
+        "/srv/pgtoll/dist/cli.js",
+        "mcp",
+        "--provider",
+        PROVIDER,
+        "--url",
+        "http://127.0.0.1:3000",
+        "--proxy",
+        "postgres://127.0.0.1:6543",
+      ],
+      env: {
+        PGTOLL_AGENT_KEY: "0xkey",
+        PGTOLL_MCP_ALLOW_DEPOSIT: "on",
+        PGTOLL_MCP_DEPOSIT_MAX: "10",
+        PGTOLL_RPC_URL: "http://127.0.0.1:8545",
+        PGTOLL_CHAIN_ID: "8453",
+        PGTOLL_TOKEN_ADDRESS: "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+      },
+    });
+  });
+
   it("prints a psql line for the proxy, dialing loopback when pgtoll listens on all addresses", () => {
     expect(lines(formatDevInstructions(info))).toContain(
       `PGPASSWORD=pgtoll1.1.0xsig psql "host=127.0.0.1 port=6543 user=${WALLET} dbname=${PROVIDER} sslmode=disable"`,

@@ -27,6 +27,8 @@ export interface DevStackInfo {
   cli: string;
   /** `--data-dir DIR` when the data directory is not the default one, else "". */
   dataDirFlag: string;
+  /** This CLI with absolute paths (see cliCommand), for the MCP configuration. */
+  mcp: { command: string; args: string[] };
   /** Set when the REST gateway wants agent tokens (PGTOLL_REST_AGENT_AUTH=signature). */
   restBearer?: string;
 }
@@ -74,9 +76,38 @@ export function formatDevInstructions(info: DevStackInfo): string {
     `  ${curl} ${http}/api/query ${json({ sql: "SELECT iata_code, name, elevation_ft FROM airports ORDER BY elevation_ft DESC NULLS LAST LIMIT 5", agentWallet: wallet, providerId })}`,
     `  ${curl} '${http}/api/transactions/${wallet}?providerId=${providerId}&limit=10'`,
     "",
+    "MCP: add pgtoll to an agent host (Claude Desktop, Cursor, VS Code ...): this goes in its mcpServers configuration",
+    ...mcpConfiguration(info).map((line) => `  ${line}`),
+    "",
     "Deposit more: send 5 dev USDC on the local chain from the agent to the provider, then credit the transfer:",
     `  ${curl} ${http}/api/deposit -H 'Content-Type: application/json' -d ${depositBody}`,
     `  (${transfer} alone sends a transfer and prints its hash)`,
     "",
   ].join("\n");
+}
+
+/** The `mcpServers` block for the demo agent: the stdio server with deposits on, against this dev stack. */
+export function mcpConfiguration(info: DevStackInfo): string[] {
+  const server = {
+    command: info.mcp.command,
+    args: [
+      ...info.mcp.args,
+      "mcp",
+      "--provider",
+      info.provider.id,
+      "--url",
+      dialUrl(info.httpUrl).origin,
+      "--proxy",
+      `postgres://${dialHost(dialUrl(info.proxyUrl).hostname)}:${dialUrl(info.proxyUrl).port}`,
+    ],
+    env: {
+      PGTOLL_AGENT_KEY: info.agent.privateKey,
+      PGTOLL_MCP_ALLOW_DEPOSIT: "on",
+      PGTOLL_MCP_DEPOSIT_MAX: "10",
+      PGTOLL_RPC_URL: info.rpcUrl,
+      PGTOLL_CHAIN_ID: String(info.chainId),
+      PGTOLL_TOKEN_ADDRESS: info.tokenAddress,
+    },
+  };
+  return JSON.stringify({ mcpServers: { pgtoll: server } }, null, 2).split("\n");
 }

@@ -23,6 +23,15 @@ export async function postJson<T>(
     headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify(body),
   });
+  return jsonAnswer<T>("POST", url, response);
+}
+
+/** GET `url` and return the JSON answer; as {@link postJson}. */
+export async function getJson<T>(url: string, headers: Record<string, string> = {}): Promise<T> {
+  return jsonAnswer<T>("GET", url, await fetch(url, { headers }));
+}
+
+async function jsonAnswer<T>(method: string, url: string, response: Response): Promise<T> {
   const text = await response.text();
   let parsed: unknown;
   try {
@@ -35,7 +44,7 @@ export async function postJson<T>(
     const path = new URL(url).pathname;
     throw new RestCallError(
       response.status,
-      `POST ${path} answered ${response.status}: ${typeof error === "string" ? error : text}`,
+      `${method} ${path} answered ${response.status}: ${typeof error === "string" ? error : text}`,
     );
   }
   return parsed as T;

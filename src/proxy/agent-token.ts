@@ -57,6 +57,24 @@ export async function verifyAgentToken(
   providerId: string,
   now = Date.now(),
 ): Promise<AgentTokenCheck> {
+  const signer = await agentOfToken(token, providerId, now);
+  if (!signer.ok) return signer;
+  if (signer.wallet.toLowerCase() !== wallet.toLowerCase()) {
+    return { ok: false, reason: "the agent token was not signed by this wallet for this provider" };
+  }
+  return { ok: true };
+}
+
+/**
+ * The wallet that signed `token` for `providerId`, when the token is well formed and within its validity
+ * window: for a caller that has a bearer token and no wallet to check it against (the remote MCP endpoint).
+ * Warning: a token signed for another provider yields some other address, not an error; only compare it.
+ */
+export async function agentOfToken(
+  token: string,
+  providerId: string,
+  now = Date.now(),
+): Promise<{ ok: true; wallet: string } | { ok: false; reason: string }> {
   const parts = token.split(".");
   if (
     parts.length !== 3 ||
@@ -75,17 +93,13 @@ export async function verifyAgentToken(
     return { ok: false, reason: "the agent token is issued in the future" };
   if (now >= expiresAtMs(issuedAt))
     return { ok: false, reason: "the agent token has expired; make a new one" };
-  let signer: string;
   try {
-    signer = await recoverMessageAddress({
+    const wallet = await recoverMessageAddress({
       message: agentLoginMessage(providerId, issuedAt),
       signature: parts[2] as Hex,
     });
+    return { ok: true, wallet: wallet.toLowerCase() };
   } catch {
     return { ok: false, reason: "the agent token's signature is malformed" };
   }
-  if (signer.toLowerCase() !== wallet.toLowerCase()) {
-    return { ok: false, reason: "the agent token was not signed by this wallet for this provider" };
-  }
-  return { ok: true };
 }

@@ -1,3 +1,4 @@
+import type { Price } from "../billing/cost.js";
 import { formatMicro } from "../billing/money.js";
 import type { TransactionStatus } from "./backend-messages.js";
 import { FrontendCode } from "./message-codes.js";
@@ -15,9 +16,22 @@ import type { SessionMeter } from "./session-meter.js";
 /**
  * Settings the proxy answers itself, so that an agent with only a SQL tool can ask what it spends:
  * `SHOW pgtoll.balance` (USDC, with this session's charges written first), `SHOW pgtoll.session_cost` (USDC
- * charged to this session so far) and `SHOW pgtoll.price` (USDC per 1000 rows, markup included). Free.
+ * charged to this session so far), `SHOW pgtoll.price` (USDC per 1000 rows, markup included) and
+ * `SHOW pgtoll.deposit_address` (the provider's wallet, where USDC deposits go). Free.
  */
-export const PGTOLL_SETTINGS = ["pgtoll.balance", "pgtoll.session_cost", "pgtoll.price"] as const;
+export const PGTOLL_SETTINGS = [
+  "pgtoll.balance",
+  "pgtoll.session_cost",
+  "pgtoll.price",
+  "pgtoll.deposit_address",
+] as const;
+
+/** What a session's settings are read from. */
+export interface SettingSource {
+  meter: SessionMeter;
+  /** The provider's wallet. */
+  depositAddress: string;
+}
 
 export function isPgtollSetting(name: string): boolean {
   return (PGTOLL_SETTINGS as readonly string[]).includes(name);
@@ -31,8 +45,13 @@ export function unknownSettingError(name: string): Buffer {
 }
 
 /** The setting's current value, as `SHOW` prints it. */
-export async function pgtollSettingValue(name: string, meter: SessionMeter): Promise<string> {
+export async function pgtollSettingValue(
+  name: string,
+  { meter, depositAddress }: SettingSource,
+): Promise<string> {
   switch (name) {
+    case "pgtoll.deposit_address":
+      return depositAddress;
     case "pgtoll.balance":
       return formatMicro(await meter.settledBalance());
     case "pgtoll.session_cost":
@@ -42,15 +61,29 @@ export async function pgtollSettingValue(name: string, meter: SessionMeter): Pro
   }
 }
 
+const PRICE_SCALE = 1_000_000_000_000n;
+
 /** Base price times markup, exactly: micro-USDC times parts per million, so 12 decimals, trailing zeros cut to 6. */
 function pricePer1000Rows(meter: SessionMeter): string {
   const scaled = meter.price.priceMicroPer1000Rows * meter.price.markupPpm; // USDC x 10^12
-  const whole = scaled / 1_000_000_000_000n;
-  const fraction = (scaled % 1_000_000_000_000n)
+  const whole = scaled / PRICE_SCALE;
+  const fraction = (scaled % PRICE_SCALE)
     .toString()
     .padStart(12, "0")
     .replace(/0{1,6}$/, "");
   return `${whole}.${fraction.padEnd(6, "0")}`;
+}
+
+/**
+ * The price a `SHOW pgtoll.price` value stands for, as a {@link Price} that the cost rule gives exactly the
+ * provider's costs with: the value is base price times markup to the micro-USDC-per-ppm, so it is the base
+ * price scaled by 10^6 with a markup of one part per million. Null for text that is not such a value.
+ */
+export function priceFromSetting(value: string): Price | null {
+  const match = /^(\d{1,12})\.(\d{1,12})$/.exec(value.trim());
+  if (!match) return null;
+  const scaled = BigInt(match[1]!) * PRICE_SCALE + BigInt(match[2]!.padEnd(12, "0"));
+  return { priceMicroPer1000Rows: scaled, markupPpm: 1n };
 }
 
 /** The whole answer to a simple-protocol `SHOW pgtoll.<name>`, as PostgreSQL sends one, ReadyForQuery included. */

@@ -51,6 +51,8 @@ export interface RelayDeps {
   client: Socket;
   upstream: Socket;
   meter: SessionMeter;
+  /** The provider's wallet, for `SHOW pgtoll.deposit_address`. */
+  depositAddress: string;
   metrics: ProxyMetrics;
   logger: Logger;
   /** The guard, memoised by SQL text. */
@@ -452,7 +454,7 @@ export class Relay {
       this.#toUpstream.push(standInQuery(name));
       return;
     }
-    return pgtollSettingValue(name, this.deps.meter).then(
+    return pgtollSettingValue(name, this.deps).then(
       (value) => {
         this.#toClient.push(localShowAnswer(name, value, this.#status));
         this.#flushToClient();
@@ -596,7 +598,7 @@ export class Relay {
   /** The stand-in of `SHOW pgtoll.<name>` completed upstream: the client gets the value instead. */
   #endSetting(name: string): Promise<void> {
     this.#units.shift();
-    return pgtollSettingValue(name, this.deps.meter).then(
+    return pgtollSettingValue(name, this.deps).then(
       (value) => void this.#toClient.push(showResult(value)),
       (error: unknown) => {
         this.deps.logger.warn({ err: error }, "could not read the balance for SHOW");

@@ -4,6 +4,7 @@ import type { Socket } from "node:net";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import { remoteMcpRoutes } from "../mcp/remote-mcp.js";
 import type { GatewayContext } from "./context.js";
 import { lazyRequestLogger } from "./lazy-request-logger.js";
 import { corsPlugin } from "./plugins/cors.js";
@@ -107,5 +108,11 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
   await app.register(queryRoutes, { ctx });
   await app.register(healthRoutes, { ctx });
   await app.register(managementApi, { prefix: "/api/v2", ctx });
+  if (ctx.mcpProxy)
+    await app.register(remoteMcpRoutes, {
+      ctx,
+      proxy: ctx.mcpProxy,
+      perAgentPerMinute: ctx.config.mcpRateLimit,
+    });
   return app;
 }

@@ -5,6 +5,7 @@ import type { ChargeWriter } from "../billing/charge-writer.js";
 import type { Config } from "../config.js";
 import type { ControlSettings } from "../control/settings.js";
 import type { GuardPolicy } from "../guard/index.js";
+import type { McpProxyAddress } from "../mcp/remote-mcp.js";
 import type { SecretBox } from "../providers/secret-box.js";
 import type { UpstreamPools } from "../providers/upstream-pools.js";
 import type { Metrics } from "./plugins/metrics.js";
@@ -30,6 +31,7 @@ export interface GatewayContext {
     | "httpRequestTimeoutMs"
     | "httpMaxConnections"
     | "rateLimit"
+    | "mcpRateLimit"
     | "bodyLimit"
     | "trustProxy"
     | "restAgentAuth"
@@ -48,6 +50,8 @@ export interface GatewayContext {
    * the same batches. Without it the query route makes its own.
    */
   chargeWriter?: ChargeWriter;
+  /** This process's wire proxy, for the remote MCP endpoint (/mcp); without it /mcp is not served. */
+  mcpProxy?: McpProxyAddress;
   /** Settings of the management API v2 (/api/v2); without them it is not served. */
   management?: ControlSettings;
 }

@@ -19,6 +19,7 @@ let gateway: TestGateway;
 let proxy: TestProxy;
 let providerDb: TestDatabase;
 let providerId: string;
+let providerWallet: string;
 /** Bytes the proxy has read from providers' databases: unchanged when the proxy answered alone. */
 function bytesFromUpstream(): number {
   return proxy.ctx.metrics.tally.bytesFromUpstream;
@@ -28,7 +29,7 @@ beforeAll(async () => {
   gateway = await startTestGateway();
   proxy = await startTestProxy(gateway);
   providerDb = await createProviderDatabase(300);
-  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, {
+  ({ providerId, walletAddress: providerWallet } = await registerPricedProvider(gateway, providerDb.url, {
     basePricePer1000Rows: 1,
     markupMultiplier: 1.5,
   }));
@@ -55,6 +56,8 @@ describe("SHOW pgtoll.*: the agent asks the proxy what it spends", () => {
       expect(cost.rows).toEqual([{ "pgtoll.session_cost": "0.021000" }]);
       expect(cost.command).toBe("SHOW");
       expect((await client.query("show PGTOLL.PRICE")).rows).toEqual([{ "pgtoll.price": "1.500000" }]);
+      const depositAddress = await client.query("SHOW pgtoll.deposit_address");
+      expect(depositAddress.rows[0]["pgtoll.deposit_address"]).toBe(providerWallet);
       // The balance has this session's open window written first: it matches the ledger exactly.
       const balance = await client.query("SHOW pgtoll.balance");
       expect(balance.rows).toEqual([{ "pgtoll.balance": "0.979000" }]);

@@ -1,0 +1,245 @@
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import { formatMicro } from "../billing/money.js";
+import { describeTable, listTables } from "./schema-catalog.js";
+import { type AgentBackend, estimateStatement, queryFailure } from "./tool-runs.js";
+
+/** Rows a `query` call returns when it does not say. */
+export const DEFAULT_MAX_ROWS = 100;
+/** The most rows one `query` call may ask for: a tool result goes into a model's context. */
+export const MAX_ROWS_LIMIT = 10_000;
+
+const Usdc = z.string().describe("an amount of USDC, as a decimal string with 6 decimals");
+const Row = z.record(z.string(), z.unknown());
+const SqlParam = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+
+/** A result for a model to read (text) and for a host to use (structured), the same content in both. */
+function answer<T extends Record<string, unknown>>(structured: T): CallToolResult {
+  return { content: [{ type: "text", text: JSON.stringify(structured) }], structuredContent: structured };
+}
+
+function toolError(message: string): CallToolResult {
+  return { isError: true, content: [{ type: "text", text: message }] };
+}
+
+/** Runs a tool body; an error becomes a tool error with its message (what the model reads), never a crash. */
+async function guarded(body: () => Promise<CallToolResult>): Promise<CallToolResult> {
+  try {
+    return await body();
+  } catch (error) {
+    return toolError(error instanceof Error ? error.message : String(error));
+  }
+}
+
+/**
+ * The pgtoll tools and the schema resource, on any MCP server (stdio or Streamable HTTP). Every statement
+ * goes through the agent's wire-proxy session, so it is guarded and charged by the same rules as psql.
+ */
+export function registerPgtollTools(server: McpServer, backend: AgentBackend): void {
+  const { session, providerId } = backend;
+
+  server.registerTool(
+    "query",
+    {
+      title: "Run SQL",
+      description:
+        "Run one SQL statement on the provider's PostgreSQL database and get its rows as JSON. Every row " +
+        "returned is charged from your prepaid USDC balance at the provider's price (see `estimate` first for " +
+        "large reads). At most max_rows rows are returned (default 100) and only those are charged; " +
+        "`truncated: true` means the statement had more. Use $1, $2 ... placeholders with `params` for values. " +
+        "Statements the provider's policy refuses (DROP, ALTER, COPY ...) fail with the rule's name.",
+      inputSchema: {
+        sql: z.string().min(1).max(100_000).describe("one SQL statement"),
+        params: z.array(SqlParam).max(1000).optional().describe("values for $1, $2 ... in order"),
+        max_rows: z
+          .number()
+          .int()
+          .min(1)
+          .max(MAX_ROWS_LIMIT)
+          .optional()
+          .describe(`most rows to return (default ${DEFAULT_MAX_ROWS})`),
+      },
+      outputSchema: {
+        rows: z.array(Row),
+        rowCount: z.number().describe("rows returned, or rows changed by a write"),
+        truncated: z.boolean().describe("the statement had more rows than max_rows"),
+        command: z.string(),
+        cost: Usdc.describe("USDC charged for this call"),
+        balance: Usdc.describe("your balance with the provider after this call"),
+        note: z.string().optional().describe("present when the result was cut at max_rows"),
+      },
+      annotations: { title: "Run SQL", readOnlyHint: false, destructiveHint: true, openWorldHint: false },
+    },
+    ({ sql, params, max_rows }) =>
+      guarded(async () => {
+        const maxRows = max_rows ?? DEFAULT_MAX_ROWS;
+        try {
+          const { result, costMicro, balanceMicro } = await session.statement(sql, params ?? [], maxRows);
+          return answer({
+            rows: result.rows,
+            rowCount: result.rowCount,
+            truncated: result.truncated,
+            command: result.command,
+            cost: formatMicro(costMicro),
+            balance: formatMicro(balanceMicro),
+            ...(result.truncated
+              ? { note: `stopped at max_rows (${maxRows}); only the rows returned were charged` }
+              : {}),
+          });
+        } catch (error) {
+          return toolError(await queryFailure(backend, error, maxRows));
+        }
+      }),
+  );
+
+  server.registerTool(
+    "estimate",
+    {
+      title: "Estimate a statement's cost",
+      description:
+        "Ask PostgreSQL's planner how many rows a statement would return and what that would cost, without " +
+        "running it (EXPLAIN). The estimate itself is charged as one row.",
+      inputSchema: { sql: z.string().min(1).max(100_000).describe("one SQL statement") },
+      outputSchema: {
+        estimatedRows: z.number(),
+        estimatedCost: Usdc.describe("cost of the estimated rows at the provider's price"),
+        pricePer1000Rows: Usdc,
+        cost: Usdc.describe("USDC charged for this estimate"),
+      },
+      annotations: { title: "Estimate cost", readOnlyHint: true, openWorldHint: false },
+    },
+    ({ sql }) => guarded(async () => answer(await estimateStatement(session, sql))),
+  );
+
+  server.registerTool(
+    "list_tables",
+    {
+      title: "List tables",
+      description:
+        "The tables and views you may read on the provider's database, with their columns and types, comments " +
+        "and the planner's row estimates. Charged like a query: one row per table.",
+      inputSchema: {},
+      outputSchema: { tables: z.array(Row), truncated: z.boolean(), cost: Usdc },
+      annotations: { title: "List tables", readOnlyHint: true, openWorldHint: false },
+    },
+    () =>
+      guarded(async () => {
+        const { tables, truncated, costMicro } = await listTables(session);
+        return answer({ tables, truncated, cost: formatMicro(costMicro) });
+      }),
+  );
+
+  server.registerTool(
+    "describe_table",
+    {
+      title: "Describe a table",
+      description:
+        "One table or view in detail: columns (type, nullable, default, comment), primary, foreign and unique " +
+        "keys, indexes, comment and row estimate. Name it as SQL would (`orders`, `sales.orders`). Charged as " +
+        "one row.",
+      inputSchema: {
+        table: z.string().min(1).max(300).describe("the table's name, schema-qualified if need be"),
+      },
+      outputSchema: { table: Row, cost: Usdc },
+      annotations: { title: "Describe a table", readOnlyHint: true, openWorldHint: false },
+    },
+    ({ table }) =>
+      guarded(async () => {
+        const described = await describeTable(session, table);
+        if (!described.table)
+          return toolError(
+            `no table or view "${table}" that you may read; list_tables shows the ones there are`,
+          );
+        return answer({ table: described.table, cost: formatMicro(described.costMicro) });
+      }),
+  );
+
+  server.registerTool(
+    "balance",
+    {
+      title: "Balance",
+      description: "Your prepaid USDC balance with this provider, this session's charges included. Free.",
+      inputSchema: {},
+      outputSchema: { balance: Usdc, pricePer1000Rows: Usdc, depositAddress: z.string() },
+      annotations: { title: "Balance", readOnlyHint: true, openWorldHint: false },
+    },
+    () =>
+      guarded(async () => {
+        const balanceMicro = await session.balanceMicro();
+        const price = await session.price();
+        return answer({
+          balance: formatMicro(balanceMicro),
+          pricePer1000Rows: formatMicro(price.priceMicroPer1000Rows / 1_000_000n),
+          depositAddress: await session.depositAddress(),
+        });
+      }),
+  );
+
+  server.registerTool(
+    "transactions",
+    {
+      title: "Transactions",
+      description:
+        "Your ledger entries with this provider, newest first: deposits and the charges for your statements " +
+        "(each with the statements it covers). Free.",
+      inputSchema: {
+        limit: z.number().int().min(1).max(100).optional().describe("entries to return (default 20)"),
+      },
+      outputSchema: { transactions: z.array(Row) },
+      annotations: { title: "Transactions", readOnlyHint: true, openWorldHint: false },
+    },
+    ({ limit }) => guarded(async () => answer({ transactions: await backend.transactions(limit ?? 20) })),
+  );
+
+  const deposit = backend.deposit;
+  if (deposit) {
+    server.registerTool(
+      "deposit",
+      {
+        title: "Deposit USDC",
+        description:
+          "Send `amount` USDC from your wallet to the provider's wallet on chain, wait for its confirmations and " +
+          `credit it to your balance. Moves real funds; at most ${formatMicro(deposit.maxMicro)} USDC per call.`,
+        inputSchema: {
+          amount: z
+            .string()
+            .regex(/^\d{1,9}(\.\d{1,6})?$/)
+            .describe('USDC to send, e.g. "5" or "0.25"'),
+        },
+        outputSchema: { txHash: z.string(), amount: Usdc, balance: Usdc },
+        annotations: {
+          title: "Deposit USDC",
+          readOnlyHint: false,
+          destructiveHint: false,
+          openWorldHint: true,
+        },
+      },
+      ({ amount }) => guarded(async () => answer(await deposit.send(amount))),
+    );
+  }
+
+  server.registerResource(
+    "schema",
+    `pgtoll://${providerId}/schema`,
+    {
+      title: "Database schema",
+      description:
+        "The tables and views you may read on the provider's database, with columns and types (as list_tables; " +
+        "reading it is charged the same: one row per table).",
+      mimeType: "application/json",
+    },
+    async (uri) => {
+      const { tables, truncated } = await listTables(session);
+      return {
+        contents: [
+          {
+            uri: uri.href,
+            mimeType: "application/json",
+            text: JSON.stringify({ providerId, tables, truncated }),
+          },
+        ],
+      };
+    },
+  );
+}

@@ -1,0 +1,210 @@
+import pg from "pg";
+import Cursor from "pg-cursor";
+import type { Price } from "../billing/cost.js";
+import { parseMicro } from "../billing/money.js";
+import { jsonSafeTypes } from "../providers/json-safe-types.js";
+import { priceFromSetting } from "../proxy/pgtoll-settings.js";
+
+/** Where the wire proxy listens and who the session is for. */
+export interface ProxySessionOptions {
+  host: string;
+  port: number;
+  /** TLS to the proxy; required by the proxy unless it is reached over loopback. */
+  ssl?: pg.ClientConfig["ssl"];
+  wallet: string;
+  providerId: string;
+  /**
+   * A valid agent token for `providerId`, asked for at each connection: a fresh one (the stdio server signs
+   * one) or the latest the agent sent (the remote endpoint).
+   */
+  token(): Promise<string>;
+}
+
+/** What one statement returned through the session. */
+export interface StatementResult {
+  fields: { name: string; dataTypeID: number }[];
+  rows: Record<string, unknown>[];
+  /** Rows returned, or for a write the rows it changed (PostgreSQL's command tag). */
+  rowCount: number;
+  /** The statement had more rows than it was allowed to return: it stopped at the cap. */
+  truncated: boolean;
+  command: string;
+}
+
+/** A statement that failed, with what it was charged all the same (rows delivered before a cut-off). */
+export class StatementFailure extends Error {
+  readonly code: string | undefined;
+  constructor(
+    readonly error: unknown,
+    readonly costMicro: bigint,
+  ) {
+    super(error instanceof Error ? error.message : String(error), { cause: error });
+    this.code = (error as { code?: string }).code;
+  }
+}
+
+/**
+ * One wire-proxy session kept open for an MCP server, so that an agent's tool calls are metered like psql and
+ * not counted against the REST gateway's per-IP limits. Calls run one at a time, in order (a session runs one
+ * statement at a time anyway); a session found closed is reopened at the next call, with a new token.
+ *
+ * Warning: a statement whose connection drops while it runs is not retried (a write may have happened); the
+ * caller gets the error and the next call reconnects.
+ */
+export class ProxySession {
+  #client: pg.Client | null = null;
+  #connecting: Promise<pg.Client> | null = null;
+  #queue: Promise<unknown> = Promise.resolve();
+  /** What `SHOW pgtoll.session_cost` said after the last call on the current connection. */
+  #sessionCostMicro = 0n;
+  #price: Price | null = null;
+  #depositAddress: string | null = null;
+  #closed = false;
+  /** Connections made, the first one included. */
+  connections = 0;
+
+  constructor(private readonly options: ProxySessionOptions) {}
+
+  /** Runs `work` alone on the session (connecting first if need be). */
+  exclusive<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+    const run = this.#queue.then(async () => work(await this.#connected()));
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+
+  /**
+   * Runs one statement, reading at most `maxRows` rows (a portal with a row limit, so rows past the cap are
+   * never sent, and never charged), and what it cost: the session's cost after it less the cost before.
+   */
+  async statement(
+    sql: string,
+    params: unknown[],
+    maxRows: number,
+  ): Promise<{ result: StatementResult; costMicro: bigint; balanceMicro: bigint }> {
+    return this.exclusive(async (client) => {
+      const before = this.#sessionCostMicro;
+      let result: StatementResult;
+      try {
+        result = await readCapped(client, sql, params, maxRows);
+      } catch (error) {
+        // A statement cut off part way was charged for the rows it delivered: say how much.
+        const after = await this.#settingMicro(client, "session_cost").catch(() => before);
+        this.#sessionCostMicro = after;
+        throw new StatementFailure(error, after - before);
+      }
+      this.#sessionCostMicro = await this.#settingMicro(client, "session_cost");
+      return {
+        result,
+        costMicro: this.#sessionCostMicro - before,
+        balanceMicro: await this.#settingMicro(client, "balance"),
+      };
+    });
+  }
+
+  /** The agent's balance with the provider, this session's charges included (free: answered by the proxy). */
+  balanceMicro(): Promise<bigint> {
+    return this.exclusive((client) => this.#settingMicro(client, "balance"));
+  }
+
+  /** The provider's price per 1000 rows with its markup, as the cost rule takes it. */
+  price(): Promise<Price> {
+    if (this.#price) return Promise.resolve(this.#price);
+    return this.exclusive(async (client) => {
+      const value = await showSetting(client, "pgtoll.price");
+      const price = priceFromSetting(value);
+      if (!price) throw new Error(`the proxy answered an unexpected price: ${value}`);
+      this.#price = price;
+      return price;
+    });
+  }
+
+  /** The provider's wallet, where deposits go. */
+  depositAddress(): Promise<string> {
+    if (this.#depositAddress) return Promise.resolve(this.#depositAddress);
+    return this.exclusive(async (client) => {
+      this.#depositAddress = await showSetting(client, "pgtoll.deposit_address");
+      return this.#depositAddress;
+    });
+  }
+
+  /** Ends the session; its charges are settled by the proxy as the connection closes. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#queue;
+    const client = this.#client;
+    this.#client = null;
+    await client?.end().catch(() => {});
+  }
+
+  async #settingMicro(client: pg.Client, name: "balance" | "session_cost"): Promise<bigint> {
+    const value = await showSetting(client, `pgtoll.${name}`);
+    const micro = parseMicro(value);
+    if (micro === null) throw new Error(`the proxy answered an unexpected ${name}: ${value}`);
+    return micro;
+  }
+
+  #connected(): Promise<pg.Client> {
+    if (this.#closed) return Promise.reject(new Error("the pgtoll session is closed"));
+    if (this.#client) return Promise.resolve(this.#client);
+    this.#connecting ??= this.#connect().finally(() => {
+      this.#connecting = null;
+    });
+    return this.#connecting;
+  }
+
+  async #connect(): Promise<pg.Client> {
+    const { host, port, ssl, wallet, providerId } = this.options;
+    const client = new pg.Client({
+      host,
+      port,
+      ssl,
+      user: wallet,
+      database: providerId,
+      password: await this.options.token(),
+      application_name: "pgtoll-mcp",
+      types: jsonSafeTypes,
+    });
+    // A session the proxy or the network ends is forgotten, so that the next call opens a new one.
+    const forget = () => {
+      if (this.#client === client) this.#client = null;
+    };
+    client.on("error", forget);
+    client.on("end", forget);
+    await client.connect();
+    this.connections++;
+    this.#client = client;
+    this.#sessionCostMicro = 0n;
+    return client;
+  }
+}
+
+async function showSetting(client: pg.Client, name: string): Promise<string> {
+  const { rows } = await client.query<Record<string, string>>(`SHOW ${name}`);
+  return String(rows[0]?.[name]);
+}
+
+function readCapped(
+  client: pg.Client,
+  sql: string,
+  params: unknown[],
+  maxRows: number,
+): Promise<StatementResult> {
+  const cursor = client.query(new Cursor(sql, params, { types: jsonSafeTypes }));
+  return new Promise((resolve, reject) => {
+    cursor.read(maxRows, (error, rows, result) => {
+      if (error) return reject(error);
+      // Suspended at the cap (the portal is still open): there may be more rows. Done: the statement ended.
+      const truncated = (cursor as unknown as { state: string }).state === "idle";
+      const finish = () =>
+        resolve({
+          fields: (result.fields ?? []).map(({ name, dataTypeID }) => ({ name, dataTypeID })),
+          rows: rows as Record<string, unknown>[],
+          rowCount: truncated ? rows.length : (result.rowCount ?? rows.length),
+          truncated,
+          command: result.command ?? "",
+        });
+      if (!truncated) return finish();
+      cursor.close((closeError) => (closeError ? reject(closeError) : finish()));
+    });
+  });
+}

@@ -1,0 +1,200 @@
+import { randomUUID } from "node:crypto";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { listLedgerEntries } from "../billing/ledger.js";
+import { agentOfToken } from "../proxy/agent-token.js";
+import type { GatewayContext } from "../rest/context.js";
+import { HttpError } from "../rest/plugins/errors.js";
+import { presentLedgerEntry } from "../rest/present.js";
+import { registerPgtollTools } from "./pgtoll-tools.js";
+import { ProxySession } from "./proxy-session.js";
+
+/** Where the MCP endpoint reaches this process's own wire proxy; the port is known once the proxy listens. */
+export interface McpProxyAddress {
+  host: string;
+  port: number;
+  /** TLS to the proxy: needed when it is reached on a non-loopback address. */
+  tls: boolean;
+}
+
+export interface RemoteMcpOptions {
+  ctx: GatewayContext;
+  proxy: McpProxyAddress;
+  /** Requests per minute per agent (not per IP: agents share hosts and egress addresses). */
+  perAgentPerMinute: number;
+  /** A session unused this long is closed, with its proxy session. Default 15 minutes. */
+  idleMs?: number;
+  /** Open sessions per agent at most; the least recently used is closed for a new one. Default 8. */
+  maxSessionsPerAgent?: number;
+}
+
+interface RemoteSession {
+  transport: StreamableHTTPServerTransport;
+  server: McpServer;
+  proxySession: ProxySession;
+  wallet: string;
+  providerId: string;
+  /** The newest valid token the agent sent: the proxy session reconnects with it. */
+  token: string;
+  lastUsedAt: number;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** 401 with the RFC 6750 challenge, so that a client knows to (re)authenticate with a bearer token. */
+function unauthorized(reply: FastifyReply, message: string, tokenSent: boolean) {
+  const error = tokenSent ? `, error="invalid_token", error_description="${message.replace(/"/g, "'")}"` : "";
+  return reply.code(401).header("WWW-Authenticate", `Bearer realm="pgtoll"${error}`).send({ error: message });
+}
+
+/**
+ * `POST/GET/DELETE /mcp`: the pgtoll MCP tools over Streamable HTTP, sessions per the MCP specification
+ * (`Mcp-Session-Id`). The agent is authenticated on every request by `Authorization: Bearer <agent token>`
+ * for the provider named by `?provider=<id>` (or `X-Pgtoll-Provider`); each MCP session keeps one session on
+ * this process's wire proxy, so tool calls are guarded and metered exactly like psql.
+ */
+export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOptions) {
+  const { ctx, proxy } = options;
+  const idleMs = options.idleMs ?? 15 * 60_000;
+  const maxPerAgent = options.maxSessionsPerAgent ?? 8;
+  const sessions = new Map<string, RemoteSession>();
+
+  const closeSession = async (id: string) => {
+    const session = sessions.get(id);
+    if (!session) return;
+    sessions.delete(id);
+    await session.proxySession.close().catch(() => {});
+    await session.server.close().catch(() => {});
+  };
+  const sweeper = setInterval(
+    () => {
+      const now = Date.now();
+      for (const [id, session] of sessions) if (now - session.lastUsedAt > idleMs) void closeSession(id);
+    },
+    Math.min(60_000, idleMs),
+  );
+  sweeper.unref();
+  app.addHook("onClose", async () => {
+    clearInterval(sweeper);
+    await Promise.all([...sessions.keys()].map(closeSession));
+  });
+
+  async function authenticate(request: FastifyRequest, reply: FastifyReply) {
+    const header = request.headers.authorization;
+    const token = typeof header === "string" && header.startsWith("Bearer ") ? header.slice(7).trim() : "";
+    const query = request.query as { provider?: string };
+    const providerId = String(query.provider ?? request.headers["x-pgtoll-provider"] ?? "").toLowerCase();
+    if (!token) {
+      unauthorized(
+        reply,
+        "missing agent token: send Authorization: Bearer <token from pgtoll agent-token>",
+        false,
+      );
+      return null;
+    }
+    if (!UUID.test(providerId))
+      throw new HttpError(
+        400,
+        "name the provider: /mcp?provider=<provider id> (or the X-Pgtoll-Provider header)",
+      );
+    const signer = await agentOfToken(token, providerId);
+    if (!signer.ok) {
+      unauthorized(reply, `invalid agent token: ${signer.reason}`, true);
+      return null;
+    }
+    if (ctx.config.rateLimit) {
+      const hit = await ctx.rateLimitStore.hit(`mcp:${signer.wallet}`, 60_000).catch((error: unknown) => {
+        ctx.logger.warn({ err: error }, "rate-limit store unavailable; request let through");
+        return null;
+      });
+      if (hit && hit.count > options.perAgentPerMinute) {
+        const retryAfter = Math.max(1, Math.ceil((hit.resetAtMs - Date.now()) / 1000));
+        reply
+          .code(429)
+          .header("Retry-After", retryAfter)
+          .send({
+            error: `too many MCP requests from this agent: at most ${options.perAgentPerMinute} a minute`,
+            retryAfter,
+          });
+        return null;
+      }
+    }
+    return { wallet: signer.wallet, providerId, token };
+  }
+
+  function openSession(agent: { wallet: string; providerId: string; token: string }): RemoteSession {
+    const mine = [...sessions.entries()].filter(([, s]) => s.wallet === agent.wallet);
+    if (mine.length >= maxPerAgent) {
+      const [oldest] = mine.sort(([, a], [, b]) => a.lastUsedAt - b.lastUsedAt)[0]!;
+      void closeSession(oldest);
+    }
+    const session = {
+      ...agent,
+      lastUsedAt: Date.now(),
+    } as RemoteSession;
+    session.proxySession = new ProxySession({
+      host: proxy.host,
+      port: proxy.port,
+      // Our own proxy, reached on a non-loopback address only when pgtoll listens on one: its certificate.
+      ssl: proxy.tls ? { rejectUnauthorized: false } : false,
+      wallet: agent.wallet,
+      providerId: agent.providerId,
+      token: async () => session.token,
+    });
+    session.server = new McpServer({ name: "pgtoll", version: "1" });
+    registerPgtollTools(session.server, {
+      providerId: agent.providerId,
+      wallet: agent.wallet,
+      session: session.proxySession,
+      async transactions(limit) {
+        const entries = await listLedgerEntries(ctx.db, agent.wallet, {
+          providerId: agent.providerId,
+          limit,
+        });
+        return entries.map(presentLedgerEntry);
+      },
+    });
+    session.transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (id) => void sessions.set(id, session),
+      onsessionclosed: (id) => void closeSession(id),
+    });
+    return session;
+  }
+
+  async function handle(request: FastifyRequest, reply: FastifyReply) {
+    const agent = await authenticate(request, reply);
+    if (!agent) return reply;
+    const id = request.headers["mcp-session-id"];
+    let session: RemoteSession | undefined;
+    if (typeof id === "string") {
+      session = sessions.get(id);
+      if (!session)
+        return reply
+          .code(404)
+          .send({ jsonrpc: "2.0", error: { code: -32001, message: "Session not found" }, id: null });
+      if (session.wallet !== agent.wallet || session.providerId !== agent.providerId)
+        return unauthorized(reply, "this MCP session belongs to another agent or provider", true);
+      session.token = agent.token;
+      session.lastUsedAt = Date.now();
+    } else if (request.method === "POST" && isInitializeRequest(request.body)) {
+      session = openSession(agent);
+      await session.server.connect(session.transport);
+    } else {
+      return reply.code(400).send({
+        jsonrpc: "2.0",
+        error: { code: -32000, message: "no Mcp-Session-Id: start a session with an initialize request" },
+        id: null,
+      });
+    }
+    reply.hijack();
+    await session.transport.handleRequest(request.raw, reply.raw, request.body);
+  }
+
+  const config = { rateLimit: false as const };
+  app.post("/mcp", { config, schema: { hide: true } }, handle);
+  app.get("/mcp", { config, schema: { hide: true } }, handle);
+  app.delete("/mcp", { config, schema: { hide: true } }, handle);
+}

@@ -1,0 +1,80 @@
+import { costOfRows } from "../billing/cost.js";
+import { formatMicro } from "../billing/money.js";
+import { SqlState } from "../proxy/proxy-errors.js";
+import { planRows, type QueryPlan } from "../rest/plan-rows.js";
+import { type ProxySession, StatementFailure } from "./proxy-session.js";
+
+/** A ledger entry as the gateway presents it (`GET /api/transactions/:wallet`). */
+export type LedgerEntryView = Record<string, unknown>;
+
+/** What the MCP tools act through, for one agent and one provider. */
+export interface AgentBackend {
+  providerId: string;
+  wallet: string;
+  session: ProxySession;
+  /** The agent's newest ledger entries with the provider. */
+  transactions(limit: number): Promise<LedgerEntryView[]>;
+  /** Sending USDC on chain: only where the agent's key is at hand (the stdio server) and deposits are allowed. */
+  deposit?: {
+    maxMicro: bigint;
+    send(amount: string): Promise<{ txHash: string; amount: string; balance: string }>;
+  };
+}
+
+/** The planner's estimate of a statement and what those rows would cost; the EXPLAIN is charged as a row. */
+export async function estimateStatement(session: ProxySession, sql: string) {
+  const { result, costMicro } = await session.statement(`EXPLAIN (FORMAT JSON) ${sql}`, [], 1);
+  const plan = (result.rows[0]?.["QUERY PLAN"] as QueryPlan[] | undefined)?.[0];
+  const estimatedRows = planRows(plan?.Plan);
+  const price = await session.price();
+  return {
+    estimatedRows,
+    estimatedCost: formatMicro(costOfRows(estimatedRows, price)),
+    pricePer1000Rows: formatMicro(price.priceMicroPer1000Rows / 1_000_000n),
+    cost: formatMicro(costMicro),
+  };
+}
+
+/**
+ * The tool error for a failed `query`, written for a model: a policy refusal names its rule, a shortfall says
+ * how much is missing and how to top up, anything else is PostgreSQL's own error with its SQLSTATE. A
+ * statement cut off part way says what its delivered rows were charged.
+ */
+export async function queryFailure(backend: AgentBackend, error: unknown, maxRows: number): Promise<string> {
+  if (!(error instanceof StatementFailure)) throw error;
+  const charged = error.costMicro > 0n ? ` It was charged ${formatMicro(error.costMicro)} USDC.` : "";
+  if (error.code === SqlState.insufficientPrivilege && error.message.startsWith("pgtoll policy:")) {
+    const rule = /\(([a-z0-9-]+)\)/.exec(error.message)?.[1] ?? "policy";
+    return `refused by the provider's policy, rule "${rule}": ${error.message.replace(/^pgtoll policy: /, "")}`;
+  }
+  if (error.code === SqlState.insufficientFunds)
+    return insufficientBalance(backend, error.message, maxRows, charged);
+  const sqlstate = error.code ? ` (SQLSTATE ${error.code})` : "";
+  return `${error.message}${sqlstate}.${charged}`;
+}
+
+async function insufficientBalance(
+  backend: AgentBackend,
+  message: string,
+  maxRows: number,
+  charged: string,
+): Promise<string> {
+  const { session } = backend;
+  const [balanceMicro, price, address] = [
+    await session.balanceMicro(),
+    await session.price(),
+    await session.depositAddress(),
+  ];
+  const upTo = costOfRows(maxRows, price);
+  const oneRow = costOfRows(1, price);
+  const missing = upTo - balanceMicro > oneRow ? upTo - balanceMicro : oneRow;
+  const how = backend.deposit
+    ? "call the deposit tool"
+    : `send USDC to the provider's wallet ${address} and credit it with POST /api/deposit ` +
+      `{txHash, agentWallet: "${backend.wallet}", providerId: "${backend.providerId}"}`;
+  return (
+    `${message}.${charged} Your balance with this provider is ${formatMicro(balanceMicro)} USDC; this call can ` +
+    `cost up to ${formatMicro(upTo)} USDC (${maxRows} rows at ${formatMicro(price.priceMicroPer1000Rows / 1_000_000n)} ` +
+    `USDC per 1000 rows), so ${formatMicro(missing)} USDC is missing. To top up, ${how}.`
+  );
+}
