@@ -45,7 +45,8 @@ export async function queryFailure(backend: AgentBackend, error: unknown, maxRow
   const charged = error.costMicro > 0n ? ` It was charged ${formatMicro(error.costMicro)} USDC.` : "";
   if (error.code === SqlState.insufficientPrivilege && error.message.startsWith("pgtoll policy:")) {
     const rule = /\(([a-z0-9-]+)\)/.exec(error.message)?.[1] ?? "policy";
-    return `refused by the provider's policy, rule "${rule}": ${error.message.replace(/^pgtoll policy: /, "")}`;
+    const reason = error.message.replace(/^pgtoll policy: (statement not allowed \([^)]*\): )?/, "");
+    return `refused by the provider's policy, rule "${rule}": ${reason}`;
   }
   if (error.code === SqlState.insufficientFunds)
     return insufficientBalance(backend, error.message, maxRows, charged);
