@@ -107,6 +107,17 @@ function secretKey(env: string) {
   };
 }
 
+/** A 32-byte secp256k1 private key as 0x and 64 hex digits (a key that signs transactions). */
+function privateKey(env: string) {
+  return (raw: string | undefined): `0x${string}` | undefined => {
+    if (raw === undefined || raw === "") return undefined;
+    const value = raw.startsWith("0x") ? raw : `0x${raw}`;
+    if (!/^0x[0-9a-fA-F]{64}$/.test(value))
+      throw new ConfigError(env, "must be a private key: 0x followed by 64 hex digits");
+    return value as `0x${string}`;
+  };
+}
+
 export const BASE_USDC = "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913";
 
 /** Every option pgtoll reads. The table of docs/configuration.md is this list (a test compares them). */
@@ -225,6 +236,44 @@ export const optionSpecs = {
     description: "ERC-20 contract whose Transfer logs count as deposits (6 decimals).",
     defaultText: BASE_USDC,
     parse: address("PGTOLL_TOKEN_ADDRESS", BASE_USDC),
+  },
+  tokenName: {
+    env: "PGTOLL_TOKEN_NAME",
+    description:
+      "The token's EIP-712 domain name, offered to x402 clients to sign with (Base's USDC: USD Coin).",
+    defaultText: "USD Coin",
+    parse: (raw: string | undefined) => raw || "USD Coin",
+  },
+  tokenVersion: {
+    env: "PGTOLL_TOKEN_VERSION",
+    description: "The token's EIP-712 domain version, offered to x402 clients (Base's USDC: 2).",
+    defaultText: "2",
+    parse: (raw: string | undefined) => raw || "2",
+  },
+  x402SettlerKey: {
+    env: "PGTOLL_X402_SETTLER_KEY",
+    description:
+      "Private key of an account with gas on the chain: pgtoll then settles x402 payments itself (its own facilitator) by submitting transferWithAuthorization. **Warning:** a hot key; give it gas money only. Unset (and no facilitator URL): x402 is off.",
+    parse: privateKey("PGTOLL_X402_SETTLER_KEY"),
+  },
+  x402FacilitatorUrl: {
+    env: "PGTOLL_X402_FACILITATOR_URL",
+    description:
+      "URL of an x402 facilitator (its /verify and /settle) that verifies and settles x402 payments instead of pgtoll. Not with PGTOLL_X402_SETTLER_KEY.",
+    parse: url("PGTOLL_X402_FACILITATOR_URL", ["http:", "https:"]),
+  },
+  x402MinTopupMicro: {
+    env: "PGTOLL_X402_MIN_TOPUP",
+    description:
+      "Smallest x402 payment, in USDC: a query the balance cannot pay asks for its estimated cost or this, whichever is more; what the query does not spend stays as balance.",
+    defaultText: "1",
+    parse: usdc("PGTOLL_X402_MIN_TOPUP", 1_000_000n, 1n, 1_000_000_000_000n),
+  },
+  x402MaxTopupMicro: {
+    env: "PGTOLL_X402_MAX_TOPUP",
+    description: "Largest x402 payment, in USDC (a query's or POST /api/topup's).",
+    defaultText: "100",
+    parse: usdc("PGTOLL_X402_MAX_TOPUP", 100_000_000n, 1n, 1_000_000_000_000n),
   },
   minConfirmations: {
     env: "PGTOLL_MIN_CONFIRMATIONS",
@@ -401,5 +450,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
   for (const [key, spec] of Object.entries(optionSpecs)) {
     config[key] = spec.parse(values[spec.env] ?? env[spec.env]);
   }
-  return config as Config;
+  return checkCombinations(config as Config);
+}
+
+/** Rules between options, checked once each is valid on its own. */
+function checkCombinations(config: Config): Config {
+  if (config.x402SettlerKey && config.x402FacilitatorUrl)
+    throw new ConfigError(
+      "PGTOLL_X402_SETTLER_KEY",
+      "and PGTOLL_X402_FACILITATOR_URL are both set: x402 payments are settled either by pgtoll or by a facilitator, set one",
+    );
+  if (config.x402MinTopupMicro > config.x402MaxTopupMicro)
+    throw new ConfigError("PGTOLL_X402_MIN_TOPUP", "is more than PGTOLL_X402_MAX_TOPUP");
+  return config;
 }

@@ -12,6 +12,9 @@ export const redactedPaths = [
   "*.apiKey",
   "secretKey",
   "*.secretKey",
+  "x402SettlerKey",
+  "*.x402SettlerKey",
+  'req.headers["payment-signature"]',
 ];
 
 export function createLogger(level: string): Logger {

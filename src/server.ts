@@ -25,6 +25,7 @@ import { buildApp } from "./rest/app.js";
 import type { GatewayContext } from "./rest/context.js";
 import { createMetrics } from "./rest/plugins/metrics.js";
 import { createMemoryStore, createRedisStore } from "./rest/plugins/rate-limit-store.js";
+import { x402Gateway } from "./x402/gateway.js";
 
 export interface RunningServer {
   httpUrl: string;
@@ -120,6 +121,12 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       tokenAddress: config.tokenAddress,
       minConfirmations: config.minConfirmations,
     });
+    const x402 = x402Gateway(config, db, verifier);
+    if (x402)
+      logger.info(
+        { facilitator: config.x402FacilitatorUrl ? new URL(config.x402FacilitatorUrl).origin : "pgtoll" },
+        "x402 payments on",
+      );
     const rateLimitStore = config.redisUrl
       ? createRedisStore(new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false }))
       : createMemoryStore();
@@ -151,6 +158,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       logger,
       management,
       chargeWriter,
+      ...(x402 ? { x402 } : {}),
     };
     const app = await buildApp(ctx);
     cleanups.push(() => app.close());

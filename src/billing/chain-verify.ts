@@ -53,7 +53,18 @@ export interface ChainVerifier {
     txHash: `0x${string}`,
     agentWallet: string,
     providerWallet: string,
+    options?: VerifyOptions,
   ): Promise<DepositVerification>;
+  /** Asks the RPC for the latest block; throws {@link ChainUnavailableError} when it cannot be reached. */
+  probe(): Promise<void>;
+}
+
+export interface VerifyOptions {
+  /**
+   * Blocks needed for this transaction instead of the configured count: 1 for a transfer pgtoll's facilitator
+   * itself just settled (x402), whose receipt it waited for.
+   */
+  minConfirmations?: number;
 }
 
 /** The chain RPC could not be reached or failed; the deposit is neither accepted nor refused. */
@@ -71,10 +82,10 @@ const CHAIN_ID_RECHECK_MS = 60_000;
  * `rpcRetryCount` times, so one verification makes at most 4 x (1 + retries) requests.
  */
 export function createChainVerifier(settings: ChainSettings): ChainVerifier {
-  const { chainId, minConfirmations } = settings;
+  const { chainId } = settings;
   if (!Number.isSafeInteger(chainId) || chainId <= 0) throw new TypeError(`invalid chain id: ${chainId}`);
-  if (!Number.isSafeInteger(minConfirmations) || minConfirmations < 0) {
-    throw new TypeError(`invalid minConfirmations: ${minConfirmations}`);
+  if (!Number.isSafeInteger(settings.minConfirmations) || settings.minConfirmations < 0) {
+    throw new TypeError(`invalid minConfirmations: ${settings.minConfirmations}`);
   }
   if (!ADDRESS.test(settings.tokenAddress))
     throw new TypeError(`invalid token address: ${settings.tokenAddress}`);
@@ -116,7 +127,9 @@ export function createChainVerifier(settings: ChainSettings): ChainVerifier {
     txHash: `0x${string}`,
     agentWallet: string,
     providerWallet: string,
+    options: VerifyOptions = {},
   ): Promise<DepositVerification> {
+    const minConfirmations = options.minConfirmations ?? settings.minConfirmations;
     if (!TX_HASH.test(txHash)) throw new TypeError(`invalid transaction hash: ${txHash}`);
     if (!ADDRESS.test(agentWallet)) throw new TypeError(`invalid agent wallet: ${agentWallet}`);
     if (!ADDRESS.test(providerWallet)) throw new TypeError(`invalid provider wallet: ${providerWallet}`);
@@ -198,7 +211,11 @@ export function createChainVerifier(settings: ChainSettings): ChainVerifier {
     }
   }
 
-  return { verifyDeposit };
+  async function probe(): Promise<void> {
+    await rpc("eth_blockNumber", () => client.getBlockNumber({ cacheTime: 0 }));
+  }
+
+  return { verifyDeposit, probe };
 }
 
 function unavailable(error: unknown, what: string, rpcOrigin: string): ChainUnavailableError {

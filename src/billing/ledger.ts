@@ -450,6 +450,8 @@ export interface DepositCredit {
   providerId: string;
   amountMicro: bigint;
   blockNumber: bigint;
+  /** Written into the entry's metadata beside chainId and blockNumber (an x402 payment's source and nonce). */
+  metadata?: Record<string, string>;
 }
 
 const CREDIT_DEPOSIT = ledgerStatement(
@@ -468,7 +470,7 @@ const CREDIT_DEPOSIT = ledgerStatement(
                                  balance_after_micro, tx_hash, metadata)
      SELECT recorded.agent_wallet, recorded.provider_id, 'deposit', recorded.amount_micro,
             credited.balance_micro - recorded.amount_micro, credited.balance_micro, recorded.tx_hash,
-            jsonb_build_object('chainId', $1::int, 'blockNumber', $6::text)
+            jsonb_build_object('chainId', $1::int, 'blockNumber', $6::text) || $7::jsonb
        FROM recorded, credited
      RETURNING ${ENTRY_COLUMNS}`,
 );
@@ -486,6 +488,7 @@ export async function creditDeposit(db: Queryable, deposit: DepositCredit): Prom
     deposit.providerId,
     deposit.amountMicro,
     deposit.blockNumber,
+    deposit.metadata ?? {},
   ]);
   return rows[0] ? toEntry(rows[0]) : null;
 }

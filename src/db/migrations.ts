@@ -375,4 +375,24 @@ ALTER TABLE ledger_entries ADD COLUMN charge_key uuid;
 CREATE UNIQUE INDEX ledger_entries_charge_key ON ledger_entries (charge_key) WHERE charge_key IS NOT NULL;
 `,
   },
+  {
+    version: 10,
+    name: "x402: each payment authorization (chain, token, payer, nonce) is settled and credited at most once",
+    sql: `
+-- A claim is written before the authorization is settled on chain, so that a payment sent many times at once
+-- (or to several pgtoll processes) is settled once. tx_hash is set once it is submitted; a claim whose
+-- settlement failed before any transaction was sent is deleted, so the agent may send it again.
+CREATE TABLE x402_payments (
+  chain_id integer NOT NULL,
+  asset text NOT NULL CHECK (asset ~ '^0x[0-9a-f]{40}$'),
+  payer text NOT NULL CHECK (payer ~ '^0x[0-9a-f]{40}$'),
+  nonce text NOT NULL CHECK (nonce ~ '^0x[0-9a-f]{64}$'),
+  provider_id uuid NOT NULL REFERENCES providers (id),
+  amount_micro bigint NOT NULL CHECK (amount_micro > 0),
+  tx_hash text CHECK (tx_hash ~ '^0x[0-9a-f]{64}$'),
+  created_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (chain_id, asset, payer, nonce)
+);
+`,
+  },
 ];

@@ -106,7 +106,7 @@ describe("startLocalChain", () => {
     const { publicClient } = localClients(chain, deployer!.privateKey);
     const read = (functionName: string) =>
       publicClient.readContract({ address: token.address, abi: token.abi, functionName });
-    expect(await read("name")).toBe("USD Coin (dev)");
+    expect(await read("name")).toBe("USD Coin");
     expect(await read("symbol")).toBe("USDC");
     expect(await read("decimals")).toBe(6);
     await mintTokens(chain, deployer!.privateKey, token, holder!.address, 2_500_000n);

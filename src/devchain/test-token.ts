@@ -41,7 +41,8 @@ export function localClients(endpoint: ChainEndpoint, privateKey: Hex) {
 }
 
 /**
- * Deploys a fresh TestUSDC ("USD Coin (dev)", USDC, 6 decimals) and waits for it to be mined.
+ * Deploys a fresh TestUSDC ("USD Coin", USDC, 6 decimals, EIP-3009 like Base's USDC) and waits
+ * for it to be mined.
  * WARNING: waits for the receipt, so the chain must be mining (automine or interval).
  */
 export async function deployTestToken(endpoint: ChainEndpoint, deployerKey: Hex): Promise<TestToken> {

@@ -747,6 +747,8 @@ function insufficientFunds(rowsDelivered: number): Buffer {
     rowsDelivered > 0
       ? `insufficient balance: the result was cut off after ${rowsDelivered} rows, which were charged`
       : "insufficient balance: deposit funds with this provider to run statements",
-    { hint: "POST /api/deposit credits a USDC transfer to the provider's wallet" },
+    {
+      hint: "POST /api/topup pays a top-up with x402 from the agent's wallet in one request (where the gateway offers x402); POST /api/deposit credits a USDC transfer to the provider's wallet",
+    },
   );
 }

@@ -17,6 +17,7 @@ import { depositRoutes } from "./routes/deposit.js";
 import { healthRoutes } from "./routes/health.js";
 import { providerRoutes } from "./routes/providers.js";
 import { queryRoutes } from "./routes/query.js";
+import { topUpRoutes } from "./routes/topup.js";
 import { managementApi } from "./v2/index.js";
 
 /**
@@ -64,11 +65,16 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
     "X-RateLimit-Reset",
     "Retry-After",
     "X-Request-Id",
+    "PAYMENT-REQUIRED",
+    "PAYMENT-RESPONSE",
   ];
-  const gatewayHeaders =
-    ctx.config.restAgentAuth === "signature"
-      ? ["Content-Type", "X-API-Key", "Authorization"]
-      : ["Content-Type", "X-API-Key"];
+  // x402 clients send PAYMENT-SIGNATURE (and ask for the response headers to be exposed).
+  const gatewayHeaders = [
+    "Content-Type",
+    "X-API-Key",
+    ...(ctx.config.restAgentAuth === "signature" ? ["Authorization"] : []),
+    ...(ctx.x402 ? ["PAYMENT-SIGNATURE", "Access-Control-Expose-Headers"] : []),
+  ];
   await app.register(corsPlugin, {
     exposedHeaders,
     policy: { methods: ["GET", "POST", "PUT", "DELETE", "OPTIONS"], allowedHeaders: gatewayHeaders },
@@ -106,6 +112,7 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
   await app.register(agentRoutes, { ctx });
   await app.register(depositRoutes, { ctx });
   await app.register(queryRoutes, { ctx });
+  await app.register(topUpRoutes, { ctx });
   await app.register(healthRoutes, { ctx });
   await app.register(managementApi, { prefix: "/api/v2", ctx });
   if (ctx.mcpProxy)

@@ -1,6 +1,6 @@
 import type pg from "pg";
 import type { Logger } from "pino";
-import type { DepositVerification } from "../billing/chain-verify.js";
+import type { DepositVerification, VerifyOptions } from "../billing/chain-verify.js";
 import type { ChargeWriter } from "../billing/charge-writer.js";
 import type { Config } from "../config.js";
 import type { ControlSettings } from "../control/settings.js";
@@ -8,6 +8,7 @@ import type { GuardPolicy } from "../guard/index.js";
 import type { McpProxyAddress } from "../mcp/remote-mcp.js";
 import type { SecretBox } from "../providers/secret-box.js";
 import type { UpstreamPools } from "../providers/upstream-pools.js";
+import type { X402Gateway } from "../x402/accept-payment.js";
 import type { Metrics } from "./plugins/metrics.js";
 import type { RateLimitStore } from "./plugins/rate-limit-store.js";
 
@@ -17,7 +18,10 @@ export interface DepositVerifier {
     txHash: `0x${string}`,
     agentWallet: string,
     providerWallet: string,
+    options?: VerifyOptions,
   ): Promise<DepositVerification>;
+  /** Throws when the chain RPC cannot be reached (a refusal may then be the RPC's fault, not the payment's). */
+  probe?(): Promise<void>;
 }
 
 /** Everything the REST routes share; built once by the server, passed to each plugin (no globals). */
@@ -52,6 +56,8 @@ export interface GatewayContext {
   chargeWriter?: ChargeWriter;
   /** This process's wire proxy, for the remote MCP endpoint (/mcp); without it /mcp is not served. */
   mcpProxy?: McpProxyAddress;
+  /** x402 payments (PAYMENT-SIGNATURE, POST /api/topup); without it 402s offer no payment. */
+  x402?: X402Gateway;
   /** Settings of the management API v2 (/api/v2); without them it is not served. */
   management?: ControlSettings;
 }

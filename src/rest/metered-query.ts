@@ -6,6 +6,7 @@ import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
 import { PrivilegedUpstreamError } from "../providers/upstream-pools.js";
 import type { EstimateCache } from "./estimate-cache.js";
 import type { HeldFunds, RequestFunds } from "./held-funds.js";
+import { estimateRows } from "./plan-rows.js";
 import { QueryError, upstreamQueryError } from "./query-errors.js";
 import { runReadOnly } from "./read-only-run.js";
 import { executeInTransaction } from "./transaction-run.js";
@@ -160,11 +161,44 @@ async function runOnProvider(
 
 /** Covers the cost of `rowCount` rows from the agent's funds; 402 when the available balance cannot. */
 async function secure(funds: RequestFunds | null, price: Price, rowCount: number): Promise<void> {
-  if (funds && !(await funds.cover(costOfRows(rowCount, price)))) {
+  const costMicro = costOfRows(rowCount, price);
+  if (funds && !(await funds.cover(costMicro))) {
     throw new QueryError(
       402,
       `insufficient balance: this result of ${rowCount} rows costs more than the available balance; nothing was charged`,
+      undefined,
+      costMicro,
     );
+  }
+}
+
+/**
+ * What the request would cost by the planner's row estimates (EXPLAIN, or a recent estimate of the same text),
+ * without running it; 0 when the guard refuses it or the provider cannot be reached (its own run says why).
+ */
+export async function estimateCostMicro(
+  deps: MeteredQueryDeps,
+  request: MeteredQueryRequest,
+): Promise<bigint> {
+  const verdict = deps.check(request.sql);
+  if (verdict.kind !== "allow") return 0n;
+  let client: pg.PoolClient;
+  try {
+    client = await deps.upstream.connect();
+  } catch {
+    return 0n;
+  }
+  try {
+    const rows = await estimateRows(
+      client,
+      verdict.statements,
+      request.params,
+      deps.estimates,
+      request.providerId,
+    );
+    return costOfRows(rows, request.price);
+  } finally {
+    client.release();
   }
 }
 

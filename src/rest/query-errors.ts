@@ -5,6 +5,8 @@ export class QueryError extends Error {
     message: string,
     /** SQLSTATE of an error PostgreSQL raised, sent to the client as `code`. */
     readonly sqlState?: string,
+    /** With a 402 after the statement ran: what its result costs (a top-up offer asks for at least that). */
+    readonly costMicro?: bigint,
   ) {
     super(message);
     this.name = "QueryError";

@@ -12,6 +12,17 @@ export const Timestamp = Type.String({ description: "ISO 8601 UTC timestamp" });
 export const ErrorBody = Type.Object({ error: Type.String() });
 /** An error of `POST /api/query`; `code` is the SQLSTATE when PostgreSQL raised it. */
 export const QueryErrorBody = Type.Object({ error: Type.String(), code: Type.Optional(Type.String()) });
+/**
+ * A 402: `error` as every error, and when x402 is on the PaymentRequired object's fields too (the same as the
+ * PAYMENT-REQUIRED header).
+ */
+export const PaymentRequiredBody = Type.Object({
+  error: Type.String(),
+  code: Type.Optional(Type.String()),
+  x402Version: Type.Optional(Type.Integer()),
+  resource: Type.Optional(Type.Object({}, { additionalProperties: true })),
+  accepts: Type.Optional(Type.Array(Type.Object({}, { additionalProperties: true }))),
+});
 export const RateLimitedBody = Type.Object({ error: Type.String(), retryAfter: Type.Integer() });
 
 export const Provider = Type.Object({
@@ -69,6 +80,16 @@ export const DepositBody = Type.Object({
   providerId: Type.String({ maxLength: 36 }),
 });
 export type DepositBody = Static<typeof DepositBody>;
+
+export const TopUpBody = Type.Object({
+  agentWallet: Type.String({ maxLength: 42 }),
+  providerId: Type.String({ maxLength: 36 }),
+  amount: Type.Union([Type.String({ maxLength: 40 }), Type.Number()], {
+    description:
+      'USDC to credit, e.g. "5" or 0.25 (at most 6 decimals), within PGTOLL_X402_MIN_TOPUP..PGTOLL_X402_MAX_TOPUP',
+  }),
+});
+export type TopUpBody = Static<typeof TopUpBody>;
 
 export const DepositResult = Type.Object({
   success: Type.Literal(true),

@@ -10,6 +10,7 @@ import { buildApp } from "../../src/rest/app.js";
 import type { DepositVerifier, GatewayContext } from "../../src/rest/context.js";
 import { createMetrics } from "../../src/rest/plugins/metrics.js";
 import { createMemoryStore } from "../../src/rest/plugins/rate-limit-store.js";
+import { x402Gateway } from "../../src/x402/gateway.js";
 import { createMetadataDatabase, createOwnedTestDatabase, type OwnedTestDatabase } from "./database.js";
 
 /**
@@ -67,12 +68,15 @@ export async function startTestGateway(
     refuseSuperuser: !config.allowPrivilegedProviderRoles,
   });
   const rateLimitStore = createMemoryStore();
+  const verifier = overrides.verifier ?? unusedVerifier;
+  const x402 = x402Gateway(config, meta.pool, verifier);
   const ctx: GatewayContext = {
     config,
     db: meta.pool,
     box,
     upstream,
-    verifier: overrides.verifier ?? unusedVerifier,
+    verifier,
+    ...(x402 ? { x402 } : {}),
     rateLimitStore,
     metrics: createMetrics(),
     logger: overrides.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" }),

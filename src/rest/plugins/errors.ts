@@ -2,12 +2,19 @@ import type { FastifyError, FastifyInstance } from "fastify";
 import fp from "fastify-plugin";
 import { isLedgerUnavailable } from "../../billing/ledger-availability.js";
 
+/** What an error answer carries besides `{error}`: headers, and fields added to the body. */
+export interface HttpErrorExtras {
+  headers?: Record<string, string>;
+  body?: Record<string, unknown>;
+}
+
 /** An error whose message is meant for the client, with its HTTP status (and a SQLSTATE, sent as `code`). */
 export class HttpError extends Error {
   constructor(
     readonly statusCode: number,
     message: string,
     readonly sqlState?: string,
+    readonly extras?: HttpErrorExtras,
   ) {
     super(message);
     this.name = "HttpError";
@@ -45,7 +52,13 @@ export const errorsPlugin = fp(async (app: FastifyInstance) => {
     const status =
       error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
     const sqlState = error instanceof HttpError ? error.sqlState : undefined;
-    const withCode = (body: { error: string }) => (sqlState ? { ...body, code: sqlState } : body);
+    const extras = error instanceof HttpError ? error.extras : undefined;
+    if (extras?.headers) reply.headers(extras.headers);
+    const withCode = (body: { error: string }) => ({
+      ...body,
+      ...(sqlState ? { code: sqlState } : {}),
+      ...extras?.body,
+    });
     if (status === 500 && isLedgerUnavailable(error)) {
       request.log.warn({ err: error }, "a database pgtoll needs is unavailable");
       return reply

@@ -4,16 +4,26 @@ import { ChargeWriter } from "../../billing/charge-writer.js";
 import { formatMicro } from "../../billing/money.js";
 import { ProviderCache } from "../../providers/provider-cache.js";
 import { createVerdictCache, withReadOnlyVerdicts } from "../../proxy/verdict-cache.js";
+import { type AcceptedPayment, acceptPayment } from "../../x402/accept-payment.js";
+import { queryTopUpMicro } from "../../x402/payment-terms.js";
 import { agentAuthentication } from "../agent-auth.js";
 import type { GatewayContext } from "../context.js";
 import { EstimateCache } from "../estimate-cache.js";
 import { HeldFunds } from "../held-funds.js";
-import { type MeteredQueryDeps, runMeteredQuery } from "../metered-query.js";
+import { estimateCostMicro, type MeteredQueryDeps, runMeteredQuery } from "../metered-query.js";
 import { HttpError } from "../plugins/errors.js";
 import { gatewayLimits } from "../plugins/rate-limit.js";
 import { QueryError } from "../query-errors.js";
-import { ErrorBody, QueryBody, QueryErrorBody, QueryResult } from "../schemas.js";
+import { ErrorBody, PaymentRequiredBody, QueryBody, QueryErrorBody, QueryResult } from "../schemas.js";
 import { uuidParam, walletParam } from "../validate.js";
+import {
+  afterPayment,
+  orRefusal,
+  type PaymentOffer,
+  paymentRequiredError,
+  paymentResponseHeaders,
+  paymentSignature,
+} from "../x402-answers.js";
 
 const OUTCOME_BY_STATUS: Record<number, string> = {
   400: "invalid",
@@ -88,7 +98,7 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
         response: {
           200: QueryResult,
           400: QueryErrorBody,
-          402: ErrorBody,
+          402: PaymentRequiredBody,
           403: QueryErrorBody,
           404: ErrorBody,
           500: QueryErrorBody,
@@ -96,22 +106,52 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const agentWallet = walletParam(request.body.agentWallet, "agentWallet");
       const providerId = uuidParam(request.body.providerId, "providerId");
-      await authenticate(request, agentWallet, providerId);
+      const payment = ctx.x402 ? paymentSignature(request) : undefined;
+      // A payment proves the wallet as an agent token does: its EIP-712 signature is checked before anything runs.
+      if (!payment) await authenticate(request, agentWallet, providerId);
       const found = await providers.find(providerId);
       if (!found) throw new HttpError(404, `provider ${providerId} not found`);
       if (!found.pricing) throw new HttpError(404, `provider ${providerId} has no pricing yet`);
+      const { readOnly } = found.pricing;
+      const deps = depsFor(ctx.upstream.get(found.provider, readOnly), readOnly);
+      const query = {
+        agentWallet,
+        providerId,
+        sql: request.body.sql,
+        params: request.body.params,
+        price: found.pricing,
+      };
+      const offer = async (costMicro?: bigint): Promise<PaymentOffer | undefined> =>
+        ctx.x402 && {
+          terms: ctx.x402.terms,
+          payTo: found.provider.walletAddress,
+          amountMicro: queryTopUpMicro(ctx.x402.terms, costMicro ?? (await estimateCostMicro(deps, query))),
+          request,
+          description: `SQL on the database of provider ${providerId}, charged per row`,
+        };
+
+      let paid: AcceptedPayment | undefined;
+      if (ctx.x402 && payment && deps.check(query.sql).kind === "allow") {
+        const terms = (await offer()) as PaymentOffer;
+        const gateway = ctx.x402;
+        paid = await orRefusal(terms, () =>
+          acceptPayment(gateway, {
+            header: payment,
+            agentWallet,
+            providerId,
+            payTo: found.provider.walletAddress,
+            minimumMicro: terms.amountMicro,
+          }),
+        );
+        ctx.metrics.depositsCredited.inc();
+        ctx.metrics.depositedMicro.inc(Number(paid.amountMicro));
+        reply.headers(paymentResponseHeaders(paid.settlement));
+      }
       try {
-        const { readOnly } = found.pricing;
-        const result = await runMeteredQuery(depsFor(ctx.upstream.get(found.provider, readOnly), readOnly), {
-          agentWallet,
-          providerId,
-          sql: request.body.sql,
-          params: request.body.params,
-          price: found.pricing,
-        });
+        const result = await runMeteredQuery(deps, query);
         ok.inc();
         rowsMetered.inc(result.rowCount);
         chargedMicro.inc(Number(result.actualCostMicro));
@@ -123,12 +163,23 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
           executionTime: `${result.executionMs.toFixed(2)}ms`,
         };
       } catch (error) {
+        let answer = error;
         if (error instanceof QueryError) {
           ctx.metrics.queries.labels("rest", OUTCOME_BY_STATUS[error.statusCode] ?? "failed").inc();
-          throw new HttpError(error.statusCode, error.message, error.sqlState);
+          const payable = error.statusCode === 402 && !paid ? await offer(error.costMicro) : undefined;
+          answer = payable
+            ? paymentRequiredError(payable, `${error.message}, or pay for it with x402 (PAYMENT-REQUIRED)`)
+            : new HttpError(error.statusCode, error.message, error.sqlState);
+        } else {
+          ctx.metrics.queries.labels("rest", "failed").inc();
         }
-        ctx.metrics.queries.labels("rest", "failed").inc();
-        throw error;
+        if (paid)
+          answer = afterPayment(
+            answer,
+            paid.settlement,
+            `the payment of ${formatMicro(paid.amountMicro)} USDC was credited: balance ${formatMicro(paid.entry.balanceAfterMicro)}`,
+          );
+        throw answer;
       }
     },
   );
