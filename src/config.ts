@@ -253,7 +253,7 @@ export const optionSpecs = {
   x402SettlerKey: {
     env: "PGTOLL_X402_SETTLER_KEY",
     description:
-      "Private key of an account with gas on the chain: pgtoll then settles x402 payments itself (its own facilitator) by submitting transferWithAuthorization. **Warning:** a hot key; give it gas money only. Unset (and no facilitator URL): x402 is off.",
+      "Private key of an account with gas on the chain: pgtoll then settles x402 payments itself (its own facilitator) by submitting transferWithAuthorization. **Warning:** a hot key: give it gas money only, and set it in the environment (a flag shows in the process list). Unset (and no facilitator URL): x402 is off.",
     parse: privateKey("PGTOLL_X402_SETTLER_KEY"),
   },
   x402FacilitatorUrl: {

@@ -13,6 +13,7 @@ import {
   type TestToken,
   tokenBalance,
 } from "../../src/devchain/index.js";
+import { createAgentToken } from "../../src/proxy/agent-token.js";
 import { payingFetch } from "../../src/x402/paying-fetch.js";
 import type { TestDatabase } from "../support/database.js";
 import {
@@ -21,7 +22,12 @@ import {
   startTestGateway,
   type TestGateway,
 } from "../support/gateway.js";
+import { startTestProxy } from "../support/proxy.js";
+import { missingTool, runProcess, settleCharges } from "../support/real-clients.js";
 import { signedPayment, startHttpFacilitator } from "../support/x402.js";
+
+const PSQL = "/usr/bin/psql";
+const skipPsql = missingTool(PSQL, "apt-get install postgresql-client") !== null;
 
 let chain: LocalChain;
 let token: TestToken;
@@ -421,4 +427,137 @@ describe("x402 through a facilitator's HTTP API", () => {
       }
     });
   }
+});
+
+describe("POST /api/topup", () => {
+  it("answers 402 with the stated amount, credits the paid top-up, and a psql session through the proxy spends it", async () => {
+    const agent = agents[1]!;
+    const body = JSON.stringify({ agentWallet: agent.address, providerId: provider.providerId, amount: "2" });
+    const unpaid = await post("/api/topup", body);
+    expect(unpaid.status).toBe(402);
+    const [offer] = decodePaymentRequiredHeader(unpaid.headers.get("payment-required") ?? "").accepts;
+    expect(offer).toMatchObject({ amount: "2000000", payTo: getAddress(provider.walletAddress) });
+
+    const pay = payingFetch(privateKeyToAccount(agent.key), {
+      chainId: 8453,
+      tokenAddress: token.address,
+      maxPaymentMicro: 2_000_000n,
+    });
+    const paid = await pay(`${baseUrl}/api/topup`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body,
+    });
+    expect(paid.status).toBe(200);
+    const settlement = decodePaymentResponseHeader(paid.headers.get("payment-response") ?? "");
+    expect(await bodyOf(paid)).toEqual({
+      success: true,
+      balance: "2.000000",
+      transaction: { txHash: settlement.transaction, amount: "2.000000", verified: true },
+    });
+
+    if (skipPsql) return;
+    const proxy = await startTestProxy(gateway);
+    try {
+      const run = await runProcess(
+        PSQL,
+        ["-X", "-A", "-t", "-c", "SELECT count(*) FROM items WHERE id <= 25"],
+        {
+          env: {
+            PGPASSWORD: await createAgentToken(agent.key, provider.providerId),
+            PGHOST: "127.0.0.1",
+            PGPORT: String(proxy.port),
+            PGUSER: agent.address,
+            PGDATABASE: provider.providerId,
+            PGSSLMODE: "disable",
+          },
+        },
+      );
+      expect(run.stderr).toBe("");
+      expect(run.stdout.trim()).toBe("25");
+      await settleCharges(proxy);
+    } finally {
+      await proxy.close();
+    }
+    // One row (the count) at 1 USDC per 1000 rows.
+    expect(await balanceOf(agent.address)).toBe("1.999000");
+  });
+
+  it("refuses an amount outside the bounds, and a payment of another amount", async () => {
+    const agent = agents[2]!;
+    for (const [amount, message] of [
+      ["0.1", /a top-up is between 0.500000 and 100.000000 USDC, got 0.100000/],
+      ["101", /a top-up is between 0.500000 and 100.000000 USDC, got 101.000000/],
+      ["lots", /invalid amount: "lots" is not an amount of USDC/],
+      [1.0000001, /invalid amount/],
+    ] as const) {
+      const response = await post(
+        "/api/topup",
+        JSON.stringify({ agentWallet: agent.address, providerId: provider.providerId, amount }),
+      );
+      expect(response.status).toBe(400);
+      expect((await bodyOf(response)).error).toMatch(message);
+    }
+    const body = JSON.stringify({ agentWallet: agent.address, providerId: provider.providerId, amount: 1 });
+    const [offer] = decodePaymentRequiredHeader(
+      (await post("/api/topup", body)).headers.get("payment-required") ?? "",
+    ).accepts;
+    const response = await post("/api/topup", body, {
+      "payment-signature": await signedPayment(agent.key, offer!, { value: 3_000_000n }),
+    });
+    expect(response.status).toBe(402);
+    expect((await bodyOf(response)).error).toMatch(/carries 3.000000 USDC, this top-up is for 1.000000/);
+    expect(await balanceOf(agent.address)).toBe("0");
+  });
+
+  it("two payments racing for a wallet that holds enough for one: one settles, the other fails, credited once", async () => {
+    const wallet = chain.accounts[8]!;
+    const agent = wallet.address.toLowerCase();
+    await mintTokens(chain, chain.accounts[0]!.privateKey, token, wallet.address, 1_000_000n);
+    const body = JSON.stringify({ agentWallet: agent, providerId: provider.providerId, amount: 1 });
+    const [offer] = decodePaymentRequiredHeader(
+      (await post("/api/topup", body)).headers.get("payment-required") ?? "",
+    ).accepts;
+    const headers = await Promise.all([
+      signedPayment(wallet.privateKey, offer!),
+      signedPayment(wallet.privateKey, offer!),
+    ]);
+    const responses = await Promise.all(
+      headers.map((h) => post("/api/topup", body, { "payment-signature": h })),
+    );
+    const statuses = responses.map((r) => r.status).sort();
+    expect(statuses).toEqual([200, 402]);
+    const refused = responses.find((r) => r.status === 402)!;
+    expect((await bodyOf(refused)).error).toMatch(
+      /insufficient|simulation|settlement failed|transaction_failed/,
+    );
+    expect(await balanceOf(agent)).toBe("1.000000");
+    expect(await tokenBalance(chain, token, wallet.address)).toBe(0n);
+  });
+});
+
+describe("x402 off", () => {
+  it("POST /api/topup is 404 and a 402 offers no payment", async () => {
+    const plain = await startTestGateway();
+    try {
+      const theirs = await registerPricedProvider(plain, providerDb.url);
+      const topup = await plain.app.inject({
+        method: "POST",
+        url: "/api/topup",
+        payload: { agentWallet: agents[0]!.address, providerId: theirs.providerId, amount: 1 },
+      });
+      expect(topup.statusCode).toBe(404);
+      expect(topup.json().error).toMatch(/x402 payments are off/);
+      const query = await plain.app.inject({
+        method: "POST",
+        url: "/api/query",
+        payload: { sql: SQL, agentWallet: agents[0]!.address, providerId: theirs.providerId },
+      });
+      expect(query.statusCode).toBe(402);
+      expect(query.json()).toEqual({ error: "insufficient balance: deposit funds with this provider first" });
+      expect(query.headers["payment-required"]).toBeUndefined();
+    } finally {
+      await plain.close();
+    }
+  });
 });
