@@ -18,6 +18,9 @@ Usage:
                            an MCP server on stdio for an agent host: query, estimate, list_tables,
                            describe_table, balance, transactions (and deposit) as the agent in
                            PGTOLL_AGENT_KEY
+  pgtoll pay-query --provider ID --sql SQL [--url HTTP_URL] [--max-payment USDC]
+                           run SQL with POST /api/query, paying with x402 (signed with the key in
+                           PGTOLL_AGENT_KEY) when the balance cannot
   pgtoll dev-transfer --amount USDC [--data-dir DIR]
                            send dev USDC from the demo agent of a running pgtoll dev; print the tx hash
   pgtoll admin bootstrap --email EMAIL [--org NAME]
@@ -62,7 +65,7 @@ async function start(argv: string[]): Promise<void> {
   process.stdout.write(`pgtoll ready ${server.httpUrl} ${server.proxyUrl}\n`);
 }
 
-// start, dev, agent-token, mcp and dev-transfer import their modules when run: a small command does not load the server.
+// start, dev, agent-token, mcp, pay-query and dev-transfer import their modules when run: a small command does not load the server.
 async function main(args: string[]): Promise<void> {
   const [command = "help", ...rest] = args;
   switch (command) {
@@ -77,6 +80,11 @@ async function main(args: string[]): Promise<void> {
     }
     case "mcp":
       return (await import("./mcp/stdio-command.js")).mcpCommand(rest, process.env);
+    case "pay-query": {
+      const { payQueryCommand } = await import("./x402/pay-query-command.js");
+      process.stdout.write(`${await payQueryCommand(rest, process.env)}\n`);
+      return;
+    }
     case "dev-transfer": {
       const { devTransferCommand } = await import("./dev/dev-transfer-command.js");
       process.stdout.write(`${await devTransferCommand(rest, process.env)}\n`);

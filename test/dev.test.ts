@@ -64,7 +64,8 @@ function parse(output: string) {
     ready: find((l) => l.startsWith("pgtoll ready "), "ready"),
     psql,
     freshPsql: find((l) => l.startsWith("PGPASSWORD=$("), "fresh-token psql"),
-    agentToken: find((l) => l.startsWith("PGTOLL_AGENT_KEY="), "agent-token"),
+    agentToken: find((l) => l.startsWith("PGTOLL_AGENT_KEY=") && l.includes(" agent-token "), "agent-token"),
+    payQuery: find((l) => l.startsWith("PGTOLL_AGENT_KEY=") && l.includes(" pay-query "), "pay-query"),
     balance: curl("/api/balance/"),
     query: curl("/api/query"),
     transactions: curl("/api/transactions/"),
@@ -167,6 +168,17 @@ describe("pgtoll dev", () => {
     expect(deposit.transaction).toMatchObject({ amount: "5.000000", verified: true });
     const afterDeposit = afterFresh + 5_000_000n;
     expect(deposit.balance).toBe(formatMicro(afterDeposit));
+
+    // The printed x402 line: a wallet with no balance pays for its query in the same exchange.
+    const paid = (await json(run.payQuery)) as {
+      status: number;
+      paymentResponse: { success: boolean; transaction: string; network: string };
+      body: { rowCount: number; actualCost: string };
+    };
+    expect(paid.status).toBe(200);
+    expect(paid.paymentResponse).toMatchObject({ success: true, network: "eip155:8453" });
+    expect(paid.body.rowCount).toBeGreaterThan(0);
+    expect(paid.body.actualCost).toBe(formatMicro(costOfRows(paid.body.rowCount, price)));
 
     // The ledger lists all of it, newest first.
     const ledger = (await json(run.transactions)).transactions as {

@@ -19,4 +19,7 @@ export const DEMO_DEPOSIT_MICRO = 10_000_000n;
  * Indexes of hardhat's dev accounts. WARNING: their private keys are public knowledge; `pgtoll dev` prints
  * the demo agent's. Never send real funds to them.
  */
-export const DEV_ACCOUNT = { funder: 0, provider: 1, agent: 2 } as const;
+export const DEV_ACCOUNT = { funder: 0, provider: 1, agent: 2, x402Settler: 3, x402Agent: 4 } as const;
+
+/** Minted on chain to the x402 demo agent at each start (it pays as it queries: no balance with the provider). */
+export const X402_AGENT_FUNDS_MICRO = 10_000_000n;

@@ -1,10 +1,17 @@
 import type { Config } from "../config.js";
+import { deriveDevAccounts, mintTokens } from "../devchain/index.js";
 import type { Logger } from "../log.js";
 import { createSecretBox, loadSecretKey } from "../providers/secret-box.js";
 import { AGENT_TOKEN_LIFETIME_S, createAgentToken } from "../proxy/agent-token.js";
 import { startServer } from "../server.js";
 import { planDemoChain, startDemoChain } from "./demo-chain.js";
-import { DEMO_DEPOSIT_MICRO, DEMO_PRICE, DEV_ACCOUNT, SAMPLE_PROVIDER } from "./demo-defaults.js";
+import {
+  DEMO_DEPOSIT_MICRO,
+  DEMO_PRICE,
+  DEV_ACCOUNT,
+  SAMPLE_PROVIDER,
+  X402_AGENT_FUNDS_MICRO,
+} from "./demo-defaults.js";
 import { fundDemoAgent } from "./demo-funding.js";
 import { removeDevState, writeDevState } from "./dev-state.js";
 import { dialUrl } from "./dial-address.js";
@@ -59,10 +66,22 @@ export async function startDevStack(
   try {
     // The chain and pgtoll start side by side: the plan tells pgtoll the chain's URL and token beforehand.
     const plan = await planDemoChain(config.chainId);
+    const accounts = deriveDevAccounts(DEV_ACCOUNT.x402Agent + 1);
+    const x402Agent = accounts[DEV_ACCOUNT.x402Agent]!;
+    // pgtoll settles x402 payments itself with a dev account's gas, unless a facilitator was configured.
+    const x402 = config.x402FacilitatorUrl
+      ? {}
+      : { x402SettlerKey: config.x402SettlerKey ?? accounts[DEV_ACCOUNT.x402Settler]!.privateKey };
     const [chainStart, serverStart] = await Promise.allSettled([
       startDemoChain(plan),
       startServer(
-        { ...config, rpcUrl: plan.rpcUrl, tokenAddress: lower(plan.tokenAddress), minConfirmations: 1 },
+        {
+          ...config,
+          rpcUrl: plan.rpcUrl,
+          tokenAddress: lower(plan.tokenAddress),
+          minConfirmations: 1,
+          ...x402,
+        },
         logger,
       ),
     ]);
@@ -73,6 +92,14 @@ export async function startDevStack(
     const demo = chainStart.value;
     const server = serverStart.value;
     logger.info({ rpcUrl: plan.rpcUrl, token: plan.tokenAddress }, "local chain started");
+    // Minting is open on the dev token: the x402 agent mints its own on-chain funds.
+    await mintTokens(
+      demo.chain,
+      x402Agent.privateKey,
+      demo.token.address,
+      x402Agent.address,
+      X402_AGENT_FUNDS_MICRO,
+    );
     step();
 
     const sample = await prepareSampleDatabase(server.embedded?.adminUrl ?? server.databaseUrl);
@@ -126,6 +153,12 @@ export async function startDevStack(
         database: sample.database,
         tables: sample.tables,
         agent: { wallet: agentWallet, privateKey: demo.agent.privateKey, accountIndex: DEV_ACCOUNT.agent },
+        x402Agent: {
+          wallet: x402Agent.address.toLowerCase(),
+          privateKey: x402Agent.privateKey,
+          accountIndex: DEV_ACCOUNT.x402Agent,
+          onChainMicro: X402_AGENT_FUNDS_MICRO,
+        },
         deposit: { txHash: deposit.txHash, amountMicro: DEMO_DEPOSIT_MICRO, balance: deposit.balance },
         agentToken,
         tokenLifetimeMinutes: AGENT_TOKEN_LIFETIME_S / 60,

@@ -18,6 +18,12 @@ const info: DevStackInfo = {
   tables: [{ table: "airports", rows: 5210 }],
   agent: { wallet: WALLET, privateKey: "0xkey", accountIndex: 2 },
   deposit: { txHash: "0xabc", amountMicro: 10_000_000n, balance: "10.000000" },
+  x402Agent: {
+    wallet: "0x15d34aaf54267db7d7c367839aaf71a00a2c6a65",
+    privateKey: "0xpayer",
+    accountIndex: 4,
+    onChainMicro: 10_000_000n,
+  },
   agentToken: "pgtoll1.1.0xsig",
   tokenLifetimeMinutes: 60,
   cli: "node dist/cli.js",

@@ -20,6 +20,8 @@ export interface DevStackInfo {
   tables: TableCount[];
   agent: { wallet: string; privateKey: string; accountIndex: number };
   deposit: { txHash: string; amountMicro: bigint; balance: string };
+  /** A second demo wallet with dev USDC on chain and no balance with the provider: it pays with x402. */
+  x402Agent: { wallet: string; privateKey: string; accountIndex: number; onChainMicro: bigint };
   /** An agent token made at start, for the psql line. */
   agentToken: string;
   tokenLifetimeMinutes: number;
@@ -78,6 +80,10 @@ export function formatDevInstructions(info: DevStackInfo): string {
     "",
     "MCP: add pgtoll to an agent host (Claude Desktop, Cursor, VS Code ...): this goes in its mcpServers configuration",
     ...mcpConfiguration(info).map((line) => `  ${line}`),
+    "",
+    `Pay as you query (x402): a second demo agent, ${info.x402Agent.wallet} (dev account #${info.x402Agent.accountIndex}), holds ${formatMicro(info.x402Agent.onChainMicro)} dev USDC`,
+    "on chain and no balance here; its query is answered 402, signed for with its key, settled on chain and run:",
+    `  PGTOLL_AGENT_KEY=${info.x402Agent.privateKey} ${info.cli} pay-query --provider ${providerId} --sql ${shellQuote("SELECT iata_code, name FROM airports WHERE iso_country = 'IS' ORDER BY iata_code")} --url ${http} --chain-id ${info.chainId} --token-address ${info.tokenAddress}`,
     "",
     "Deposit more: send 5 dev USDC on the local chain from the agent to the provider, then credit the transfer:",
     `  ${curl} ${http}/api/deposit -H 'Content-Type: application/json' -d ${depositBody}`,
