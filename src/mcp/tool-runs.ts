@@ -72,7 +72,8 @@ async function insufficientBalance(
   const how = backend.deposit
     ? "call the deposit tool"
     : `send USDC to the provider's wallet ${address} and credit it with POST /api/deposit ` +
-      `{txHash, agentWallet: "${backend.wallet}", providerId: "${backend.providerId}"}`;
+      `{txHash, agentWallet: "${backend.wallet}", providerId: "${backend.providerId}"}, or, where the gateway ` +
+      `offers x402, pay a top-up from the wallet with POST /api/topup {agentWallet, providerId, amount}`;
   return (
     `${message}.${charged} Your balance with this provider is ${formatMicro(balanceMicro)} USDC; this call can ` +
     `cost up to ${formatMicro(upTo)} USDC (${maxRows} rows at ${formatMicro(price.priceMicroPer1000Rows / 1_000_000n)} ` +

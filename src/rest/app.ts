@@ -65,8 +65,7 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
     "X-RateLimit-Reset",
     "Retry-After",
     "X-Request-Id",
-    "PAYMENT-REQUIRED",
-    "PAYMENT-RESPONSE",
+    ...(ctx.x402 ? ["PAYMENT-REQUIRED", "PAYMENT-RESPONSE"] : []),
   ];
   // x402 clients send PAYMENT-SIGNATURE (and ask for the response headers to be exposed).
   const gatewayHeaders = [

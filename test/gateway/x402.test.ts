@@ -429,6 +429,30 @@ describe("x402 through a facilitator's HTTP API", () => {
   }
 });
 
+describe("CORS with x402 on", () => {
+  it("lets browsers send PAYMENT-SIGNATURE and read PAYMENT-REQUIRED and PAYMENT-RESPONSE", async () => {
+    const preflight = await gateway.app.inject({
+      method: "OPTIONS",
+      url: "/api/query",
+      headers: {
+        origin: "https://agent.example",
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "content-type,payment-signature",
+      },
+    });
+    expect(preflight.statusCode).toBe(204);
+    expect(preflight.headers["access-control-allow-headers"]).toBe(
+      "Content-Type, X-API-Key, PAYMENT-SIGNATURE, Access-Control-Expose-Headers",
+    );
+    const get = await gateway.app.inject({
+      method: "GET",
+      url: "/api/health",
+      headers: { origin: "https://x.example" },
+    });
+    expect(get.headers["access-control-expose-headers"]).toMatch(/PAYMENT-REQUIRED, PAYMENT-RESPONSE$/);
+  });
+});
+
 describe("POST /api/topup", () => {
   it("answers 402 with the stated amount, credits the paid top-up, and a psql session through the proxy spends it", async () => {
     const agent = agents[1]!;
