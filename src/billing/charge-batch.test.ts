@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { depositFor, useLedgerDatabase } from "../../test/support/fixtures.js";
 import { createMetadataPool } from "../db/pool.js";
 import {
+  CHARGE_BATCH,
   chargeReservations,
   extendReservation,
   getBalance,
@@ -97,5 +98,28 @@ describe("chargeReservations", () => {
       reservedMicro: 110n,
     });
     await voidReservation(meta.pool, r);
+  });
+});
+
+describe("the charge batch's plan", () => {
+  it("probes the charge-key index per charge, never scanning the ledger, even as a generic plan", async () => {
+    const client = await meta.pool.connect();
+    try {
+      await client.query("BEGIN");
+      // The plan the writer's prepared statement settles on after five executions.
+      await client.query("SET LOCAL plan_cache_mode = force_generic_plan");
+      await client.query(
+        `PREPARE batch_plan(uuid[], bigint[], jsonb, float8, uuid[]) AS ${CHARGE_BATCH.text}`,
+      );
+      const { rows } = await client.query<{ "QUERY PLAN": string }>(
+        "EXPLAIN EXECUTE batch_plan('{}', '{}', '[]', 300, '{}')",
+      );
+      const plan = rows.map((row) => row["QUERY PLAN"]).join("\n");
+      expect(plan).toContain("ledger_entries_charge_key");
+      expect(plan).not.toMatch(/Seq Scan on ledger_entries/);
+    } finally {
+      await client.query("ROLLBACK");
+      client.release();
+    }
   });
 });

@@ -227,14 +227,18 @@ export interface ReservationCharge {
  * gone by: rewriting it every batch would change an indexed column and make every reservation update a non-HOT
  * update with two new index entries.
  */
-const CHARGE_BATCH = ledgerStatement(
+export const CHARGE_BATCH = ledgerStatement(
   "charge_batch",
   `WITH given AS (
      SELECT * FROM ROWS FROM (unnest($1::uuid[]), unnest($2::bigint[]), jsonb_array_elements($3::jsonb),
                               unnest($5::uuid[]))
                    WITH ORDINALITY AS t(reservation_id, cost, metadata, charge_key, ord)),
    written AS (
-     SELECT g.charge_key FROM given g JOIN ledger_entries e ON e.charge_key = g.charge_key),
+     -- One index probe per charge (LATERAL with LIMIT is never turned into a join), whatever the statistics say:
+     -- as a join, a generic plan may hash the whole ledger on every batch.
+     SELECT g.charge_key FROM given g
+      CROSS JOIN LATERAL (SELECT 1 FROM ledger_entries e
+                           WHERE e.charge_key = g.charge_key AND e.charge_key IS NOT NULL LIMIT 1) found),
    input AS (
      SELECT * FROM given WHERE charge_key IS NULL OR charge_key NOT IN (SELECT charge_key FROM written)),
    drawn AS (

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { mkdtemp } from "node:fs/promises";
+import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
@@ -54,7 +54,23 @@ afterAll(async () => {
   await chain?.stop();
 });
 
-describe("pgtoll killed with SIGKILL under REST queries and deposits", () => {
+/**
+ * The URL of the ledger database of a pgtoll on the embedded default: the cluster's credentials and the port of
+ * the postmaster running in the data directory (a new one at each start).
+ */
+async function embeddedLedgerUrl(dataDir: string): Promise<string> {
+  const { user, password } = JSON.parse(await readFile(join(dataDir, "credentials.json"), "utf8")) as {
+    user: string;
+    password: string;
+  };
+  const port = (await readFile(join(dataDir, "postgres", "postmaster.pid"), "utf8")).split("\n")[3]?.trim();
+  return `postgres://${user}:${encodeURIComponent(password)}@127.0.0.1:${port}/pgtoll`;
+}
+
+describe.each([
+  ["on DATABASE_URL", false],
+  ["on the embedded default (its PostgreSQL left running, as after the OOM killer)", true],
+])("pgtoll killed with SIGKILL under REST queries and deposits, %s", (_mode, embedded) => {
   it("keeps every acknowledged charge and deposit; an unanswered deposit is credited once when retried", async () => {
     const dataDir = await mkdtemp(join(tmpdir(), "pgtoll-rest-crash-"));
     const env = {
@@ -62,7 +78,9 @@ describe("pgtoll killed with SIGKILL under REST queries and deposits", () => {
       PGTOLL_TOKEN_ADDRESS: token.address,
       PGTOLL_MIN_CONFIRMATIONS: "1",
     };
-    const first = await startPgtollProcess(meta.db.url, env, dataDir);
+    const databaseUrl = embedded ? "" : meta.db.url;
+    const ledgerUrl = () => (embedded ? embeddedLedgerUrl(dataDir) : Promise.resolve(meta.db.url));
+    const first = await startPgtollProcess(databaseUrl, env, dataDir);
     running.push(first);
     const providerWallet = `0x${randomBytes(20).toString("hex")}`;
     const providerId = await registerProviderOver(
@@ -118,7 +136,8 @@ describe("pgtoll killed with SIGKILL under REST queries and deposits", () => {
     stop = true;
     await Promise.all([...queries, ...deposits]);
 
-    const db = new pg.Client({ connectionString: meta.db.url });
+    // On the embedded default the dead process's PostgreSQL still runs: the ledger is read from it.
+    const db = new pg.Client({ connectionString: await ledgerUrl() });
     await db.connect();
     const credited = new Set(
       (await db.query("SELECT tx_hash FROM deposits")).rows.map((row: { tx_hash: string }) => row.tx_hash),
@@ -132,7 +151,7 @@ describe("pgtoll killed with SIGKILL under REST queries and deposits", () => {
     );
     await db.end();
     console.log(
-      `SIGKILL under REST load: ${acknowledged.queries} queries and ${acknowledged.deposits.size} deposits acknowledged; ` +
+      `SIGKILL under REST load (${embedded ? "embedded" : "DATABASE_URL"}): ${acknowledged.queries} queries and ${acknowledged.deposits.size} deposits acknowledged; ` +
         `${restCharged} micro-USDC of REST charges in the ledger for ${acknowledged.chargedMicro} acknowledged`,
     );
     expect(acknowledged.queries).toBeGreaterThan(0);
@@ -142,13 +161,13 @@ describe("pgtoll killed with SIGKILL under REST queries and deposits", () => {
     expect(restCharged - acknowledged.chargedMicro).toBeLessThanOrEqual(8n * costOfRows(20, PRICE));
 
     // After a restart every deposit can be retried: credited once (200 now, or 409 if it already was).
-    const second = await startPgtollProcess(meta.db.url, env, dataDir);
+    const second = await startPgtollProcess(databaseUrl, env, dataDir);
     running.push(second);
     for (const txHash of transfers.slice(1)) {
       const retried = await post(second.httpUrl, "/api/deposit", { txHash, agentWallet: agent, providerId });
       expect(retried.status).toBe(credited.has(txHash) ? 409 : 200);
     }
-    const state = await ledgerStateOf(meta.db.url, agent, providerId);
+    const state = await ledgerStateOf(await ledgerUrl(), agent, providerId);
     expect(state).toMatchObject({ chained: true, entriesSumMicro: state.balanceMicro });
     const depositsTotal = BigInt(DEPOSITS) * DEPOSIT_MICRO;
     expect(state.balanceMicro).toBe(depositsTotal - restCharged);
