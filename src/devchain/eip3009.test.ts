@@ -21,18 +21,12 @@ import {
   mintTokens,
   startLocalChain,
   type TestToken,
+  TRANSFER_WITH_AUTHORIZATION_FIELDS,
   tokenBalance,
 } from "./index.js";
 
 // The type strings of FiatToken v2.2 (Base's USDC); x402 clients sign exactly these.
-const AUTHORIZATION_FIELDS = [
-  { name: "from", type: "address" },
-  { name: "to", type: "address" },
-  { name: "value", type: "uint256" },
-  { name: "validAfter", type: "uint256" },
-  { name: "validBefore", type: "uint256" },
-  { name: "nonce", type: "bytes32" },
-] as const;
+const AUTHORIZATION_FIELDS = TRANSFER_WITH_AUTHORIZATION_FIELDS;
 const TYPES = {
   TransferWithAuthorization: AUTHORIZATION_FIELDS,
   ReceiveWithAuthorization: AUTHORIZATION_FIELDS,

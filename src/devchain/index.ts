@@ -1,6 +1,7 @@
 export { localChainDefinition } from "./chain-definition.js";
 export { type CompiledContract, compileTestUsdc } from "./compile-test-usdc.js";
 export { DEV_MNEMONIC, type DevAccount, deriveDevAccounts } from "./dev-accounts.js";
+export { TRANSFER_WITH_AUTHORIZATION_FIELDS } from "./eip3009-types.js";
 export { BASE_CHAIN_ID, type LocalChain, type LocalChainOptions, startLocalChain } from "./local-chain.js";
 export {
   type ChainEndpoint,

@@ -92,6 +92,16 @@ afterAll(async () => {
   await chain?.stop();
 });
 
+/** POSTs `body` to `url` with the official x402 client paying as `key`, at most `maxPaymentMicro` a payment. */
+function payAs(key: Hex, url: string, body: string, maxPaymentMicro: bigint): Promise<Response> {
+  const pay = payingFetch(privateKeyToAccount(key), {
+    chainId: 8453,
+    tokenAddress: token.address,
+    maxPaymentMicro,
+  });
+  return pay(url, { method: "POST", headers: { "content-type": "application/json" }, body });
+}
+
 /** A response's JSON body, as the loose object a test reads fields of. */
 async function bodyOf(response: Response): Promise<Record<string, unknown>> {
   return (await response.json()) as Record<string, unknown>;
@@ -160,16 +170,7 @@ describe("x402 on POST /api/query", () => {
 
     const agentTokensBefore = await tokenBalance(chain, token, agent.address as Hex);
     const providerTokensBefore = await tokenBalance(chain, token, provider.walletAddress as Hex);
-    const pay = payingFetch(privateKeyToAccount(agent.key), {
-      chainId: 8453,
-      tokenAddress: token.address,
-      maxPaymentMicro: 5_000_000n,
-    });
-    const paid = await pay(`${baseUrl}/api/query`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: queryBody(agent.address),
-    });
+    const paid = await payAs(agent.key, `${baseUrl}/api/query`, queryBody(agent.address), 5_000_000n);
     expect(paid.status).toBe(200);
     const result = await bodyOf(paid);
     expect(result.rowCount).toBe(10);
@@ -365,16 +366,7 @@ describe("x402 through a facilitator's HTTP API", () => {
       const agent = agents[5]!;
       const theirs = await registerPricedProvider(remote.gateway, providerDb.url);
       const body = JSON.stringify({ sql: SQL, agentWallet: agent.address, providerId: theirs.providerId });
-      const pay = payingFetch(privateKeyToAccount(agent.key), {
-        chainId: 8453,
-        tokenAddress: token.address,
-        maxPaymentMicro: 1_000_000n,
-      });
-      const paid = await pay(`${remote.url}/api/query`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body,
-      });
+      const paid = await payAs(agent.key, `${remote.url}/api/query`, body, 1_000_000n);
       expect(paid.status).toBe(200);
       expect(facilitator.calls).toEqual(["POST /verify", "POST /settle"]);
       expect(await tokenBalance(chain, token, theirs.walletAddress as Hex)).toBe(MIN_TOPUP);
@@ -462,16 +454,7 @@ describe("POST /api/topup", () => {
     const [offer] = decodePaymentRequiredHeader(unpaid.headers.get("payment-required") ?? "").accepts;
     expect(offer).toMatchObject({ amount: "2000000", payTo: getAddress(provider.walletAddress) });
 
-    const pay = payingFetch(privateKeyToAccount(agent.key), {
-      chainId: 8453,
-      tokenAddress: token.address,
-      maxPaymentMicro: 2_000_000n,
-    });
-    const paid = await pay(`${baseUrl}/api/topup`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body,
-    });
+    const paid = await payAs(agent.key, `${baseUrl}/api/topup`, body, 2_000_000n);
     expect(paid.status).toBe(200);
     const settlement = decodePaymentResponseHeader(paid.headers.get("payment-response") ?? "");
     expect(await bodyOf(paid)).toEqual({

@@ -5,6 +5,7 @@ import { encodePaymentSignatureHeader } from "@x402/core/http";
 import type { PaymentRequirements } from "@x402/core/types";
 import { type Address, getAddress, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
+import { TRANSFER_WITH_AUTHORIZATION_FIELDS } from "../../src/devchain/index.js";
 import { createFacilitator } from "../../src/x402/facilitators.js";
 
 /** What a hand-made authorization may change from a correct one (to provoke each refusal). */
@@ -47,14 +48,7 @@ export async function signedPayment(
       verifyingContract: getAddress(requirements.asset),
     },
     types: {
-      TransferWithAuthorization: [
-        { name: "from", type: "address" },
-        { name: "to", type: "address" },
-        { name: "value", type: "uint256" },
-        { name: "validAfter", type: "uint256" },
-        { name: "validBefore", type: "uint256" },
-        { name: "nonce", type: "bytes32" },
-      ],
+      TransferWithAuthorization: TRANSFER_WITH_AUTHORIZATION_FIELDS,
     },
     primaryType: "TransferWithAuthorization",
     message: authorization,
