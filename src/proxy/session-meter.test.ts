@@ -169,6 +169,23 @@ describe("SessionMeter", () => {
     });
   });
 
+  it("counts a run of rows at once as far as the reservation pays, never a row more, then tops up as allowRow", async () => {
+    const agent = await depositFor(meta.pool, meta.providerId, 1000n);
+    const { meter } = countedMeter(agent, 30);
+    expect(await meter.topUp(1)).toBe(true);
+    // 30 rows are held: a run of 50 is paid for 30 rows, the next run for none until a top-up.
+    expect(meter.allowRows(50)).toBe(30);
+    expect(meter.statementRows).toBe(30);
+    expect(meter.allowRows(5)).toBe(0);
+    expect(meter.allowRow()).toBe(false);
+    expect(await meter.topUp(1)).toBe(true);
+    expect(meter.allowRows(1000)).toBeGreaterThan(0);
+    const rows = meter.statementRows;
+    await meter.endStatement(rows, "SELECT 1");
+    await meter.release();
+    expect((await getBalance(meta.pool, agent, meta.providerId)).balanceMicro).toBe(1000n - BigInt(rows));
+  });
+
   it("writes the cut-off statement's window with its delivered rows and the cut-off noted", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 50n);
     const { meter } = countedMeter(agent, 20);

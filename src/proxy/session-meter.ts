@@ -150,6 +150,21 @@ export class SessionMeter {
   }
 
   /**
+   * Counts up to `count` more rows at once (a run of DataRows read in one chunk); returns how many the reservation
+   * pays for, from 0 to `count`. For the first row it does not pay for: `topUp`, then `allowRow`.
+   */
+  allowRows(count: number): number {
+    const before = this.#statementRows;
+    const left = this.#rowLimit - before;
+    const allowed = count < left ? count : left;
+    if (allowed <= 0) return 0;
+    this.#statementRows = before + allowed;
+    // As allowRow does when its count reaches the point where the next part is reserved.
+    if (before < this.#aheadRow && this.#aheadRow <= this.#statementRows) this.#extendAhead(true);
+    return allowed;
+  }
+
+  /**
    * Reserves at least enough for `minRows` more rows of the running statement (the hold's size when available).
    * Returns false when the agent's available balance cannot pay for them.
    */
