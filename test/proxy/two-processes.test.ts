@@ -48,6 +48,9 @@ async function runSession(port: number, key: `0x${string}`, wallet: string, prov
     database: providerId,
     password: await createAgentToken(key, providerId),
   });
+  // A session of the process killed below loses its connection between statements too: the next query (or
+  // end) reports it; unlistened, the client's 'error' event would be an uncaught exception.
+  client.on("error", () => {});
   await client.connect();
   try {
     for (let i = 0; i < STATEMENTS_PER_SESSION; i++) {
