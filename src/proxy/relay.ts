@@ -540,7 +540,7 @@ export class Relay {
    * many rows it relayed; 0 leaves the frame to the row-by-row path (a top-up, a cut-off, a client gone).
    */
   #relayRows(frames: FrameBatch, at: number): number {
-    if (this.#cutOff || this.#closing === "gone" || this.#units[0]?.kind === "setting") return 0;
+    if (this.#dropsRows()) return 0;
     const buffer = frames.buffers[at]!;
     let last = at;
     while (
@@ -557,9 +557,16 @@ export class Relay {
     return allowed;
   }
 
+  /**
+   * Rows now are neither delivered nor charged: the result was cut off, the client is gone, or they answer the
+   * stand-in of a `SHOW pgtoll.*` (the proxy answers it itself).
+   */
+  #dropsRows(): boolean {
+    return this.#cutOff || this.#closing === "gone" || this.#units[0]?.kind === "setting";
+  }
+
   #onRow(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
-    // Rows for a client that is gone are neither delivered nor charged.
-    if (this.#cutOff || this.#closing === "gone" || this.#units[0]?.kind === "setting") return;
+    if (this.#dropsRows()) return;
     if (this.deps.meter.allowRow()) {
       this.#tally.rowsRelayed++;
       this.#toClient.pushRange(buffer, start, end);

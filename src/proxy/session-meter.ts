@@ -144,9 +144,7 @@ export class SessionMeter {
 
   /** Counts one more row; false when the reservation does not pay for it (call `topUp`, then retry). */
   allowRow(): boolean {
-    if (this.#statementRows >= this.#rowLimit) return false;
-    if (++this.#statementRows === this.#aheadRow) this.#extendAhead(true);
-    return true;
+    return this.allowRows(1) === 1;
   }
 
   /**
@@ -159,7 +157,7 @@ export class SessionMeter {
     const allowed = count < left ? count : left;
     if (allowed <= 0) return 0;
     this.#statementRows = before + allowed;
-    // As allowRow does when its count reaches the point where the next part is reserved.
+    // Past the point where the next part of the hold is reserved: reserve it now, in the background.
     if (before < this.#aheadRow && this.#aheadRow <= this.#statementRows) this.#extendAhead(true);
     return allowed;
   }

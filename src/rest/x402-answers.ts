@@ -34,14 +34,16 @@ export function paymentRequiredError(
     { url: resourceUrl(offer.request), description: offer.description },
     paymentRequirements(offer.terms, offer.payTo, offer.amountMicro),
   );
-  const headers: Record<string, string> = { "PAYMENT-REQUIRED": encodePaymentRequiredHeader(required) };
-  if (settlement) headers["PAYMENT-RESPONSE"] = encodePaymentResponseHeader(settlement);
+  const headers = {
+    "PAYMENT-REQUIRED": encodePaymentRequiredHeader(required),
+    ...(settlement ? paymentResponseHeaders(settlement) : {}),
+  };
   const { x402Version, resource, accepts } = required;
   return new HttpError(402, message, undefined, { headers, body: { x402Version, resource, accepts } });
 }
 
 /** The answer to a refused payment: a 402 that offers the payment again, or the refusal's own status. */
-export function refusalError(offer: PaymentOffer, refusal: PaymentRefusal): HttpError {
+function refusalError(offer: PaymentOffer, refusal: PaymentRefusal): HttpError {
   if (refusal.status === 402) return paymentRequiredError(offer, refusal.message, refusal.settlement);
   return new HttpError(refusal.status, refusal.message);
 }

@@ -135,15 +135,15 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
 
       let paid: AcceptedPayment | undefined;
       if (ctx.x402 && payment && deps.check(query.sql).kind === "allow") {
-        const terms = (await offer()) as PaymentOffer;
+        const payable = (await offer()) as PaymentOffer;
         const gateway = ctx.x402;
-        paid = await orRefusal(terms, () =>
+        paid = await orRefusal(payable, () =>
           acceptPayment(gateway, {
             header: payment,
             agentWallet,
             providerId,
             payTo: found.provider.walletAddress,
-            minimumMicro: terms.amountMicro,
+            minimumMicro: payable.amountMicro,
           }),
         );
         ctx.metrics.depositsCredited.inc();
