@@ -19,6 +19,7 @@ import { isLoopback } from "./proxy/loopback.js";
 import { createProxyMetrics } from "./proxy/proxy-metrics.js";
 import { startProxyServer } from "./proxy/proxy-server.js";
 import { SessionRegistry } from "./proxy/session-registry.js";
+import { SettlementClock } from "./proxy/settlement-clock.js";
 import { UpstreamSlots } from "./proxy/upstream-slots.js";
 import { createVerdictCache } from "./proxy/verdict-cache.js";
 import { buildApp } from "./rest/app.js";
@@ -181,7 +182,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         reservationTtlSeconds: config.reservationTtlSeconds,
         reserveRows: config.proxyReserveRows,
         reserveMaxRows: config.proxyReserveMaxRows,
-        settleIntervalMs: config.settleIntervalMs,
+        settlementClock: new SettlementClock(config.settleIntervalMs, chargeWriter),
         settleMaxMicro: config.settleMaxMicro,
         startupTimeoutMs: config.proxyStartupTimeoutMs,
         maxConnections: config.proxyMaxConnections,

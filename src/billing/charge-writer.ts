@@ -81,6 +81,7 @@ export class ChargeWriter {
   /** Ends the wait between two batches early (a full batch is queued, or someone flushes). */
   #wake: (() => void) | null = null;
   #flushing = 0;
+  #corked = 0;
   /** Attempts in a row that found the ledger unavailable. */
   #unavailableAttempts = 0;
   readonly #maxBatch: number;
@@ -116,6 +117,23 @@ export class ChargeWriter {
     }
     charge.key ??= randomUUID();
     this.#queue.push({ charge, settled });
+    if (this.#corked === 0) this.#startWriting();
+  }
+
+  /**
+   * Holds back the queued charges until `uncork`: what is submitted in between goes in one batch. Without it
+   * the first charge of a burst finds the writer idle and is written alone, and the rest wait for that commit.
+   */
+  cork(): void {
+    this.#corked++;
+  }
+
+  /** Ends a `cork`: the charges submitted since are written together. */
+  uncork(): void {
+    if (this.#corked > 0 && --this.#corked === 0 && this.#queue.length > 0) this.#startWriting();
+  }
+
+  #startWriting(): void {
     if (!this.#inFlight) this.#inFlight = this.#drain();
     else if (this.#queue.length >= this.#fullBatch) this.#wake?.();
   }

@@ -124,7 +124,7 @@ function startMeteredRelay(
     reserveRows: ctx.reserveRows,
     maxReserveRows: ctx.reserveMaxRows,
     reservationTtlSeconds: ctx.reservationTtlSeconds,
-    settleIntervalMs: ctx.settleIntervalMs,
+    clock: ctx.settlementClock,
     settleMaxMicro: ctx.settleMaxMicro,
     sessionId,
     shapes: statementShapesOf(ctx),

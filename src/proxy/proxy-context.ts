@@ -6,6 +6,7 @@ import type { GuardVerdict } from "../guard/index.js";
 import type { SecretBox } from "../providers/secret-box.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import type { SessionRegistry } from "./session-registry.js";
+import type { SettlementClock } from "./settlement-clock.js";
 import type { UpstreamSlots } from "./upstream-slots.js";
 
 /** How the proxy reaches the management API's endpoints (see `src/control`). */
@@ -40,8 +41,8 @@ export interface ProxyContext {
   reserveRows: number;
   /** Most a session's hold grows to, in rows (PGTOLL_PROXY_RESERVE_MAX_ROWS). */
   reserveMaxRows: number;
-  /** Settlement window of a session's charges (PGTOLL_SETTLE_INTERVAL_MS). */
-  settleIntervalMs: number;
+  /** Settles the sessions' windows on common ticks, every PGTOLL_SETTLE_INTERVAL_MS, on `chargeWriter`. */
+  settlementClock: SettlementClock;
   /** Unsettled cost that settles a window at once (PGTOLL_SETTLE_MAX_COST), micro-USDC. */
   settleMaxMicro: bigint;
   /** Startup (TLS, authentication, upstream connect) must finish within this. */

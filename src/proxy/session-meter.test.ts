@@ -6,6 +6,7 @@ import { getBalance, type LedgerEntry, listLedgerEntries } from "../billing/ledg
 import { loadGuard } from "../guard/index.js";
 import { StatementShapes } from "../guard/statement-shape.js";
 import { type MeterOptions, SessionMeter } from "./session-meter.js";
+import { SettlementClock, untilNextTick } from "./settlement-clock.js";
 
 const meta = useLedgerDatabase();
 beforeAll(() => loadGuard());
@@ -17,7 +18,7 @@ const ONE_MICRO_A_ROW = { priceMicroPer1000Rows: 1000n, markupPpm: 1_000_000n };
 function countedMeter(
   agentWallet: string,
   reserveRows: number,
-  options: Partial<MeterOptions> = {},
+  { settleIntervalMs = 1000, ...options }: Partial<MeterOptions> & { settleIntervalMs?: number } = {},
   price = ONE_MICRO_A_ROW,
 ) {
   const writer = new ChargeWriter(meta.pool, { ttlSeconds: 60 });
@@ -25,7 +26,7 @@ function countedMeter(
     reserveRows,
     maxReserveRows: reserveRows,
     reservationTtlSeconds: 60,
-    settleIntervalMs: 1000,
+    clock: new SettlementClock(settleIntervalMs, writer),
     settleMaxMicro: 1_000_000n,
     sessionId: randomUUID(),
     shapes: new StatementShapes(),
@@ -139,14 +140,16 @@ describe("SessionMeter", () => {
     expect(shapes[0]?.sample).toBe("SELECT * FROM items WHERE id = 1");
   });
 
-  it("settles a window once its unsettled cost reaches the bound, and again when its interval is over", async () => {
+  it("settles a window once its unsettled cost reaches the bound, and the rest at the clock's next tick", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
-    const { meter } = countedMeter(agent, 1000, { settleMaxMicro: 100n, settleIntervalMs: 50 });
+    const { meter } = countedMeter(agent, 1000, { settleMaxMicro: 100n, settleIntervalMs: 300 });
+    // Start just after a tick, so the open window is written at the next one, 300 ms on.
+    await new Promise((resolve) => setTimeout(resolve, untilNextTick(300) + 2));
     for (let i = 0; i < 25; i++) expect(await runStatement(meter, 10)).toBe(true);
     // 250 micro-USDC in windows of at most 100: two settled by the bound, 50 left open.
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect((await queryEntries(agent)).map((entry) => entry.amountMicro)).toEqual([-100n, -100n]);
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    await new Promise((resolve) => setTimeout(resolve, 350));
     expect((await queryEntries(agent)).map((entry) => entry.amountMicro)).toEqual([-100n, -100n, -50n]);
     await meter.release();
     expect((await getBalance(meta.pool, agent, meta.providerId)).balanceMicro).toBe(100_000n - 250n);

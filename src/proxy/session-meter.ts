@@ -11,6 +11,7 @@ import {
 import { isLedgerUnavailable } from "../billing/ledger-availability.js";
 import { QueuedCharges } from "../billing/queued-charges.js";
 import type { StatementShapes } from "../guard/statement-shape.js";
+import type { SettlementClock } from "./settlement-clock.js";
 import { SettlementWindow, type StatementOutcome } from "./settlement-window.js";
 
 export interface MeterOptions {
@@ -22,8 +23,11 @@ export interface MeterOptions {
    */
   maxReserveRows: number;
   reservationTtlSeconds: number;
-  /** Longest a charge waits in the session's settlement window before the window is written as one entry. */
-  settleIntervalMs: number;
+  /**
+   * Settles the session's open window at the process's next tick, with every other session's (the longest a charge
+   * waits in a window before it is written as one entry is the clock's interval).
+   */
+  clock: SettlementClock;
   /**
    * Unsettled cost (micro-USDC) at which the window is settled at once. Warning: this bounds what a crash of
    * pgtoll can leave uncharged per open session (to the agent's benefit; never an overcharge).
@@ -45,7 +49,7 @@ const MAX_WINDOW_TEXTS = 2000;
  * the agent's balance) and spends it statement by statement: rows are forwarded only while the reservation
  * still pays for them (`allowRow`), and each completed statement's cost, by the cost rule, is taken from the
  * hold at once (`endStatement`). Charges are written to the ledger per settlement window: one entry sums the
- * window's statements, written when the window is `settleIntervalMs` old, reaches `settleMaxMicro`, or the
+ * window's statements, written at the clock's next tick (at most its interval after the window opened), when it reaches `settleMaxMicro`, or the
  * session is cut off, goes idle or ends. The hold is adaptive: it doubles at each top-up while the session
  * spends (up to `maxReserveRows`), the next part is reserved in the background once less than half of the
  * hold's size is left (at the end of a statement or in the middle of a long result), and it shrinks back when
@@ -76,7 +80,6 @@ export class SessionMeter {
   /** The last top-up ahead got nothing: the balance is spent, so the next need waits for its own. */
   #balanceSpent = false;
   #window: SettlementWindow | null = null;
-  #windowTimer: NodeJS.Timeout | undefined;
   #windowsSettled = 0;
   #sessionCostMicro = 0n;
 
@@ -304,8 +307,7 @@ export class SessionMeter {
     this.#sessionCostMicro += cost;
     if (!this.#window) {
       this.#window = new SettlementWindow();
-      this.#windowTimer = setTimeout(this.#settleOnTimer, this.options.settleIntervalMs);
-      this.#windowTimer.unref();
+      this.options.clock.atNextTick(this.#settleOnTick);
     }
     const window = this.#window;
     window.add(sql, rows, cost, unpaidMicro, outcome);
@@ -321,14 +323,14 @@ export class SessionMeter {
     this.#extendAhead(false);
   }
 
-  readonly #settleOnTimer = (): void => this.settle();
+  readonly #settleOnTick = (): void => this.settle();
 
   /** Queues the open window's charges for the ledger as one entry (nothing when it cost nothing). */
   settle(): void {
     const window = this.#window;
     if (!window) return;
     this.#window = null;
-    clearTimeout(this.#windowTimer);
+    this.options.clock.cancel(this.#settleOnTick);
     const reservation = this.#reservation;
     // Without a reservation nothing could be charged (a statement is charged only from a hold).
     if (window.costMicro === 0n || !reservation) return;

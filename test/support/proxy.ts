@@ -9,6 +9,7 @@ import type { ProxyContext } from "../../src/proxy/client-session.js";
 import { createProxyMetrics } from "../../src/proxy/proxy-metrics.js";
 import { type RunningProxy, startProxyServer } from "../../src/proxy/proxy-server.js";
 import { SessionRegistry } from "../../src/proxy/session-registry.js";
+import { SettlementClock } from "../../src/proxy/settlement-clock.js";
 import { UpstreamSlots } from "../../src/proxy/upstream-slots.js";
 import { createVerdictCache } from "../../src/proxy/verdict-cache.js";
 import type { TestGateway } from "./gateway.js";
@@ -23,11 +24,12 @@ export async function startTestProxy(
   gateway: Pick<TestGateway, "ctx">,
   overrides: Partial<ProxyContext> = {},
 ): Promise<TestProxy> {
+  const chargeWriter = overrides.chargeWriter ?? new ChargeWriter(gateway.ctx.db, { ttlSeconds: 300 });
   const ctx: ProxyContext = {
     db: gateway.ctx.db,
     box: gateway.ctx.box,
     slots: new UpstreamSlots(50, 10_000),
-    chargeWriter: new ChargeWriter(gateway.ctx.db, { ttlSeconds: 300 }),
+    chargeWriter,
     registry: new SessionRegistry(),
     // A second proxy on one gateway passes the first one's metrics: a registry takes each name once.
     metrics: overrides.metrics ?? createProxyMetrics(gateway.ctx.metrics.registry),
@@ -38,7 +40,7 @@ export async function startTestProxy(
     reservationTtlSeconds: 300,
     reserveRows: 1000,
     reserveMaxRows: 1_000_000,
-    settleIntervalMs: 250,
+    settlementClock: new SettlementClock(250, chargeWriter),
     settleMaxMicro: 1_000_000n,
     startupTimeoutMs: 10_000,
     idleReleaseMs: 30_000,

@@ -1,0 +1,104 @@
+import { randomUUID } from "node:crypto";
+import { beforeAll, describe, expect, it } from "vitest";
+import { depositFor, useLedgerDatabase } from "../../test/support/fixtures.js";
+import { ChargeWriter } from "../billing/charge-writer.js";
+import { getBalance, listLedgerEntries } from "../billing/ledger.js";
+import { loadGuard } from "../guard/index.js";
+import { StatementShapes } from "../guard/statement-shape.js";
+import { SessionMeter } from "./session-meter.js";
+import { SettlementClock, untilNextTick } from "./settlement-clock.js";
+
+const meta = useLedgerDatabase();
+const ONE_MICRO_A_ROW = { priceMicroPer1000Rows: 1000n, markupPpm: 1_000_000n };
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+beforeAll(async () => {
+  await loadGuard();
+});
+
+/** The metadata pool, counting the ledger statements that write charge batches. */
+function countingBatches() {
+  const counter = {
+    batches: 0,
+    db: {
+      query: (...args: Parameters<typeof meta.pool.query>) => {
+        const [first] = args as unknown as [{ name?: string } | string];
+        if (typeof first === "object" && first.name === "pgtoll_ledger_charge_batch") counter.batches++;
+        return meta.pool.query(...args);
+      },
+    } as never,
+  };
+  return counter;
+}
+
+describe("SettlementClock", () => {
+  it("counts the next tick from a multiple of the interval, never 0", () => {
+    for (const interval of [1, 7, 250, 1000]) {
+      const left = untilNextTick(interval);
+      expect(left).toBeGreaterThanOrEqual(Math.min(1, interval));
+      expect(left).toBeLessThanOrEqual(interval + 1);
+    }
+  });
+
+  it("writes the open windows of every session in one ledger commit at the tick", async () => {
+    const counter = countingBatches();
+    const writer = new ChargeWriter(counter.db, { ttlSeconds: 60 });
+    const clock = new SettlementClock(200, writer);
+    const shapes = new StatementShapes();
+    const agents = await Promise.all(
+      Array.from({ length: 8 }, () => depositFor(meta.pool, meta.providerId, 1_000_000n)),
+    );
+    const meters = agents.map(
+      (agent) =>
+        new SessionMeter(counter.db, writer, agent, meta.providerId, ONE_MICRO_A_ROW, {
+          reserveRows: 1000,
+          maxReserveRows: 1000,
+          reservationTtlSeconds: 60,
+          clock,
+          settleMaxMicro: 1_000_000n,
+          sessionId: randomUUID(),
+          shapes,
+        }),
+    );
+    // Just after a tick: every window opens in this interval and waits for the next tick.
+    await sleep(untilNextTick(200) + 2);
+    for (const [n, meter] of meters.entries()) {
+      expect(meter.canStart || (await meter.topUp(1))).toBe(true);
+      expect(meter.allowRows(n + 1)).toBe(n + 1);
+      expect(meter.endStatement(n + 1, `SELECT * FROM t LIMIT ${n + 1}`)).toBeUndefined();
+    }
+    expect(counter.batches).toBe(0);
+    await sleep(untilNextTick(200) + 50);
+    await writer.flush();
+    // Eight windows, eight entries, one commit.
+    expect(counter.batches).toBe(1);
+    for (const [n, agent] of agents.entries()) {
+      const entries = await listLedgerEntries(meta.pool, agent, { providerId: meta.providerId, limit: 10 });
+      expect(entries.map((entry) => [entry.type, entry.amountMicro])).toEqual([
+        ["query", -BigInt(n + 1)],
+        ["deposit", 1_000_000n],
+      ]);
+    }
+    await Promise.all(meters.map((meter) => meter.release()));
+    expect(counter.batches).toBe(1);
+    for (const [n, agent] of agents.entries())
+      expect((await getBalance(meta.pool, agent, meta.providerId)).balanceMicro).toBe(1_000_000n - BigInt(n + 1));
+  });
+
+  it("forgets a window settled before its tick", async () => {
+    const counter = countingBatches();
+    const writer = new ChargeWriter(counter.db, { ttlSeconds: 60 });
+    const clock = new SettlementClock(100, writer);
+    let calls = 0;
+    const settle = () => calls++;
+    clock.atNextTick(settle);
+    clock.atNextTick(settle);
+    clock.cancel(settle);
+    await sleep(150);
+    expect(calls).toBe(0);
+    clock.atNextTick(settle);
+    clock.atNextTick(settle);
+    await sleep(150);
+    expect(calls).toBe(1);
+  });
+});
