@@ -221,6 +221,7 @@ async function main(): Promise<void> {
           sampleCpu: () => cpuSnapshot({ ...(postmasterPid ? { postmasterPid } : {}) }),
           runs: settings.runs,
           durationS: Math.min(settings.durationS, 2),
+          windowsDurationS: settings.durationS,
           log,
         })
       : [];

@@ -331,8 +331,8 @@ const SETTLE = ledgerStatement(
          RETURNING b.agent_wallet, b.provider_id, b.balance_micro),
        entry AS (
          INSERT INTO ledger_entries (agent_wallet, provider_id, type, amount_micro, balance_before_micro,
-                                     balance_after_micro, metadata)
-         SELECT agent_wallet, provider_id, 'query', -$2::bigint, balance_micro + $2::bigint, balance_micro, $3
+                                     balance_after_micro, metadata, charge_key)
+         SELECT agent_wallet, provider_id, 'query', -$2::bigint, balance_micro + $2::bigint, balance_micro, $3, $4::uuid
            FROM charged WHERE $2::bigint > 0
          RETURNING ${ENTRY_COLUMNS})
        SELECT entry.*, EXISTS (SELECT 1 FROM released) AS settled FROM (SELECT 1) one LEFT JOIN entry ON true`,
@@ -342,19 +342,23 @@ const SETTLE = ledgerStatement(
  * Ends a reservation by charging `costMicro` (which may differ from what was held) and releasing the rest,
  * appending one `query` ledger entry with `metadata` when the cost is above zero. Throws
  * {@link InsufficientFundsError} when the cost exceeds what the agent can pay; nothing changes then.
- * A reservation that already expired is charged directly from the available balance.
+ * A reservation that already expired is charged directly from the available balance. `key`, when given, is
+ * written with the entry, so that a retry after a lost acknowledgement (through {@link chargeWithoutReservation}
+ * or the charge writer, with the same key) does not charge twice.
  */
 export async function settleReservation(
   db: Queryable,
   reservation: Reservation,
   costMicro: bigint,
   metadata: Record<string, unknown>,
+  key?: string,
 ): Promise<LedgerEntry | null> {
   try {
     const { rows } = await runStatement<EntryRow & { settled: boolean }>(db, SETTLE, [
       reservation.id,
       costMicro,
       metadata,
+      key ?? null,
     ]);
     const row = rows[0];
     if (row?.settled) return row.id === null ? null : toEntry(row);
@@ -362,7 +366,7 @@ export async function settleReservation(
     if (isOverdraft(error)) throw new InsufficientFundsError("the balance does not cover this charge");
     throw error;
   }
-  return chargeWithoutReservation(db, reservation, costMicro, metadata);
+  return chargeWithoutReservation(db, reservation, costMicro, metadata, key);
 }
 
 const CHARGE_DIRECT = ledgerStatement(

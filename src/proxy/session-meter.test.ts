@@ -140,6 +140,36 @@ describe("SessionMeter", () => {
     expect(shapes[0]?.sample).toBe("SELECT * FROM items WHERE id = 1");
   });
 
+  it("ends a session in one commit: its last window is charged and its hold given back together", async () => {
+    const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
+    const statements: string[] = [];
+    const db = {
+      query: (...args: Parameters<typeof meta.pool.query>) => {
+        const [first] = args as unknown as [{ name?: string } | string];
+        statements.push(typeof first === "string" ? first : (first.name ?? first.toString()));
+        return meta.pool.query(...args);
+      },
+    } as never;
+    const writer = new ChargeWriter(db, { ttlSeconds: 60 });
+    const meter = new SessionMeter(db, writer, agent, meta.providerId, ONE_MICRO_A_ROW, {
+      reserveRows: 1000,
+      maxReserveRows: 1000,
+      reservationTtlSeconds: 60,
+      clock: new SettlementClock(10_000, writer),
+      settleMaxMicro: 1_000_000n,
+      sessionId: randomUUID(),
+      shapes: new StatementShapes(),
+    });
+    for (let i = 0; i < 3; i++) expect(await runStatement(meter, 5)).toBe(true);
+    expect(statements).toEqual(["pgtoll_ledger_reserve"]);
+    await meter.release();
+    expect(statements).toEqual(["pgtoll_ledger_reserve", "pgtoll_ledger_settle"]);
+    const entries = await queryEntries(agent);
+    expect(entries.map((entry) => [entry.amountMicro, entry.metadata.statements])).toEqual([[-15n, 3]]);
+    const balance = await getBalance(meta.pool, agent, meta.providerId);
+    expect([balance.balanceMicro, balance.reservedMicro]).toEqual([100_000n - 15n, 0n]);
+  });
+
   it("settles a window once its unsettled cost reaches the bound, and the rest at the clock's next tick", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
     const { meter } = countedMeter(agent, 1000, { settleMaxMicro: 100n, settleIntervalMs: 300 });

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { ChargeWriter } from "../billing/charge-writer.js";
 import { costOfRows, type Price, rowsAffordable } from "../billing/cost.js";
 import {
@@ -6,6 +7,8 @@ import {
   type Queryable,
   type Reservation,
   reserveFunds,
+  type ReservationCharge,
+  settleReservation,
   voidReservation,
 } from "../billing/ledger.js";
 import { isLedgerUnavailable } from "../billing/ledger-availability.js";
@@ -327,21 +330,28 @@ export class SessionMeter {
 
   /** Queues the open window's charges for the ledger as one entry (nothing when it cost nothing). */
   settle(): void {
+    const charge = this.#closeWindow();
+    if (charge) this.#charges.submit(charge);
+  }
+
+  /** Closes the open window; returns its charge, or null when it cost nothing. */
+  #closeWindow(): ReservationCharge | null {
     const window = this.#window;
-    if (!window) return;
+    if (!window) return null;
     this.#window = null;
     this.options.clock.cancel(this.#settleOnTick);
     const reservation = this.#reservation;
     // Without a reservation nothing could be charged (a statement is charged only from a hold).
-    if (window.costMicro === 0n || !reservation) return;
+    if (window.costMicro === 0n || !reservation) return null;
     this.#windowsSettled++;
-    this.#charges.submit({
+    return {
       reservationId: reservation.id,
       agentWallet: this.agentWallet,
       providerId: this.providerId,
       costMicro: window.costMicro,
       metadata: window.metadata(this.options.sessionId, this.#windowsSettled, this.options.shapes),
-    });
+      key: randomUUID(),
+    };
   }
 
   /** The agent's balance with every charge of this session written: settles the window and waits for it. */
@@ -370,7 +380,7 @@ export class SessionMeter {
       await Promise.allSettled([...this.#ledgerCalls]);
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
-    this.settle();
+    const last = this.#closeWindow();
     const reservation = this.#reservation;
     this.#reservation = null;
     this.#unspent = 0n;
@@ -378,6 +388,19 @@ export class SessionMeter {
     this.#setHold(this.#baseHold);
     this.#updateLimit();
     await this.#charges.settled();
-    if (reservation) await voidReservation(this.ledger, reservation);
+    if (!reservation) return;
+    if (!last) {
+      await voidReservation(this.ledger, reservation);
+      return;
+    }
+    // The last window is charged and the hold given back in one commit (a short session: two in all).
+    try {
+      await settleReservation(this.ledger, reservation, last.costMicro, last.metadata, last.key);
+    } catch {
+      // Left to the charge writer, which retries while the ledger is unavailable and reports what it cannot
+      // write; the key keeps a charge whose acknowledgement was lost from being written twice. The hold expires.
+      this.#charges.submit(last);
+      await this.#charges.settled();
+    }
   }
 }
