@@ -130,4 +130,70 @@ describe("FrameReader", () => {
     batch.clear();
     expect([batch.length, batch.head, batch.buffers[0]]).toEqual([0, 0, undefined]);
   });
+
+  describe("with dataRowRuns", () => {
+    const rows = Array.from({ length: 50 }, (_, i) => encodeDataRow([String(i), i % 7 === 0 ? null : "x".repeat(i)]));
+    const result = [...rows, encodeCommandComplete("SELECT 50"), encodeReadyForQuery("I")];
+    const resultStream = Buffer.concat(result);
+
+    /** Every message the batch holds, runs walked message by message, as [type letter, hex]. */
+    function messagesOf(batch: FrameBatch): [string, string][] {
+      const out: [string, string][] = [];
+      for (let i = 0; i < batch.length; i++) {
+        const buffer = batch.buffers[i]!;
+        let at = batch.starts[i]!;
+        for (let n = 0; n < batch.rows[i]!; n++) {
+          const end = at + 1 + buffer.readInt32BE(at + 1);
+          out.push([String.fromCharCode(buffer[at]!), buffer.subarray(at, end).toString("hex")]);
+          at = end;
+        }
+        expect(at).toBe(batch.ends[i]);
+      }
+      return out;
+    }
+    const expectedMessages = result.map((m) => [String.fromCharCode(m[0]!), m.toString("hex")]);
+
+    it("appends back-to-back DataRows of a chunk as one run", () => {
+      const batch = new FrameBatch();
+      new FrameReader({ dataRowRuns: true }).feedInto(resultStream, batch);
+      expect(batch.length).toBe(3);
+      expect(batch.rows.slice(0, 3)).toEqual([50, 1, 1]);
+      expect(messagesOf(batch)).toEqual(expectedMessages);
+    });
+
+    it("keeps every message, in order, whatever the chunks: cut at the front, middle and end of rows", () => {
+      for (let cut = 1; cut < resultStream.length; cut += 7) {
+        for (const second of [cut + 1, cut + 40, resultStream.length]) {
+          const batch = new FrameBatch();
+          const reader = new FrameReader({ dataRowRuns: true });
+          for (const [from, to] of [[0, cut], [cut, second], [second, resultStream.length]] as const)
+            reader.feedInto(resultStream.subarray(from, Math.min(to, resultStream.length)), batch);
+          expect(messagesOf(batch)).toEqual(expectedMessages);
+        }
+      }
+    });
+
+    it("shifts messages off the front of a run", () => {
+      const batch = new FrameBatch();
+      new FrameReader({ dataRowRuns: true }).feedInto(resultStream, batch);
+      expect(batch.shiftMessage(0)).toBe(rows[0]!.length);
+      expect(batch.shiftMessages(0, 3)).toBe(rows[0]!.length + rows[1]!.length + rows[2]!.length + rows[3]!.length);
+      expect(batch.rows[0]).toBe(46);
+      expect(messagesOf(batch)).toEqual(expectedMessages.slice(4));
+    });
+
+    it("rejects a bad length word inside a run, as outside one", () => {
+      const bad = Buffer.concat([rows[0]!, rows[1]!]);
+      bad.writeInt32BE(2, rows[0]!.length + 1);
+      expect(() => new FrameReader({ dataRowRuns: true }).feedInto(bad, new FrameBatch())).toThrow(
+        ProtocolViolationError,
+      );
+    });
+
+    it("leaves a client's 'D' (Describe) alone without the option", () => {
+      const batch = new FrameBatch();
+      new FrameReader().feedInto(Buffer.concat([rows[0]!, rows[1]!]), batch);
+      expect(batch.rows.slice(0, batch.length)).toEqual([1, 1]);
+    });
+  });
 });

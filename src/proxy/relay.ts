@@ -99,7 +99,7 @@ export class Relay {
   };
   readonly #upstream: Direction = {
     side: "upstream",
-    reader: new FrameReader(),
+    reader: new FrameReader({ dataRowRuns: true }),
     frames: new FrameBatch(),
     busy: false,
   };
@@ -267,18 +267,21 @@ export class Relay {
     const { frames } = direction;
     try {
       while (frames.head < frames.length && !this.#ended && !(fromClient && this.#closing)) {
-        const at = frames.head++;
+        const at = frames.head;
         const code = frames.codes[at]!;
+        const buffer = frames.buffers[at]!;
+        let end = frames.ends[at]!;
         if (code === BackendCode.DataRow && !fromClient) {
-          const relayed = this.#relayRows(frames, at);
-          if (relayed > 0) {
-            frames.head = at + relayed;
+          // A run of DataRows (or one): relayed at once as far as the reservation pays, the rest one by one.
+          if (this.#relayRows(frames, at)) {
+            frames.head++;
             continue;
           }
         }
-        const buffer = frames.buffers[at]!;
         const start = frames.starts[at]!;
-        const end = frames.ends[at]!;
+        // One row of a run is handled now; the entry keeps the others for the next pass.
+        if (frames.rows[at]! > 1) end = frames.shiftMessage(at);
+        else frames.head++;
         const waiting = fromClient
           ? this.#handleClientFrame(code, buffer, start, end)
           : this.#handleUpstreamFrame(code, buffer, start, end);
@@ -539,22 +542,25 @@ export class Relay {
    * reservation pays, as one range: a large result costs a few operations per chunk instead of per row. Returns how
    * many rows it relayed; 0 leaves the frame to the row-by-row path (a top-up, a cut-off, a client gone).
    */
-  #relayRows(frames: FrameBatch, at: number): number {
-    if (this.#dropsRows()) return 0;
-    const buffer = frames.buffers[at]!;
-    let last = at;
-    while (
-      last + 1 < frames.length &&
-      frames.codes[last + 1] === BackendCode.DataRow &&
-      frames.buffers[last + 1] === buffer &&
-      frames.starts[last + 1] === frames.ends[last]
-    )
-      last++;
-    const allowed = this.deps.meter.allowRows(last - at + 1);
-    if (allowed === 0) return 0;
+  /**
+   * Relays the DataRows of entry `at` (a run, or one) as far as the reservation pays for them; true when it
+   * relayed them all. Otherwise the entry is left with the rows not relayed, for the row-by-row path (a top-up,
+   * a cut-off, or rows that are dropped).
+   */
+  #relayRows(frames: FrameBatch, at: number): boolean {
+    if (this.#dropsRows()) return false;
+    const count = frames.rows[at]!;
+    const allowed = this.deps.meter.allowRows(count);
+    if (allowed === 0) return false;
     this.#tally.rowsRelayed += allowed;
-    this.#toClient.pushRange(buffer, frames.starts[at]!, frames.ends[at + allowed - 1]!);
-    return allowed;
+    const buffer = frames.buffers[at]!;
+    const start = frames.starts[at]!;
+    if (allowed === count) {
+      this.#toClient.pushRange(buffer, start, frames.ends[at]!);
+      return true;
+    }
+    this.#toClient.pushRange(buffer, start, frames.shiftMessages(at, allowed));
+    return false;
   }
 
   /**
