@@ -22,6 +22,20 @@ function isPostgres(pid: number): boolean {
   }
 }
 
+/**
+ * Whether `pid` has exited but is not reaped yet (a zombie). It still answers kill(pid, 0), so PostgreSQL takes it
+ * for a running postmaster and refuses to start; an init that reaps lazily (as in some micro-VMs) leaves one
+ * behind for a while after a postmaster is killed.
+ */
+function isZombie(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+    return stat[stat.lastIndexOf(")") + 2] === "Z";
+  } catch {
+    return false;
+  }
+}
+
 async function exited(pid: number, withinMs: number): Promise<boolean> {
   for (const until = Date.now() + withinMs; Date.now() < until; await sleep(50)) if (!alive(pid)) return true;
   return !alive(pid);
@@ -39,6 +53,12 @@ export async function stopLeftoverPostmaster(clusterDir: string): Promise<number
   const [pidLine = "", dirLine = ""] = readFileSync(file, "utf8").split("\n");
   const pid = Number.parseInt(pidLine, 10);
   if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || !alive(pid)) return null;
+  if (isZombie(pid)) {
+    // Dead already (killed with everything else): wait for it to be reaped, so that PostgreSQL sees its pid
+    // file as stale and goes through crash recovery.
+    await exited(pid, 30_000);
+    return null;
+  }
   if (resolve(dirLine.trim()) !== resolve(clusterDir) || !isPostgres(pid)) return null;
   process.kill(pid, "SIGINT");
   if (await exited(pid, 30_000)) return pid;

@@ -17,7 +17,9 @@ import { waitFor } from "../support/real-clients.js";
 /** 1 USDC per 1000 rows: a row costs 1000 micro-USDC. */
 const PRICE = { priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_000_000n };
 const SESSIONS = 20;
-const FUNDED = 1_000_000_000n;
+// Far more than 20 busy sessions spend in the test, with room for their holds: a restarted process must find funds
+// that the dead one does not hold.
+const FUNDED = 100_000_000_000n;
 /** PGTOLL_SETTLE_MAX_COST of the run: 0.2 USDC, about eight statements of a session. */
 const SETTLE_MAX_MICRO = 200_000n;
 const ENV = {
