@@ -158,7 +158,6 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       metrics,
       logger,
       management,
-      chargeWriter,
       ...(x402 ? { x402 } : {}),
     };
     const app = await buildApp(ctx);

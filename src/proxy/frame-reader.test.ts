@@ -132,7 +132,9 @@ describe("FrameReader", () => {
   });
 
   describe("with dataRowRuns", () => {
-    const rows = Array.from({ length: 50 }, (_, i) => encodeDataRow([String(i), i % 7 === 0 ? null : "x".repeat(i)]));
+    const rows = Array.from({ length: 50 }, (_, i) =>
+      encodeDataRow([String(i), i % 7 === 0 ? null : "x".repeat(i)]),
+    );
     const result = [...rows, encodeCommandComplete("SELECT 50"), encodeReadyForQuery("I")];
     const resultStream = Buffer.concat(result);
 
@@ -166,7 +168,11 @@ describe("FrameReader", () => {
         for (const second of [cut + 1, cut + 40, resultStream.length]) {
           const batch = new FrameBatch();
           const reader = new FrameReader({ dataRowRuns: true });
-          for (const [from, to] of [[0, cut], [cut, second], [second, resultStream.length]] as const)
+          for (const [from, to] of [
+            [0, cut],
+            [cut, second],
+            [second, resultStream.length],
+          ] as const)
             reader.feedInto(resultStream.subarray(from, Math.min(to, resultStream.length)), batch);
           expect(messagesOf(batch)).toEqual(expectedMessages);
         }
@@ -177,7 +183,9 @@ describe("FrameReader", () => {
       const batch = new FrameBatch();
       new FrameReader({ dataRowRuns: true }).feedInto(resultStream, batch);
       expect(batch.shiftMessage(0)).toBe(rows[0]!.length);
-      expect(batch.shiftMessages(0, 3)).toBe(rows[0]!.length + rows[1]!.length + rows[2]!.length + rows[3]!.length);
+      expect(batch.shiftMessages(0, 3)).toBe(
+        rows[0]!.length + rows[1]!.length + rows[2]!.length + rows[3]!.length,
+      );
       expect(batch.rows[0]).toBe(46);
       expect(messagesOf(batch)).toEqual(expectedMessages.slice(4));
     });

@@ -215,7 +215,10 @@ export class FrameReader {
     let count = 1;
     while (end - offset >= FRAME_HEADER_LENGTH && chunk[offset] === DATA_ROW) {
       const length =
-        (chunk[offset + 1]! << 24) | (chunk[offset + 2]! << 16) | (chunk[offset + 3]! << 8) | chunk[offset + 4]!;
+        (chunk[offset + 1]! << 24) |
+        (chunk[offset + 2]! << 16) |
+        (chunk[offset + 3]! << 8) |
+        chunk[offset + 4]!;
       const total = this.frameTotal(length, DATA_ROW);
       if (end - offset < total) break;
       offset += total;

@@ -6,8 +6,8 @@ import {
   getBalance,
   type Queryable,
   type Reservation,
-  reserveFunds,
   type ReservationCharge,
+  reserveFunds,
   settleReservation,
   voidReservation,
 } from "../billing/ledger.js";

@@ -82,7 +82,9 @@ describe("SettlementClock", () => {
     await Promise.all(meters.map((meter) => meter.release()));
     expect(counter.batches).toBe(1);
     for (const [n, agent] of agents.entries())
-      expect((await getBalance(meta.pool, agent, meta.providerId)).balanceMicro).toBe(1_000_000n - BigInt(n + 1));
+      expect((await getBalance(meta.pool, agent, meta.providerId)).balanceMicro).toBe(
+        1_000_000n - BigInt(n + 1),
+      );
   });
 
   it("forgets a window settled before its tick", async () => {

@@ -1,7 +1,6 @@
 import type pg from "pg";
 import type { Logger } from "pino";
 import type { DepositVerification, VerifyOptions } from "../billing/chain-verify.js";
-import type { ChargeWriter } from "../billing/charge-writer.js";
 import type { Config } from "../config.js";
 import type { ControlSettings } from "../control/settings.js";
 import type { GuardPolicy } from "../guard/index.js";
@@ -49,11 +48,6 @@ export interface GatewayContext {
   metrics: Metrics;
   logger: Logger;
   policy?: GuardPolicy;
-  /**
-   * The process's group-committing charge writer, shared with the wire proxy so both surfaces' charges go in
-   * the same batches. Without it the query route makes its own.
-   */
-  chargeWriter?: ChargeWriter;
   /** This process's wire proxy, for the remote MCP endpoint (/mcp); without it /mcp is not served. */
   mcpProxy?: McpProxyAddress;
   /** x402 payments (PAYMENT-SIGNATURE, POST /api/topup); without it 402s offer no payment. */

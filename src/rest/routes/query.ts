@@ -42,16 +42,18 @@ const RESERVE_ROWS = 1000;
 export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayContext }) {
   const authenticate = agentAuthentication(ctx);
   const providers = new ProviderCache(ctx.db);
-  const writer =
-    ctx.chargeWriter ??
-    new ChargeWriter(ctx.db, {
-      ttlSeconds: ctx.config.reservationTtlSeconds,
-      onError: (error, charge) =>
-        ctx.logger.error(
-          { err: error, reservationId: charge.reservationId },
-          "a query charge could not be written",
-        ),
-    });
+  // Every answer waits for its charge's commit, so batches are not held back to gather more: each takes what
+  // queued while the one before was written (group commit). The wire proxy's writer, whose windows nobody
+  // waits for, does gather (measured with 10 connections: 2 141 req/s with a 25 ms gather, 4 673 without).
+  const writer = new ChargeWriter(ctx.db, {
+    ttlSeconds: ctx.config.reservationTtlSeconds,
+    batchIntervalMs: 0,
+    onError: (error, charge) =>
+      ctx.logger.error(
+        { err: error, reservationId: charge.reservationId },
+        "a query charge could not be written",
+      ),
+  });
   const funds = new HeldFunds({
     ledger: ctx.db,
     writer,
