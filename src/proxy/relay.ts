@@ -538,13 +538,8 @@ export class Relay {
   }
 
   /**
-   * Relays the run of DataRows that starts at frame `at` and lies back to back in one chunk, as far as the
-   * reservation pays, as one range: a large result costs a few operations per chunk instead of per row. Returns how
-   * many rows it relayed; 0 leaves the frame to the row-by-row path (a top-up, a cut-off, a client gone).
-   */
-  /**
-   * Relays the DataRows of entry `at` (a run, or one) as far as the reservation pays for them; true when it
-   * relayed them all. Otherwise the entry is left with the rows not relayed, for the row-by-row path (a top-up,
+   * Relays the DataRows of entry `at` (a run, or one) as far as the reservation pays for them, as one range: a
+   * large result costs a few operations per chunk instead of per row. True when it relayed them all. Otherwise the entry is left with the rows not relayed, for the row-by-row path (a top-up,
    * a cut-off, or rows that are dropped).
    */
   #relayRows(frames: FrameBatch, at: number): boolean {

@@ -52,8 +52,8 @@ const MAX_WINDOW_TEXTS = 2000;
  * the agent's balance) and spends it statement by statement: rows are forwarded only while the reservation
  * still pays for them (`allowRow`), and each completed statement's cost, by the cost rule, is taken from the
  * hold at once (`endStatement`). Charges are written to the ledger per settlement window: one entry sums the
- * window's statements, written at the clock's next tick (at most its interval after the window opened), when it reaches `settleMaxMicro`, or the
- * session is cut off, goes idle or ends. The hold is adaptive: it doubles at each top-up while the session
+ * window's statements, written at the clock's next tick (at most its interval after the window opened), when
+ * it reaches `settleMaxMicro`, or when the session is cut off, goes idle or ends. The hold is adaptive: it doubles at each top-up while the session
  * spends (up to `maxReserveRows`), the next part is reserved in the background once less than half of the
  * hold's size is left (at the end of a statement or in the middle of a long result), and it shrinks back when
  * the session goes idle (`release`), so in steady state no row waits for the ledger.
