@@ -187,7 +187,7 @@ export const optionSpecs = {
   settleMaxMicro: {
     env: "PGTOLL_SETTLE_MAX_COST",
     description:
-      "Unsettled cost, in USDC, at which a proxy session's window is written at once. A crash of pgtoll leaves at most this much uncharged per open session (never an overcharge).",
+      "Unsettled cost, in USDC, at which a proxy session's window is written at once. A crash of pgtoll leaves at most twice this much uncharged per open session (the open window and the one being written; never an overcharge).",
     defaultText: "1",
     parse: usdc("PGTOLL_SETTLE_MAX_COST", 1_000_000n, 1n, 1_000_000_000n),
   },

@@ -10,12 +10,23 @@ import type { ReservationCharge } from "./ledger.js";
 export class QueuedCharges {
   #unwritten = 0;
   #allWritten: { promise: Promise<void>; resolve(): void } | null = null;
+  #oneLeft: { promise: Promise<void>; resolve(): void } | null = null;
   readonly #written = (): void => {
-    if (--this.#unwritten === 0 && this.#allWritten) {
+    --this.#unwritten;
+    if (this.#unwritten <= 1 && this.#oneLeft) {
+      this.#oneLeft.resolve();
+      this.#oneLeft = null;
+    }
+    if (this.#unwritten === 0 && this.#allWritten) {
       this.#allWritten.resolve();
       this.#allWritten = null;
     }
   };
+
+  /** Charges submitted and not yet written or failed. */
+  get unwritten(): number {
+    return this.#unwritten;
+  }
 
   constructor(private readonly writer: ChargeWriter) {}
 
@@ -38,11 +49,20 @@ export class QueuedCharges {
   /** Resolves once every charge submitted so far is written or has failed. */
   settled(): Promise<void> {
     if (this.#unwritten === 0) return Promise.resolve();
-    if (!this.#allWritten) {
-      let resolve = () => {};
-      const promise = new Promise<void>((done) => (resolve = done));
-      this.#allWritten = { promise, resolve };
-    }
+    this.#allWritten ??= deferred();
     return this.#allWritten.promise;
   }
+
+  /** Resolves once at most one charge (the latest, as charges are written in order) is still unwritten. */
+  allButOneSettled(): Promise<void> {
+    if (this.#unwritten <= 1) return Promise.resolve();
+    this.#oneLeft ??= deferred();
+    return this.#oneLeft.promise;
+  }
+}
+
+function deferred(): { promise: Promise<void>; resolve(): void } {
+  let resolve = () => {};
+  const promise = new Promise<void>((done) => (resolve = done));
+  return { promise, resolve };
 }

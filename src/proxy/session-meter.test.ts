@@ -170,6 +170,46 @@ describe("SessionMeter", () => {
     expect([balance.balanceMicro, balance.reservedMicro]).toEqual([100_000n - 15n, 0n]);
   });
 
+  it("holds a session at the cost bound while its window before is still being written", async () => {
+    const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
+    let open = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    // The ledger answers charge batches only once the gate opens: the first window stays "being written".
+    const db = {
+      query: async (...args: Parameters<typeof meta.pool.query>) => {
+        const [first] = args as unknown as [{ name?: string } | string];
+        if (typeof first === "object" && first.name === "pgtoll_ledger_charge_batch") await gate;
+        return meta.pool.query(...args);
+      },
+    } as never;
+    const writer = new ChargeWriter(db, { ttlSeconds: 60 });
+    const meter = new SessionMeter(db, writer, agent, meta.providerId, ONE_MICRO_A_ROW, {
+      reserveRows: 1000,
+      maxReserveRows: 1000,
+      reservationTtlSeconds: 60,
+      clock: new SettlementClock(10_000, writer),
+      settleMaxMicro: 100n,
+      sessionId: randomUUID(),
+      shapes: new StatementShapes(),
+    });
+    expect(await meter.topUp(1)).toBe(true);
+    // The first window reaches the bound: written (held at the gate); the session goes on.
+    expect(meter.allowRows(100)).toBe(100);
+    expect(meter.endStatement(100, "SELECT 1")).toBeUndefined();
+    // The second reaches it while the first is unwritten: the session waits.
+    expect(meter.allowRows(100)).toBe(100);
+    const waiting = meter.endStatement(100, "SELECT 1");
+    expect(waiting).toBeInstanceOf(Promise);
+    let done = false;
+    void waiting?.then(() => (done = true));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(done).toBe(false);
+    open();
+    await waiting;
+    await meter.release();
+    expect((await queryEntries(agent)).map((entry) => entry.amountMicro)).toEqual([-100n, -100n]);
+  });
+
   it("settles a window once its unsettled cost reaches the bound, and the rest at the clock's next tick", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
     const { meter } = countedMeter(agent, 1000, { settleMaxMicro: 100n, settleIntervalMs: 300 });

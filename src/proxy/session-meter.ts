@@ -253,8 +253,7 @@ export class SessionMeter {
   ): Promise<{ unpaidMicro: bigint }> | undefined {
     const cost = this.#costOf(rowCount);
     if (cost > this.#unspent) return this.#endCostlyStatement(cost, rowCount, sql, outcome);
-    this.#charge(cost, 0n, rowCount, sql, outcome);
-    return undefined;
+    return this.#charge(cost, 0n, rowCount, sql, outcome)?.then(() => ({ unpaidMicro: 0n }));
   }
 
   async #endCostlyStatement(
@@ -265,7 +264,7 @@ export class SessionMeter {
   ): Promise<{ unpaidMicro: bigint }> {
     if (this.#ahead) await this.#ahead;
     if (cost <= this.#unspent) {
-      this.#charge(cost, 0n, rowCount, sql, outcome);
+      await this.#charge(cost, 0n, rowCount, sql, outcome);
       return { unpaidMicro: 0n };
     }
     try {
@@ -277,7 +276,7 @@ export class SessionMeter {
     // The balance never goes below zero: what it cannot cover is recorded, not charged.
     const charged = cost > this.#unspent ? this.#unspent : cost;
     const unpaidMicro = cost - charged;
-    this.#charge(charged, unpaidMicro, rowCount, sql, outcome);
+    await this.#charge(charged, unpaidMicro, rowCount, sql, outcome);
     return { unpaidMicro };
   }
 
@@ -303,7 +302,18 @@ export class SessionMeter {
     this.#unspent += this.#reservation?.amountMicro ?? 0n;
   }
 
-  #charge(cost: bigint, unpaidMicro: bigint, rows: number, sql: string, outcome?: StatementOutcome): void {
+  /**
+   * Adds a statement's cost to the window. Returns a promise, which the session waits for, only when the window
+   * reached the cost bound while an earlier window of the session is still being written: what a crash can leave
+   * uncharged stays within the window being written and the open one.
+   */
+  #charge(
+    cost: bigint,
+    unpaidMicro: bigint,
+    rows: number,
+    sql: string,
+    outcome?: StatementOutcome,
+  ): Promise<void> | undefined {
     this.#statementRows = 0;
     if (this.#free) return;
     this.#unspent -= cost;
@@ -315,18 +325,24 @@ export class SessionMeter {
     const window = this.#window;
     window.add(sql, rows, cost, unpaidMicro, outcome);
     if (cost > 0n) this.options.onCharge?.(cost);
-    if (
-      window.costMicro >= this.options.settleMaxMicro ||
-      unpaidMicro > 0n ||
-      outcome === "cutOff" ||
-      window.distinctTexts >= MAX_WINDOW_TEXTS
-    )
+    let waiting: Promise<void> | undefined;
+    if (window.costMicro >= this.options.settleMaxMicro) {
+      this.options.clock.tickEarly();
+      if (this.#charges.unwritten > 1) waiting = this.#charges.allButOneSettled();
+    } else if (unpaidMicro > 0n || outcome === "cutOff" || window.distinctTexts >= MAX_WINDOW_TEXTS)
       this.settle();
     this.#updateLimit();
     this.#extendAhead(false);
+    return waiting;
   }
 
-  readonly #settleOnTick = (): void => this.settle();
+  /**
+   * At a tick the window is settled; at an early tick (another session's window reached the cost bound) only
+   * when it has reached half the bound, so that the commit carries windows worth writing, not a crowd of tiny ones.
+   */
+  readonly #settleOnTick = (early: boolean): void => {
+    if (!early || (this.#window && this.#window.costMicro * 2n >= this.options.settleMaxMicro)) this.settle();
+  };
 
   /** Queues the open window's charges for the ledger as one entry (nothing when it cost nothing). */
   settle(): void {

@@ -87,6 +87,51 @@ describe("SettlementClock", () => {
       );
   });
 
+  it("writes, with a window that reaches the cost bound, the windows at least half way to it, and no others", async () => {
+    const counter = countingBatches();
+    const writer = new ChargeWriter(counter.db, { ttlSeconds: 60 });
+    const clock = new SettlementClock(1000, writer);
+    const shapes = new StatementShapes();
+    const agents = await Promise.all(
+      Array.from({ length: 3 }, () => depositFor(meta.pool, meta.providerId, 1_000_000n)),
+    );
+    const [full, halfWay, small] = agents.map(
+      (agent) =>
+        new SessionMeter(counter.db, writer, agent, meta.providerId, ONE_MICRO_A_ROW, {
+          reserveRows: 1000,
+          maxReserveRows: 1000,
+          reservationTtlSeconds: 60,
+          clock,
+          settleMaxMicro: 100n,
+          sessionId: randomUUID(),
+          shapes,
+        }),
+    ) as [SessionMeter, SessionMeter, SessionMeter];
+    await sleep(untilNextTick(1000) + 2);
+    const spend = async (meter: SessionMeter, rows: number) => {
+      expect(meter.canStart || (await meter.topUp(1))).toBe(true);
+      expect(meter.allowRows(rows)).toBe(rows);
+      meter.endStatement(rows, "SELECT * FROM t");
+    };
+    await spend(halfWay, 60);
+    await spend(small, 10);
+    await spend(full, 100);
+    await writer.flush();
+    const charged = async () =>
+      Promise.all(
+        agents.map(
+          async (agent) => 1_000_000n - (await getBalance(meta.pool, agent, meta.providerId)).balanceMicro,
+        ),
+      );
+    expect(counter.batches).toBe(1);
+    expect(await charged()).toEqual([100n, 60n, 0n]);
+    await sleep(untilNextTick(1000) + 50);
+    await writer.flush();
+    expect(counter.batches).toBe(2);
+    expect(await charged()).toEqual([100n, 60n, 10n]);
+    await Promise.all([full, halfWay, small].map((meter) => meter.release()));
+  });
+
   it("forgets a window settled before its tick", async () => {
     const counter = countingBatches();
     const writer = new ChargeWriter(counter.db, { ttlSeconds: 60 });

@@ -16,8 +16,11 @@ export function untilNextTick(intervalMs: number): number {
  * timer per window, each busy session would cost a commit of its own every interval (measured at 10 sessions
  * of point reads: 56 commits for 210 windows, against 22 on common ticks).
  */
+/** Settles a session's open window; `early` when a tick comes before its time (see `tickEarly`). */
+export type SettleOnTick = (early: boolean) => void;
+
 export class SettlementClock {
-  readonly #due = new Set<() => void>();
+  readonly #due = new Set<SettleOnTick>();
   #timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -27,7 +30,7 @@ export class SettlementClock {
   ) {}
 
   /** Calls `settle` at the next tick. Scheduling the same function again before then changes nothing. */
-  atNextTick(settle: () => void): void {
+  atNextTick(settle: SettleOnTick): void {
     this.#due.add(settle);
     if (this.#timer) return;
     this.#timer = setTimeout(this.#tick, untilNextTick(this.intervalMs));
@@ -36,8 +39,24 @@ export class SettlementClock {
   }
 
   /** Takes back a `settle` that is no longer due (its window was settled before the tick). */
-  cancel(settle: () => void): void {
+  cancel(settle: SettleOnTick): void {
     this.#due.delete(settle);
+  }
+
+  /**
+   * A tick now, for a session whose window reached the cost bound: every due window is offered to it (`early`),
+   * and those that settle (their sessions decide: a window well on its way to the bound) go in the same commit
+   * as the one that reached it, written at once. The others wait for the next tick.
+   */
+  tickEarly(): void {
+    this.writer.cork();
+    try {
+      for (const settle of this.#due) settle(true);
+    } finally {
+      this.writer.uncork();
+    }
+    // Written without the writer's wait for more: the session may be waiting for its window before this one.
+    void this.writer.flush();
   }
 
   readonly #tick = (): void => {
@@ -46,7 +65,7 @@ export class SettlementClock {
     this.#due.clear();
     this.writer.cork();
     try {
-      for (const settle of due) settle();
+      for (const settle of due) settle(false);
     } finally {
       this.writer.uncork();
     }
