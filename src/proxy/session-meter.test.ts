@@ -41,6 +41,31 @@ function countedMeter(
   return counted;
 }
 
+/** The metadata pool, telling `onStatement` each ledger statement's name first (and waiting for what it returns). */
+function watchedPool(onStatement: (name: string) => Promise<void> | undefined): never {
+  return {
+    query: async (...args: Parameters<typeof meta.pool.query>) => {
+      const [first] = args as unknown as [{ name?: string } | string];
+      await onStatement(typeof first === "string" ? first : (first.name ?? ""));
+      return meta.pool.query(...args);
+    },
+  } as never;
+}
+
+/** A meter whose ledger statements go through `db`, with a clock that does not tick during a test. */
+function meterOver(db: never, agentWallet: string, settleMaxMicro: bigint): SessionMeter {
+  const writer = new ChargeWriter(db, { ttlSeconds: 60 });
+  return new SessionMeter(db, writer, agentWallet, meta.providerId, ONE_MICRO_A_ROW, {
+    reserveRows: 1000,
+    maxReserveRows: 1000,
+    reservationTtlSeconds: 60,
+    clock: new SettlementClock(10_000, writer),
+    settleMaxMicro,
+    sessionId: randomUUID(),
+    shapes: new StatementShapes(),
+  });
+}
+
 /** What the relay does for one statement of `rows` rows; false when the agent cannot pay for it. */
 async function runStatement(meter: SessionMeter, rows: number, sql = "SELECT 1"): Promise<boolean> {
   if (!meter.canStart && !(await meter.topUp(1))) return false;
@@ -143,23 +168,11 @@ describe("SessionMeter", () => {
   it("ends a session in one commit: its last window is charged and its hold given back together", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
     const statements: string[] = [];
-    const db = {
-      query: (...args: Parameters<typeof meta.pool.query>) => {
-        const [first] = args as unknown as [{ name?: string } | string];
-        statements.push(typeof first === "string" ? first : (first.name ?? first.toString()));
-        return meta.pool.query(...args);
-      },
-    } as never;
-    const writer = new ChargeWriter(db, { ttlSeconds: 60 });
-    const meter = new SessionMeter(db, writer, agent, meta.providerId, ONE_MICRO_A_ROW, {
-      reserveRows: 1000,
-      maxReserveRows: 1000,
-      reservationTtlSeconds: 60,
-      clock: new SettlementClock(10_000, writer),
-      settleMaxMicro: 1_000_000n,
-      sessionId: randomUUID(),
-      shapes: new StatementShapes(),
-    });
+    const meter = meterOver(
+      watchedPool((name) => void statements.push(name)),
+      agent,
+      1_000_000n,
+    );
     for (let i = 0; i < 3; i++) expect(await runStatement(meter, 5)).toBe(true);
     expect(statements).toEqual(["pgtoll_ledger_reserve"]);
     await meter.release();
@@ -175,23 +188,11 @@ describe("SessionMeter", () => {
     let open = () => {};
     const gate = new Promise<void>((resolve) => (open = resolve));
     // The ledger answers charge batches only once the gate opens: the first window stays "being written".
-    const db = {
-      query: async (...args: Parameters<typeof meta.pool.query>) => {
-        const [first] = args as unknown as [{ name?: string } | string];
-        if (typeof first === "object" && first.name === "pgtoll_ledger_charge_batch") await gate;
-        return meta.pool.query(...args);
-      },
-    } as never;
-    const writer = new ChargeWriter(db, { ttlSeconds: 60 });
-    const meter = new SessionMeter(db, writer, agent, meta.providerId, ONE_MICRO_A_ROW, {
-      reserveRows: 1000,
-      maxReserveRows: 1000,
-      reservationTtlSeconds: 60,
-      clock: new SettlementClock(10_000, writer),
-      settleMaxMicro: 100n,
-      sessionId: randomUUID(),
-      shapes: new StatementShapes(),
-    });
+    const meter = meterOver(
+      watchedPool((name) => (name === "pgtoll_ledger_charge_batch" ? gate : undefined)),
+      agent,
+      100n,
+    );
     expect(await meter.topUp(1)).toBe(true);
     // The first window reaches the bound: written (held at the gate); the session goes on.
     expect(meter.allowRows(100)).toBe(100);

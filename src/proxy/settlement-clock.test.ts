@@ -10,6 +10,7 @@ import { SettlementClock, untilNextTick } from "./settlement-clock.js";
 
 const meta = useLedgerDatabase();
 const ONE_MICRO_A_ROW = { priceMicroPer1000Rows: 1000n, markupPpm: 1_000_000n };
+const shapes = new StatementShapes();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 beforeAll(async () => {
@@ -31,6 +32,25 @@ function countingBatches() {
   return counter;
 }
 
+/** A meter of `agent` on the given writer and clock. */
+function meterOn(
+  db: never,
+  writer: ChargeWriter,
+  clock: SettlementClock,
+  agent: string,
+  settleMaxMicro: bigint,
+) {
+  return new SessionMeter(db, writer, agent, meta.providerId, ONE_MICRO_A_ROW, {
+    reserveRows: 1000,
+    maxReserveRows: 1000,
+    reservationTtlSeconds: 60,
+    clock,
+    settleMaxMicro,
+    sessionId: randomUUID(),
+    shapes,
+  });
+}
+
 describe("SettlementClock", () => {
   it("counts the next tick from a multiple of the interval, never 0", () => {
     for (const interval of [1, 7, 250, 1000]) {
@@ -44,22 +64,10 @@ describe("SettlementClock", () => {
     const counter = countingBatches();
     const writer = new ChargeWriter(counter.db, { ttlSeconds: 60 });
     const clock = new SettlementClock(200, writer);
-    const shapes = new StatementShapes();
     const agents = await Promise.all(
       Array.from({ length: 8 }, () => depositFor(meta.pool, meta.providerId, 1_000_000n)),
     );
-    const meters = agents.map(
-      (agent) =>
-        new SessionMeter(counter.db, writer, agent, meta.providerId, ONE_MICRO_A_ROW, {
-          reserveRows: 1000,
-          maxReserveRows: 1000,
-          reservationTtlSeconds: 60,
-          clock,
-          settleMaxMicro: 1_000_000n,
-          sessionId: randomUUID(),
-          shapes,
-        }),
-    );
+    const meters = agents.map((agent) => meterOn(counter.db, writer, clock, agent, 1_000_000n));
     // Just after a tick: every window opens in this interval and waits for the next tick.
     await sleep(untilNextTick(200) + 2);
     for (const [n, meter] of meters.entries()) {
@@ -91,22 +99,14 @@ describe("SettlementClock", () => {
     const counter = countingBatches();
     const writer = new ChargeWriter(counter.db, { ttlSeconds: 60 });
     const clock = new SettlementClock(1000, writer);
-    const shapes = new StatementShapes();
     const agents = await Promise.all(
       Array.from({ length: 3 }, () => depositFor(meta.pool, meta.providerId, 1_000_000n)),
     );
-    const [full, halfWay, small] = agents.map(
-      (agent) =>
-        new SessionMeter(counter.db, writer, agent, meta.providerId, ONE_MICRO_A_ROW, {
-          reserveRows: 1000,
-          maxReserveRows: 1000,
-          reservationTtlSeconds: 60,
-          clock,
-          settleMaxMicro: 100n,
-          sessionId: randomUUID(),
-          shapes,
-        }),
-    ) as [SessionMeter, SessionMeter, SessionMeter];
+    const [full, halfWay, small] = agents.map((agent) => meterOn(counter.db, writer, clock, agent, 100n)) as [
+      SessionMeter,
+      SessionMeter,
+      SessionMeter,
+    ];
     await sleep(untilNextTick(1000) + 2);
     const spend = async (meter: SessionMeter, rows: number) => {
       expect(meter.canStart || (await meter.topUp(1))).toBe(true);
