@@ -53,7 +53,7 @@ export class QueuedCharges {
     return this.#allWritten.promise;
   }
 
-  /** Resolves once at most one charge (the latest, as charges are written in order) is still unwritten. */
+  /** Resolves once at most one of the charges submitted so far is still unwritten (a session's latest window). */
   allButOneSettled(): Promise<void> {
     if (this.#unwritten <= 1) return Promise.resolve();
     this.#oneLeft ??= deferred();

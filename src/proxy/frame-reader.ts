@@ -73,12 +73,7 @@ export class FrameBatch {
 
   /** Takes the first message off entry `at`, a run of more than one; returns where it ends. */
   shiftMessage(at: number): number {
-    const buffer = this.buffers[at]!;
-    const start = this.starts[at]!;
-    const end = start + 1 + buffer.readInt32BE(start + 1);
-    this.starts[at] = end;
-    this.rows[at]!--;
-    return end;
+    return this.shiftMessages(at, 1);
   }
 
   /** Takes the first `count` messages off entry `at` (fewer than it holds); returns where they end. */

@@ -9,6 +9,9 @@ export function untilNextTick(intervalMs: number): number {
   return left < 1 ? left + intervalMs : left;
 }
 
+/** Settles a session's open window; `early` when a tick comes before its time (see `tickEarly`). */
+export type SettleOnTick = (early: boolean) => void;
+
 /**
  * The wire proxy's settlement ticks, one every `intervalMs` for the whole process. A session's open window is
  * settled at the first tick after it opened (so never later than `intervalMs`), together with every other
@@ -16,9 +19,6 @@ export function untilNextTick(intervalMs: number): number {
  * timer per window, each busy session would cost a commit of its own every interval (measured at 10 sessions
  * of point reads: 56 commits for 210 windows, against 22 on common ticks).
  */
-/** Settles a session's open window; `early` when a tick comes before its time (see `tickEarly`). */
-export type SettleOnTick = (early: boolean) => void;
-
 export class SettlementClock {
   readonly #due = new Set<SettleOnTick>();
   #timer: NodeJS.Timeout | undefined;
@@ -49,12 +49,7 @@ export class SettlementClock {
    * as the one that reached it, written at once. The others wait for the next tick.
    */
   tickEarly(): void {
-    this.writer.cork();
-    try {
-      for (const settle of this.#due) settle(true);
-    } finally {
-      this.writer.uncork();
-    }
+    this.#settleTogether(this.#due, true);
     // Written without the writer's wait for more: the session may be waiting for its window before this one.
     void this.writer.flush();
   }
@@ -63,11 +58,16 @@ export class SettlementClock {
     this.#timer = undefined;
     const due = [...this.#due];
     this.#due.clear();
+    this.#settleTogether(due, false);
+  };
+
+  /** Calls each `settle`, their charges held back on the writer until all are queued: one batch. */
+  #settleTogether(settles: Iterable<SettleOnTick>, early: boolean): void {
     this.writer.cork();
     try {
-      for (const settle of due) settle(false);
+      for (const settle of settles) settle(early);
     } finally {
       this.writer.uncork();
     }
-  };
+  }
 }
