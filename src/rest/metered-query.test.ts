@@ -23,6 +23,10 @@ beforeAll(async () => {
   ({ providerId, apiKey } = await registerPricedProvider(gateway, providerDb.url));
   provider = new pg.Pool({ connectionString: providerDb.url, max: 2 });
   await provider.query("CREATE SEQUENCE tickets");
+  // A provider's function that writes: a SELECT calling it writes without being a write statement.
+  await provider.query(
+    "CREATE FUNCTION add_items(marker text, n int) RETURNS SETOF int LANGUAGE sql AS $$ INSERT INTO items (name) SELECT marker FROM generate_series(1, n) RETURNING id $$",
+  );
 });
 afterAll(async () => {
   await provider?.end();
@@ -106,7 +110,7 @@ describe("POST /api/query: reads in one round trip", () => {
     const marker = `cte-${agent.slice(2, 10)}`;
     const res = await query(
       agent,
-      "WITH added AS (INSERT INTO items (name) SELECT $1 FROM generate_series(1, 3) RETURNING id) SELECT id FROM added",
+      "SELECT add_items($1, 3) AS id",
       [marker],
     );
     expect(res.statusCode).toBe(402);
