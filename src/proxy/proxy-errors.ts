@@ -9,6 +9,7 @@ export const SqlState = {
   insufficientPrivilege: "42501",
   readOnlyTransaction: "25006",
   syntaxError: "42601",
+  invalidParameterValue: "22023",
   invalidPassword: "28P01",
   invalidAuthorization: "28000",
   invalidCatalogName: "3D000",

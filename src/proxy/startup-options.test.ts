@@ -53,3 +53,28 @@ describe("startup routing", () => {
     expect(() => parseSessionRequest({ user: "bob", database: provider })).toThrow(/wallet/);
   });
 });
+
+describe("an agent's client encoding at connect time", () => {
+  it.each([
+    ["the startup parameter", { client_encoding: "SJIS" }],
+    ["-c in options", { options: "-c client_encoding=SJIS" }],
+    ["--name=value in options", { options: "--client-encoding=BIG5" }],
+    ["a server encoding", { options: "-c client_encoding=LATIN1" }],
+  ])("refuses anything but UTF8 given as %s", (_how, extra) => {
+    expect(() => parseSessionRequest({ user: wallet, database: provider, ...extra })).toThrow(
+      /client_encoding ".+" is not allowed: pgtoll agent sessions are UTF8/,
+    );
+  });
+
+  it("accepts UTF8 in any spelling, and SQL_ASCII (no conversion), leaving the upstream on UTF8", () => {
+    for (const value of ["UTF8", "utf-8", "Unicode", "SQL_ASCII"]) {
+      const request = parseSessionRequest({
+        user: wallet,
+        database: provider,
+        client_encoding: value,
+        options: `-c client_encoding=${value}`,
+      });
+      expect(request.settings).toEqual({});
+    }
+  });
+});

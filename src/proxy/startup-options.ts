@@ -1,5 +1,5 @@
 import { normalizeAddress } from "../billing/address.js";
-import { SETTABLE_PARAMETERS } from "../guard/index.js";
+import { isUtf8EncodingName, SETTABLE_PARAMETERS } from "../guard/index.js";
 import { SqlState, StartupRefusal } from "./proxy-errors.js";
 
 /** Startup parameters libpq and drivers send that are not settings, or that the proxy decides itself. */
@@ -112,8 +112,14 @@ export function parseSessionRequest(params: Record<string, string>): SessionRequ
       "bad_database",
     );
   }
+  checkAgentEncoding(params.client_encoding);
   const settings: Record<string, string> = {};
   for (const [name, value] of pairs) {
+    if (name.toLowerCase() === "client_encoding") {
+      // Dropped once checked: the upstream session is always UTF8.
+      checkAgentEncoding(value);
+      continue;
+    }
     if (!SETTABLE.has(name.toLowerCase())) {
       throw new StartupRefusal(
         SqlState.insufficientPrivilege,
@@ -129,6 +135,21 @@ export function parseSessionRequest(params: Record<string, string>): SessionRequ
     settings,
     applicationName: params.application_name ?? "",
   };
+}
+
+/**
+ * An agent session is UTF8 end to end (the guard reads the statement bytes as UTF-8), so a client encoding given
+ * at connect time must be UTF8. SQL_ASCII, which libpq sends from a C locale, converts nothing either way and is
+ * taken as UTF8; anything else is refused, whether a startup parameter or `-c client_encoding=` in `options`.
+ */
+function checkAgentEncoding(value: string | undefined): void {
+  if (value === undefined || isUtf8EncodingName(value)) return;
+  if (value.toLowerCase().replace(/[^a-z0-9]/g, "") === "sqlascii") return;
+  throw new StartupRefusal(
+    SqlState.invalidParameterValue,
+    `client_encoding "${value}" is not allowed: pgtoll agent sessions are UTF8 (set client_encoding to UTF8)`,
+    "forbidden_setting",
+  );
 }
 
 /**
