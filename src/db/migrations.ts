@@ -395,4 +395,14 @@ CREATE TABLE x402_payments (
 );
 `,
   },
+  {
+    version: 11,
+    name: "pricing: limits of agents' sessions the provider sets (rows written per statement, lock and idle timeouts)",
+    sql: `
+ALTER TABLE pricing
+  ADD COLUMN max_rows_written_per_statement integer NOT NULL DEFAULT 1000 CHECK (max_rows_written_per_statement > 0),
+  ADD COLUMN lock_timeout_ms integer NOT NULL DEFAULT 5000 CHECK (lock_timeout_ms > 0),
+  ADD COLUMN idle_in_transaction_timeout_ms integer NOT NULL DEFAULT 30000 CHECK (idle_in_transaction_timeout_ms > 0);
+`,
+  },
 ];

@@ -173,7 +173,10 @@ describe("COPY", () => {
     ["allow", "COPY items TO STDOUT"],
     ["allow", "copy public.items (id, name) to stdout with (format csv, header)"],
     ["allow", "COPY (SELECT * FROM items WHERE id < 10) TO STDOUT"],
-    ["no-data-modifying-cte", "COPY (WITH d AS (DELETE FROM items WHERE id = 1 RETURNING *) SELECT * FROM d) TO STDOUT"],
+    [
+      "no-data-modifying-cte",
+      "COPY (WITH d AS (DELETE FROM items WHERE id = 1 RETURNING *) SELECT * FROM d) TO STDOUT",
+    ],
     ["no-copy-from", "COPY items FROM STDIN"],
     ["no-copy-from", "COPY items (name) FROM STDIN WITH (FORMAT csv)"],
     ["no-copy-file", "COPY items FROM '/tmp/items.csv'"],

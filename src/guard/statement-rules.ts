@@ -2,8 +2,8 @@ import { checkCopy } from "./copy-rule.js";
 import { checkRelationRead, checkShow } from "./sensitive-reads.js";
 import { checkSetting } from "./settings-rule.js";
 import type { Denial, GuardPolicy } from "./types.js";
-import { checkExplain } from "./write-placement.js";
 import { targetNameOf, whereRestrictsTarget } from "./where-restriction.js";
+import { checkExplain } from "./write-placement.js";
 
 /**
  * The statement allowlist. Called for every statement node of the tree, top level or nested (CTE,

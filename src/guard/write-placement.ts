@@ -43,7 +43,8 @@ export function checkExplain(body: Record<string, unknown>): Denial | null {
   if (!WRITE_KINDS.has(kind) && kind !== "ExecuteStmt") return null;
   return {
     rule: "no-explain-analyze-write",
-    message: "EXPLAIN ANALYZE runs the statement: it is not allowed for a write or an EXECUTE; use EXPLAIN without ANALYZE",
+    message:
+      "EXPLAIN ANALYZE runs the statement: it is not allowed for a write or an EXECUTE; use EXPLAIN without ANALYZE",
   };
 }
 
@@ -65,7 +66,11 @@ const FALSE_WORDS = new Set(["false", "off", "no", "0", "f", "n", "of", "fa", "f
  */
 export function isFalseOption(arg: unknown): boolean {
   if (typeof arg !== "object" || arg === null) return false;
-  const node = arg as { Integer?: { ival?: number }; Boolean?: { boolval?: boolean }; String?: { sval?: string } };
+  const node = arg as {
+    Integer?: { ival?: number };
+    Boolean?: { boolval?: boolean };
+    String?: { sval?: string };
+  };
   if (node.Integer) return (node.Integer.ival ?? 0) === 0;
   if (node.Boolean) return node.Boolean.boolval !== true;
   if (node.String) return FALSE_WORDS.has(String(node.String.sval).toLowerCase());

@@ -10,6 +10,7 @@ export const SqlState = {
   readOnlyTransaction: "25006",
   syntaxError: "42601",
   invalidParameterValue: "22023",
+  programLimitExceeded: "54000",
   invalidPassword: "28P01",
   invalidAuthorization: "28000",
   invalidCatalogName: "3D000",

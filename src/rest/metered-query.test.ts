@@ -108,11 +108,7 @@ describe("POST /api/query: reads in one round trip", () => {
   it("rolls back a data-modifying SELECT whose result cannot be paid for", async () => {
     const agent = await fundedAgent(2_000n); // 2 rows
     const marker = `cte-${agent.slice(2, 10)}`;
-    const res = await query(
-      agent,
-      "SELECT add_items($1, 3) AS id",
-      [marker],
-    );
+    const res = await query(agent, "SELECT add_items($1, 3) AS id", [marker]);
     expect(res.statusCode).toBe(402);
     const { rows } = await provider.query("SELECT count(*)::int AS n FROM items WHERE name = $1", [marker]);
     expect(rows[0].n).toBe(0);

@@ -151,7 +151,7 @@ describe("a read-only provider", () => {
     expect(await balanceOf(agent)).toBe(after);
   });
 
-  it("serves and charges reads through the wire proxy; writes are refused with 25006, uncharged", async () => {
+  it("serves and charges reads through the wire proxy; writes are refused with 25006, their error charged as a row", async () => {
     const before = await providerData();
     const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
     const client = await session(agent);
@@ -176,8 +176,9 @@ describe("a read-only provider", () => {
     expect((await client.query("SELECT count(*)::int AS n FROM items")).rows).toEqual([{ n: 10 }]);
     await endAndSettle(client);
     expect(await providerData()).toBe(before);
-    // Three rows, SHOW's one and the count's one; nothing for the refused statements.
-    expect(await balanceOf(agent)).toBe(1_000_000n - 5_000n);
+    // Three rows, SHOW's one and the count's one, and one for each error the database sent (six 25006s);
+    // nothing for the statements pgtoll refused itself.
+    expect(await balanceOf(agent)).toBe(1_000_000n - 5_000n - 6_000n);
   });
 
   it("refuses a startup option that would make the session read-write", async () => {

@@ -164,7 +164,11 @@ describe("node-postgres through the proxy", () => {
     await expect(client.query("INSERT INTO items (name) VALUES ('free ride')")).rejects.toMatchObject({
       code: "PT402",
     });
-    expect((await client.query("SET application_name = 'still here'")).command).toBe("SET");
+    // Nothing reaches the database unfunded, a SET neither; a ROLLBACK (no data, the way out) does.
+    await expect(client.query("SET application_name = 'still here'")).rejects.toMatchObject({
+      code: "PT402",
+    });
+    expect((await client.query("ROLLBACK")).command).toBe("ROLLBACK");
     await client.end();
     const check = new pg.Client({ connectionString: providerDb.url });
     await check.connect();
@@ -197,9 +201,12 @@ describe("node-postgres through the proxy", () => {
     const client = await connect(agent);
     const error = await client.query("SELECT id FROM items ORDER BY id").catch((e: unknown) => e);
     expect(error).toMatchObject({ code: "PT402", message: expect.stringMatching(/cut off after 25 rows/) });
-    // What is left (500) pays for no row: a row-returning statement is refused before it runs, others work.
+    // What is left (500) pays for no row: every statement is refused before it runs, the session stays open.
     await expect(client.query("SHOW application_name")).rejects.toMatchObject({ code: "PT402" });
-    expect((await client.query("SET application_name = 'after cut-off'")).command).toBe("SET");
+    await expect(client.query("SET application_name = 'after cut-off'")).rejects.toMatchObject({
+      code: "PT402",
+    });
+    expect((await client.query("ROLLBACK")).command).toBe("ROLLBACK");
     await closeAndSettle(client);
     const balance = await getBalance(gateway.ctx.db, agent.wallet, providerId);
     expect(balance).toMatchObject({ balanceMicro: 25_500n - costOfRows(25, price), reservedMicro: 0n });

@@ -75,17 +75,18 @@ describe("SHOW pgtoll.*: the agent asks the proxy what it spends", () => {
   });
 
   it("answers an agent whose balance is spent, inside a transaction block, keeping the block's status", async () => {
-    const agent = await fundedTestAgent(gateway, providerId, 0n);
+    const agent = await fundedTestAgent(gateway, providerId, 1500n); // one row
     const client = await connectAgent(proxy, agent, providerId);
     try {
       await client.query("BEGIN");
+      expect((await client.query("SELECT id FROM items WHERE id = 1")).rows).toEqual([{ id: 1 }]);
       expect((await client.query("SHOW pgtoll.balance")).rows).toEqual([{ "pgtoll.balance": "0.000000" }]);
       await expect(client.query("SELECT id FROM items WHERE id <= 3")).rejects.toMatchObject({
         code: "PT402",
       });
       await client.query("ROLLBACK");
       expect((await client.query("SHOW pgtoll.session_cost")).rows).toEqual([
-        { "pgtoll.session_cost": "0.000000" },
+        { "pgtoll.session_cost": "0.001500" },
       ]);
     } finally {
       await client.end();
