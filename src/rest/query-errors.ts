@@ -1,3 +1,5 @@
+import { boundText } from "../billing/message-bounds.js";
+
 /** Failures of a metered query, each with the HTTP status the gateway answers it with. */
 export class QueryError extends Error {
   constructor(
@@ -7,6 +9,8 @@ export class QueryError extends Error {
     readonly sqlState?: string,
     /** With a 402 after the statement ran: what its result costs (a top-up offer asks for at least that). */
     readonly costMicro?: bigint,
+    /** The message carries the database's own text: it is bounded, and charged as one row. */
+    readonly databaseText = false,
   ) {
     super(message);
     this.name = "QueryError";
@@ -60,9 +64,10 @@ export function upstreamQueryError(error: unknown, statementTimeoutMs: number): 
       code,
     );
   }
-  const detail = pgError.message ?? String(error);
-  if (!code) return new QueryError(500, `query execution failed: ${detail}`);
+  if (!code) return new QueryError(500, `query execution failed: ${pgError.message ?? String(error)}`);
+  // The database's text can carry data (a failed cast quotes its whole input): bounded, and charged as a row.
+  const detail = boundText(pgError.message ?? "");
   const status = statusForSqlState(code);
   const what = status === 500 ? "query execution failed" : "the database refused the statement";
-  return new QueryError(status, `${what}: ${detail} (SQLSTATE ${code})`, code);
+  return new QueryError(status, `${what}: ${detail} (SQLSTATE ${code})`, code, undefined, true);
 }

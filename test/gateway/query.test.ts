@@ -281,7 +281,10 @@ describe("POST /api/query: metering", () => {
     const res = await query(agent, "SELECT * FROM no_such_table");
     expect(res.statusCode).toBe(400);
     expect(res.json().error).toMatch(/no_such_table.*42P01/);
-    expect((await getBalance(gateway.ctx.db, agent, providerId)).balanceMicro).toBe(1_000_000n);
+    // The database's error text is charged as one row (1.5 micro-USDC a row, rounded up).
+    expect((await getBalance(gateway.ctx.db, agent, providerId)).balanceMicro).toBe(
+      1_000_000n - costOfRows(1, price),
+    );
   });
 
   it("answers 404 for an unknown provider and 400 for malformed fields", async () => {

@@ -247,15 +247,23 @@ describe("the pgtoll MCP server", () => {
     }, 60_000);
   }
 
-  it("refused SQL is a tool error naming the rule, and nothing is charged", async () => {
+  it("refused SQL is a tool error naming the rule, uncharged; the database's errors are bounded and charged a row", async () => {
     const client = await stdioClient();
     const before = await ledgerBalance();
     const refused = await call(client, "query", { sql: "DROP TABLE items" });
     expect(refused.isError).toBe(true);
     expect(text(refused)).toMatch(/refused by the provider's policy, rule "[a-z-]+"/);
+    expect(await ledgerBalance()).toBe(before);
     const broken = await call(client, "query", { sql: "SELECT nope FROM items" });
     expect(text(broken)).toMatch(/column "nope" does not exist \(SQLSTATE 42703\)/);
-    expect(await ledgerBalance()).toBe(before);
+    // A failed cast quotes its input: the whole table, were the text not bounded.
+    const leak = await call(client, "query", { sql: "SELECT (json_agg(i)::text)::int FROM items i" });
+    expect(leak.isError).toBe(true);
+    expect(text(leak)).toMatch(/invalid input syntax for type integer/);
+    expect(Buffer.byteLength(text(leak))).toBeLessThan(600);
+    // The balance tool writes the session's open window first.
+    expect((await call(client, "balance")).isError).toBeFalsy();
+    expect(await ledgerBalance()).toBe(before - 2n * costOfRows(1, PRICE));
   }, 30_000);
 
   it("insufficient balance is a tool error that says how much is missing and how to top up", async () => {
