@@ -66,6 +66,15 @@ describe("an agent's client encoding at connect time", () => {
     );
   });
 
+  it.each(["standard_conforming_strings=off", "backslash_quote=on", "escape_string_warning=off"])(
+    "refuses %s, which changes how the server lexes statement text",
+    (option) => {
+      expect(() =>
+        parseSessionRequest({ user: wallet, database: provider, options: `-c ${option}` }),
+      ).toThrow(/at connect time is not allowed/);
+    },
+  );
+
   it("accepts UTF8 in any spelling, and SQL_ASCII (no conversion), leaving the upstream on UTF8", () => {
     for (const value of ["UTF8", "utf-8", "Unicode", "SQL_ASCII"]) {
       const request = parseSessionRequest({
