@@ -405,4 +405,29 @@ ALTER TABLE pricing
   ADD COLUMN idle_in_transaction_timeout_ms integer NOT NULL DEFAULT 30000 CHECK (idle_in_transaction_timeout_ms > 0);
 `,
   },
+  {
+    version: 12,
+    name: "management: the upstream backends of open endpoint sessions",
+    sql: `
+-- Written by the wire proxy once a session's upstream backend is up, deleted when the session ends. A backend
+-- is known by (pid, backend_start): a pid alone is reused by later backends, and application_name is the
+-- client's to change. Whatever takes access away (suspend, delete, restore, an allowlist) ends the sessions
+-- these rows name, whichever pgtoll process relays them. No foreign keys: a deleted endpoint's sessions must
+-- still be found.
+CREATE TABLE IF NOT EXISTS endpoint_sessions (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  backend_pid integer NOT NULL,
+  backend_start_us bigint NOT NULL,
+  endpoint_id text NOT NULL,
+  project_id text NOT NULL,
+  branch_id text NOT NULL,
+  physical_role text NOT NULL,
+  physical_database text NOT NULL,
+  client_addr text NOT NULL,
+  started_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX IF NOT EXISTS endpoint_sessions_endpoint_idx ON endpoint_sessions (endpoint_id);
+CREATE INDEX IF NOT EXISTS endpoint_sessions_project_idx ON endpoint_sessions (project_id);
+`,
+  },
 ];

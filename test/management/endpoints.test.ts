@@ -1,6 +1,6 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { endpointApplicationName } from "../../src/control/endpoint-sessions.js";
+import { recordEndpointSession } from "../../src/control/endpoint-session-records.js";
 import {
   passwordMatches,
   recordEndpointActivity,
@@ -94,7 +94,7 @@ describe("endpoints", () => {
     expect(passwordMatches(target!, `${password}x`)).toBe(false);
     const physical = await physicalOf(h, branchId);
     expect(target!.upstream).toMatchObject({ database: physical.database, user: physical.role, password });
-    const upstream = new pg.Client({ ...target!.upstream!, application_name: target!.applicationName });
+    const upstream = new pg.Client({ ...target!.upstream! });
     await upstream.connect();
     expect((await upstream.query("SELECT current_database() AS d")).rows[0].d).toBe(physical.database);
     await upstream.end();
@@ -124,10 +124,22 @@ describe("endpoints", () => {
         name: physical.role,
         password: physical.password,
       }),
-      application_name: endpointApplicationName(endpointId),
     });
     const ended = new Promise<Error>((resolveEnded) => session.on("error", resolveEnded));
     await session.connect();
+    // Recorded as the wire proxy records the sessions it opens: by the backend, not by a name.
+    const { rows } = await session.query("SELECT pg_backend_pid() AS pid");
+    const cluster = new pg.Pool({ connectionString: clusterUrl(), max: 1 });
+    const recorded = await recordEndpointSession(h.meta, cluster, {
+      endpointId,
+      projectId,
+      branchId,
+      physicalRole: physical.role,
+      physicalDatabase: physical.database,
+      clientAddress: "127.0.0.1",
+      backendPid: rows[0].pid,
+    }).finally(() => cluster.end());
+    expect(recorded).toEqual(expect.any(Number));
 
     const suspended = await h.call(key, "POST", `/projects/${projectId}/endpoints/${endpointId}/suspend`);
     expect(suspended.statusCode).toBe(200);
