@@ -30,7 +30,8 @@ export const BACKEND_START_US = "(extract(epoch FROM backend_start) * 1000000)::
  * Records an endpoint session's upstream backend, shared with every pgtoll process through the metadata
  * database. The backend's start time is read from the cluster (`cluster` is a superuser pool on it), checking
  * on the way that the pid is still that role's backend on that database. Returns the record's id, or null when
- * the backend is gone already (it was ended while the session started).
+ * the backend is gone already (it was ended while the session started). Also records the endpoint's activity
+ * (`last_active`).
  */
 export async function recordEndpointSession(
   db: Queryable,
@@ -43,9 +44,13 @@ export async function recordEndpointSession(
     [session.backendPid, session.physicalRole, session.physicalDatabase],
   );
   if (!backends[0]) return null;
+  // One statement, one commit: the record, and the endpoint's last_active (a client connected through it).
   const { rows } = await db.query(
-    `INSERT INTO endpoint_sessions (backend_pid, backend_start_us, endpoint_id, project_id, branch_id, physical_role,
-       physical_database, client_addr) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
+    `WITH recorded AS (
+       INSERT INTO endpoint_sessions (backend_pid, backend_start_us, endpoint_id, project_id, branch_id, physical_role,
+         physical_database, client_addr) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id),
+     active AS (UPDATE endpoints SET last_active = clock_timestamp() WHERE id = $3)
+     SELECT id FROM recorded`,
     [
       session.backendPid,
       backends[0].start_us,

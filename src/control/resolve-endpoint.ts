@@ -136,8 +136,3 @@ export function endpointIdFromHost(serverName: string, proxyHost: string): strin
   const label = name.slice(0, -suffix.length).replace(/-pooler$/, "");
   return /^ep-[a-z0-9-]{1,57}$/.test(label) ? label : null;
 }
-
-/** Records that a client connected through the endpoint: its `last_active` (and its project's `compute_last_active_at`). */
-export async function recordEndpointActivity(db: Queryable, endpointId: string): Promise<void> {
-  await db.query("UPDATE endpoints SET last_active = clock_timestamp() WHERE id = $1", [endpointId]);
-}

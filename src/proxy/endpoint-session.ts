@@ -1,9 +1,5 @@
 import type { Socket } from "node:net";
-import {
-  type EndpointConnection,
-  passwordMatches,
-  recordEndpointActivity,
-} from "../control/resolve-endpoint.js";
+import { type EndpointConnection, passwordMatches } from "../control/resolve-endpoint.js";
 import { findReadOnlySettingViolation, loadGuard } from "../guard/index.js";
 import {
   admitEndpointSession,
@@ -58,7 +54,6 @@ export async function planEndpointSession(
       if (denial) throw new StartupRefusal("25006", denial.message, "read_only_setting");
     }
   }
-  await recordEndpointActivity(ctx.db, connection.endpointId);
   const { host, port, database, user, password: upstreamPassword } = connection.upstream;
   return {
     slotKey: `endpoint:${connection.endpointId}`,
