@@ -6,6 +6,7 @@ import { createChainVerifier } from "./billing/chain-verify.js";
 import { ChargeWriter } from "./billing/charge-writer.js";
 import { releaseExpiredReservations } from "./billing/ledger.js";
 import type { Config } from "./config.js";
+import { connectProjectCluster } from "./control/cluster.js";
 import { controlSettingsFrom, maintenanceUrl } from "./control/settings.js";
 import { lockDataDir } from "./db/data-dir-lock.js";
 import { type EmbeddedCluster, startEmbeddedCluster } from "./db/embedded.js";
@@ -164,6 +165,9 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     cleanups.push(() => app.close());
     const address = await app.listen({ host: config.host, port: config.httpPort });
 
+    // The proxy's own connections to the cluster, apart from the management plane's (they may be another process's).
+    const endpointCluster = connectProjectCluster(management.clusterUrl, 2);
+    cleanups.push(() => endpointCluster.close());
     const proxy = await startProxyServer(
       {
         db,
@@ -175,7 +179,11 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         logger,
         check: createVerdictCache(),
         tls,
-        endpoints: { clusterUrl: management.clusterUrl, proxyHost: management.proxyHost },
+        endpoints: {
+          clusterUrl: management.clusterUrl,
+          proxyHost: management.proxyHost,
+          cluster: endpointCluster.admin,
+        },
         statementTimeoutMs: config.statementTimeoutMs,
         allowPrivilegedProviderRoles: config.allowPrivilegedProviderRoles,
         reservationTtlSeconds: config.reservationTtlSeconds,

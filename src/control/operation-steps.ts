@@ -2,7 +2,7 @@ import type pg from "pg";
 import type { SecretBox } from "../providers/secret-box.js";
 import type { ProjectCluster } from "./cluster.js";
 import { processDropQueue, queueDrops } from "./drop-queue.js";
-import { endEndpointSessions } from "./endpoint-sessions.js";
+import { endEndpointSessions, endRoleSessions, endSessionsOutsideAllowlist } from "./endpoint-sessions.js";
 import { fenceDatabases } from "./fence.js";
 import type { Step } from "./operations.js";
 import {
@@ -206,8 +206,11 @@ export async function runStep(step: Step, ctx: StepContext): Promise<void> {
         "SELECT physical_name, password_sealed FROM project_roles WHERE project_id = $1 AND name = $2",
         [step.projectId, step.name],
       );
-      if (rows[0]?.password_sealed)
+      if (rows[0]?.password_sealed) {
         await setPhysicalPassword(ctx.cluster, rows[0].physical_name, ctx.box.open(rows[0].password_sealed));
+        // The old password opened these sessions: none outlives it, through pgtoll or not.
+        await endRoleSessions(ctx.cluster, rows[0].physical_name);
+      }
       return;
     }
     case "start_endpoint":
@@ -223,7 +226,10 @@ export async function runStep(step: Step, ctx: StepContext): Promise<void> {
            updated_at = clock_timestamp() WHERE id = $1`,
         [step.endpointId],
       );
-      await endEndpointSessions(ctx.cluster, step.endpointId);
+      await endEndpointSessions(ctx, step.endpointId);
+      return;
+    case "end_disallowed_sessions":
+      await endSessionsOutsideAllowlist(ctx, step.projectId);
       return;
     case "noop":
       return;

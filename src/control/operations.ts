@@ -21,6 +21,8 @@ export type Step =
   | { kind: "set_password"; projectId: string; name: string }
   | { kind: "start_endpoint"; endpointId: string }
   | { kind: "suspend_endpoint"; endpointId: string }
+  /** Ends the sessions of the project's endpoints that its allowlist, as it is now, no longer admits. */
+  | { kind: "end_disallowed_sessions"; projectId: string }
   | { kind: "noop" };
 
 /** Neon's names for what an operation does (the `action` field). */

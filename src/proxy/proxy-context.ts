@@ -15,6 +15,11 @@ export interface EndpointRouting {
   clusterUrl: string;
   /** An endpoint's host is `<endpoint_id>.<proxyHost>`: the TLS server name routes on it. */
   proxyHost: string;
+  /**
+   * A small superuser pool on that cluster: it reads each session's backend start time, which with the backend's
+   * pid is how the management plane finds the session to end it (control/endpoint-session-records.ts).
+   */
+  cluster: Pick<pg.Pool, "query">;
 }
 
 /** Everything a proxied session needs, shared by all sessions of one proxy server. */

@@ -1,5 +1,6 @@
 import { normalizeAddress } from "../billing/address.js";
 import { isUtf8EncodingName, SETTABLE_PARAMETERS } from "../guard/index.js";
+import { withClientApplicationName } from "./client-application-name.js";
 import { SqlState, StartupRefusal } from "./proxy-errors.js";
 
 /** Startup parameters libpq and drivers send that are not settings, or that the proxy decides itself. */
@@ -29,7 +30,7 @@ export interface EndpointRequest {
   endpointId: string | undefined;
   role: string;
   database: string;
-  /** Settings the client asked for at connect time (startup parameters and `-c` options). */
+  /** Settings the client asked for at connect time (startup parameters and `-c` options), application_name included. */
   settings: Record<string, string>;
 }
 
@@ -178,6 +179,6 @@ export function parseEndpointRequest(
     endpointId: endpointId ?? serverNameEndpoint ?? undefined,
     role,
     database: params.database || role,
-    settings,
+    settings: withClientApplicationName(params, settings),
   };
 }
