@@ -87,3 +87,17 @@ describe("an agent's client encoding at connect time", () => {
     }
   });
 });
+
+describe("an agent's application_name", () => {
+  it("is the startup parameter, else -c in options, else the fallback, as PostgreSQL and libpq settle it", () => {
+    const request = (extra: Record<string, string>) =>
+      parseSessionRequest({ user: wallet, database: provider, ...extra });
+    expect(request({ application_name: "a", options: "-c application_name=b" }).applicationName).toBe("a");
+    expect(
+      request({ options: "-c application_name=b", fallback_application_name: "c" }).applicationName,
+    ).toBe("b");
+    expect(request({ fallback_application_name: "c" })).toMatchObject({ applicationName: "c", settings: {} });
+    expect(request({ options: "-c fallback_application_name=d" }).applicationName).toBe("d");
+    expect(request({}).applicationName).toBe("");
+  });
+});

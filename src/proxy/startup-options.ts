@@ -1,6 +1,6 @@
 import { normalizeAddress } from "../billing/address.js";
 import { isUtf8EncodingName, SETTABLE_PARAMETERS } from "../guard/index.js";
-import { withClientApplicationName } from "./client-application-name.js";
+import { clientApplicationName, withClientApplicationName } from "./client-application-name.js";
 import { SqlState, StartupRefusal } from "./proxy-errors.js";
 
 /** Startup parameters libpq and drivers send that are not settings, or that the proxy decides itself. */
@@ -11,6 +11,7 @@ const NOT_SETTINGS = new Set([
   "replication",
   "client_encoding",
   "application_name",
+  "fallback_application_name",
 ]);
 const SETTABLE = new Set(SETTABLE_PARAMETERS.map((name) => name.toLowerCase()));
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -21,6 +22,7 @@ export interface SessionRequest {
   providerId: string;
   /** Settings forwarded in the upstream startup message (allowlisted only). */
   settings: Record<string, string>;
+  /** The client's application_name (startup parameter, `-c` in options, or its fallback); "" for none. */
   applicationName: string;
 }
 
@@ -115,7 +117,12 @@ export function parseSessionRequest(params: Record<string, string>): SessionRequ
   }
   checkAgentEncoding(params.client_encoding);
   const settings: Record<string, string> = {};
+  const named: Record<string, string> = {};
   for (const [name, value] of pairs) {
+    if (name === "application_name" || name === "fallback_application_name") {
+      named[name] = value;
+      continue;
+    }
     if (name.toLowerCase() === "client_encoding") {
       // Dropped once checked: the upstream session is always UTF8.
       checkAgentEncoding(value);
@@ -134,7 +141,7 @@ export function parseSessionRequest(params: Record<string, string>): SessionRequ
     agentWallet,
     providerId: providerId.toLowerCase(),
     settings,
-    applicationName: params.application_name ?? "",
+    applicationName: clientApplicationName(params, named) ?? "",
   };
 }
 

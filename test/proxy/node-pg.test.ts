@@ -158,6 +158,36 @@ describe("node-postgres through the proxy", () => {
     await client.end();
   });
 
+  it("keeps the client's application_name, or its fallback, on the provider's side", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const check = new pg.Client({ connectionString: providerDb.url });
+    await check.connect();
+    try {
+      for (const [options, expected] of [
+        [{ application_name: "agent-report" }, "agent-report"],
+        [{ fallback_application_name: "agent-fallback" }, "agent-fallback"],
+      ] as const) {
+        const client = new pg.Client({
+          host: "127.0.0.1",
+          port: proxy.port,
+          user: agent.wallet,
+          database: providerId,
+          password: await agent.token(),
+          ...options,
+        });
+        await client.connect();
+        const { rows } = await check.query(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1",
+          [expected],
+        );
+        expect(rows[0].n, expected).toBe(1);
+        await client.end();
+      }
+    } finally {
+      await check.end();
+    }
+  });
+
   it("refuses an agent with no balance before the statement runs", async () => {
     const agent = await fundedTestAgent(gateway, providerId, 0n);
     const client = await connect(agent);
