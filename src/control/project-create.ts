@@ -7,19 +7,14 @@ import {
   newBranchId,
   newEndpointId,
   newPhysicalDatabaseName,
+  newPhysicalRoleName,
   newProjectId,
   newRolePassword,
   newRolePrefix,
 } from "./ids.js";
 import { checkAllowedIps } from "./ip-allowlist.js";
 import { branchesOf, databasesOf, endpointsOfProject, rolesOf } from "./lookups.js";
-import {
-  checkBranchName,
-  checkDatabaseName,
-  checkProjectName,
-  checkRoleName,
-  physicalRoleName,
-} from "./names.js";
+import { checkBranchName, checkDatabaseName, checkProjectName, checkRoleName } from "./names.js";
 import { getOperations, type OperationRow, scheduleOperations } from "./operations.js";
 import type { Principal } from "./principal.js";
 import { loadProject } from "./projects.js";
@@ -137,7 +132,7 @@ export async function createProject(
     );
     await client.query(
       "INSERT INTO project_roles (project_id, name, physical_name, password_sealed) VALUES ($1, $2, $3, $4)",
-      [projectId, roleName, physicalRoleName(rolePrefix, roleName), plane.box.seal(password)],
+      [projectId, roleName, newPhysicalRoleName(), plane.box.seal(password)],
     );
     await client.query("INSERT INTO branch_roles (branch_id, project_id, name) VALUES ($1, $2, $3)", [
       branchId,

@@ -1,0 +1,191 @@
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { quoteIdent, quoteLiteral } from "../../src/control/sql.js";
+import { connectAs, physicalOf } from "./physical.js";
+import { clusterUrlFor, type ManagementHarness, startManagement } from "./support.js";
+
+let h: ManagementHarness;
+let key: string;
+let admin: pg.Client;
+beforeAll(async () => {
+  h = await startManagement();
+  key = (await h.bootstrap()).key;
+  admin = new pg.Client({ connectionString: clusterUrlFor("postgres") });
+  await admin.connect();
+});
+afterAll(async () => {
+  await admin?.end();
+  await h?.close();
+});
+
+async function newProject(branch: object = {}) {
+  const created = await h.call(key, "POST", "/projects", { project: { name: "tenant", branch } });
+  expect(created.statusCode, created.body).toBe(201);
+  const body = created.json();
+  const { rows } = await h.meta.query("SELECT role_prefix FROM projects WHERE id = $1", [body.project.id]);
+  return {
+    projectId: body.project.id as string,
+    branchId: body.branch.id as string,
+    rolePrefix: rows[0].role_prefix as string,
+  };
+}
+
+/** The SQLSTATE of a login as `role` to `database` on the cluster (loopback, right password), or "ok". */
+async function loginOutcome(database: string, role: { name: string; password: string }): Promise<string> {
+  const client = new pg.Client({ connectionString: clusterUrlFor(database, role) });
+  client.on("error", () => {});
+  try {
+    await client.connect();
+    await client.end();
+    return "ok";
+  } catch (error) {
+    return (error as { code?: string }).code ?? String(error);
+  }
+}
+
+const metadataDatabase = async () =>
+  (await h.meta.query("SELECT current_database() AS d")).rows[0].d as string;
+
+describe("what a project's role sees of the other tenants on the cluster", () => {
+  it("no other project's id, branch id, database name, role name or role prefix, in any shared catalog", async () => {
+    const mine = await newProject();
+    const other = await newProject({ database_name: "customer_pii", role_name: "pii_reader" });
+    const child = await h.call(key, "POST", `/projects/${other.projectId}/branches`, {
+      branch: { name: "staging" },
+    });
+    expect(child.statusCode, child.body).toBe(201);
+    const otherBranch = child.json().branch.id as string;
+    const db = await h.call(key, "POST", `/projects/${other.projectId}/branches/${otherBranch}/databases`, {
+      database: { name: "payroll_2024", owner_name: "pii_reader" },
+    });
+    expect(db.statusCode, db.body).toBe(201);
+
+    const session = await connectAs(h, mine.branchId);
+    try {
+      // Everything a role can read about the cluster's databases, roles and their comments.
+      const { rows } = await session.query(
+        `SELECT 'db' AS kind, datname::text AS name, pg_get_userbyid(datdba)::text AS owner, datacl::text AS acl,
+                shobj_description(oid, 'pg_database') AS comment FROM pg_database
+         UNION ALL SELECT 'role', rolname::text, NULL, NULL, shobj_description(oid, 'pg_authid') FROM pg_roles
+         UNION ALL SELECT 'member', roleid::regrole::text, member::regrole::text, NULL, NULL FROM pg_auth_members
+         UNION ALL SELECT 'comment', objoid::text, classoid::regclass::text, NULL, description FROM pg_shdescription
+         UNION ALL SELECT 'setting', setdatabase::text, setrole::text, setconfig::text, NULL FROM pg_db_role_setting`,
+      );
+      const seen = JSON.stringify(rows);
+      for (const secret of [
+        other.projectId,
+        other.branchId,
+        otherBranch,
+        other.rolePrefix,
+        "customer_pii",
+        "pii_reader",
+        "payroll_2024",
+        "staging",
+        "neondb_owner",
+        mine.projectId,
+      ])
+        expect(seen).not.toContain(secret);
+      // What it can still learn: the databases and roles exist, under opaque names.
+      const { rows: names } = await session.query(
+        "SELECT datname FROM pg_database WHERE datname LIKE 'pgtoll\\_db\\_%'",
+      );
+      expect(names.length).toBeGreaterThanOrEqual(4);
+      expect(names.every((row) => /^pgtoll_db_[0-9a-f]{16}$/.test(row.datname))).toBe(true);
+      const current = (await session.query("SELECT current_user AS u")).rows[0].u;
+      expect(current).toMatch(/^pgtoll_role_[0-9a-f]{16}$/);
+    } finally {
+      await session.end();
+    }
+  });
+
+  it("the API says each role's name inside PostgreSQL, so the project can GRANT to it", async () => {
+    const { projectId, branchId } = await newProject();
+    const base = `/projects/${projectId}/branches/${branchId}/roles`;
+    const created = (await h.call(key, "POST", base, { role: { name: "readers", no_login: true } })).json();
+    const postgresName = created.role.postgres_name as string;
+    expect(postgresName).toMatch(/^pgtoll_role_[0-9a-f]{16}$/);
+    expect((await h.call(key, "GET", `${base}/readers`)).json().role.postgres_name).toBe(postgresName);
+    const owner = await connectAs(h, branchId);
+    try {
+      await owner.query("CREATE TABLE t (x int)");
+      await owner.query(`GRANT SELECT ON t TO ${quoteIdent(postgresName)}`);
+      const { rows } = await owner.query(
+        "SELECT grantee FROM information_schema.role_table_grants WHERE table_name = 't' AND grantee <> current_user",
+      );
+      expect(rows).toEqual([{ grantee: postgresName }]);
+    } finally {
+      await owner.end();
+    }
+  });
+
+  it("a project's role cannot connect to another project's database, template1, or pgtoll's metadata database", async () => {
+    const mine = await newProject();
+    const other = await newProject();
+    const me = await physicalOf(h, mine.branchId);
+    const theirs = await physicalOf(h, other.branchId);
+    const role = { name: me.role, password: me.password };
+    expect(await loginOutcome(me.database, role)).toBe("ok");
+    expect(await loginOutcome(theirs.database, role)).toBe("42501");
+    expect(await loginOutcome("template1", role)).toBe("42501");
+    expect(await loginOutcome(await metadataDatabase(), role)).toBe("42501");
+  });
+});
+
+describe("an existing cluster is brought to this layout at start", () => {
+  it("comments go, PUBLIC's rights go, roles get random names and keep their passwords", async () => {
+    const { projectId, branchId, rolePrefix } = await newProject();
+    const before = await physicalOf(h, branchId);
+    const legacyRole = `${rolePrefix}_neondb_owner`;
+    const metadata = await metadataDatabase();
+    // The layout as it was: a role named after the project's name for it, a commented database open to PUBLIC.
+    await admin.query(`ALTER ROLE ${quoteIdent(before.role)} RENAME TO ${quoteIdent(legacyRole)}`);
+    await h.meta.query("UPDATE project_roles SET physical_name = $2 WHERE project_id = $1", [
+      projectId,
+      legacyRole,
+    ]);
+    const comment = `pgtoll ${projectId}/${branchId}/neondb`;
+    await admin.query(`COMMENT ON DATABASE ${quoteIdent(before.database)} IS ${quoteLiteral(comment)}`);
+    await admin.query(`GRANT ALL ON DATABASE ${quoteIdent(before.database)} TO PUBLIC`);
+    await admin.query(`GRANT CONNECT ON DATABASE ${quoteIdent(metadata)}, template1 TO PUBLIC`);
+    // A second role whose rename on the cluster was cut short: the metadata has its new name already.
+    const created = await h.call(key, "POST", `/projects/${projectId}/branches/${branchId}/roles`, {
+      role: { name: "app" },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const app = await physicalOf(h, branchId, "neondb", "app");
+    await admin.query(`ALTER ROLE ${quoteIdent(app.role)} RENAME TO ${quoteIdent(`${rolePrefix}_app`)}`);
+    const other = await newProject();
+    const outsider = await physicalOf(h, other.branchId);
+    const outsiderRole = { name: outsider.role, password: outsider.password };
+    expect(await loginOutcome(before.database, outsiderRole)).toBe("ok");
+    expect(await loginOutcome(metadata, outsiderRole)).toBe("ok");
+
+    const restarted = await h.startApp();
+    try {
+      const after = await physicalOf(h, branchId);
+      expect(after.role).toMatch(/^pgtoll_role_[0-9a-f]{16}$/);
+      expect(after.role).not.toBe(before.role);
+      const { rows } = await admin.query(
+        "SELECT rolname FROM pg_roles WHERE rolname = ANY($1::text[]) ORDER BY rolname",
+        [[legacyRole, `${rolePrefix}_app`, after.role, app.role]],
+      );
+      expect(rows.map((r) => r.rolname).sort()).toEqual([after.role, app.role].sort());
+      const { rows: db } = await admin.query(
+        "SELECT shobj_description(oid, 'pg_database') AS comment FROM pg_database WHERE datname = $1",
+        [before.database],
+      );
+      expect(db[0].comment).toBeNull();
+      expect(await loginOutcome(before.database, outsiderRole)).toBe("42501");
+      expect(await loginOutcome(metadata, outsiderRole)).toBe("42501");
+      expect(await loginOutcome("template1", outsiderRole)).toBe("42501");
+      // The same passwords open the renamed roles: SCRAM verifiers do not depend on the name.
+      expect(await loginOutcome(before.database, { name: after.role, password: before.password })).toBe("ok");
+      expect(await loginOutcome(before.database, { name: app.role, password: app.password })).toBe("ok");
+      const session = await connectAs(h, branchId);
+      expect((await session.query("SELECT current_user AS u")).rows[0].u).toBe(after.role);
+      await session.end();
+    } finally {
+      await restarted.close();
+    }
+  });
+});
