@@ -4,6 +4,8 @@ import pg from "pg";
 import { pino } from "pino";
 import { loadConfig } from "../../src/config.js";
 import { loadGuard } from "../../src/guard/index.js";
+import { providerLookup } from "../../src/providers/checked-connect.js";
+import { type ProviderHostPolicy, providerHostsIn } from "../../src/providers/provider-hosts.js";
 import { createSecretBox } from "../../src/providers/secret-box.js";
 import { UpstreamPools } from "../../src/providers/upstream-pools.js";
 import { buildApp } from "../../src/rest/app.js";
@@ -54,18 +56,24 @@ export async function startTestGateway(
     env?: Record<string, string>;
     chainId?: number;
     logger?: GatewayContext["logger"];
+    /** Where provider databases may be, in place of PGTOLL_PROVIDER_HOSTS (a policy with its own resolver). */
+    providerHosts?: ProviderHostPolicy;
   } = {},
 ): Promise<TestGateway> {
   await loadGuard();
   const meta = await createMetadataDatabase();
-  const config = loadConfig({ PGTOLL_RATE_LIMIT: "off", ...overrides.env });
+  // Test provider databases are on the test cluster, on loopback: where `pgtoll start` would not allow them.
+  const config = loadConfig({ PGTOLL_RATE_LIMIT: "off", PGTOLL_PROVIDER_HOSTS: "any", ...overrides.env });
   if (overrides.chainId) config.chainId = overrides.chainId;
+  if (overrides.providerHosts) config.providerHosts = overrides.providerHosts;
+  const lookup = providerLookup(providerHostsIn(config));
   const box = createSecretBox(randomBytes(32));
   const upstream = new UpstreamPools({
     box,
     size: config.providerPoolSize,
     statementTimeoutMs: config.statementTimeoutMs,
     refuseSuperuser: !config.allowPrivilegedProviderRoles,
+    ...(lookup ? { lookup } : {}),
   });
   const rateLimitStore = createMemoryStore();
   const verifier = overrides.verifier ?? unusedVerifier;
