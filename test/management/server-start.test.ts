@@ -49,7 +49,8 @@ describe("pgtoll start serves the management API", () => {
           env: { ...process.env, PGHOSTADDR: "127.0.0.1" },
         },
       );
-      expect(psql.stdout.trim()).toMatch(/^pgtoll endpoint ep-/);
+      // an opaque name: every role on the cluster reads every session's application_name
+      expect(psql.stdout.trim()).toMatch(/^pgtoll [0-9a-f]{24}$/);
       const listed = (await (await fetch(`${httpUrl}/api/v2/projects`, { headers })).json()) as {
         projects: { id: string }[];
       };

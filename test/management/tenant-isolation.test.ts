@@ -1,6 +1,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { quoteIdent, quoteLiteral } from "../../src/control/sql.js";
+import { startEndpointProxy } from "./endpoint-proxy-support.js";
 import { connectAs, physicalOf } from "./physical.js";
 import { clusterUrlFor, type ManagementHarness, startManagement } from "./support.js";
 
@@ -128,6 +129,45 @@ describe("what a project's role sees of the other tenants on the cluster", () =>
     expect(await loginOutcome(theirs.database, role)).toBe("42501");
     expect(await loginOutcome("template1", role)).toBe("42501");
     expect(await loginOutcome(await metadataDatabase(), role)).toBe("42501");
+  });
+});
+
+describe("what an endpoint session sees of the other tenants' sessions", () => {
+  it("pg_stat_activity names no other endpoint, project or database of the API", async () => {
+    const proxy = await startEndpointProxy(h);
+    const endpointSession = async () => {
+      const created = (await h.call(key, "POST", "/projects", { project: {} })).json();
+      const uri = new URL(created.connection_uris[0].connection_uri);
+      const client = new pg.Client({
+        host: "127.0.0.1",
+        port: proxy.port,
+        user: "neondb_owner",
+        database: "neondb",
+        password: decodeURIComponent(uri.password),
+        options: `endpoint=${created.endpoints[0].id}`,
+      });
+      await client.connect();
+      return {
+        client,
+        endpointId: created.endpoints[0].id as string,
+        projectId: created.project.id as string,
+      };
+    };
+    const mine = await endpointSession();
+    const other = await endpointSession();
+    try {
+      const { rows } = await mine.client.query(
+        "SELECT usename, datname, application_name FROM pg_stat_activity WHERE pid <> pg_backend_pid()",
+      );
+      const seen = JSON.stringify(rows);
+      expect(seen).toMatch(/pgtoll [0-9a-f]{24}/); // the other session is there, under an opaque name
+      for (const secret of [other.endpointId, other.projectId, "neondb_owner", '"neondb"'])
+        expect(seen).not.toContain(secret);
+    } finally {
+      await mine.client.end();
+      await other.client.end();
+      await proxy.close();
+    }
   });
 });
 
