@@ -5,6 +5,7 @@ import { parseProviderHosts } from "../../src/providers/provider-hosts.js";
 import { randomWallet } from "../support/fixtures.js";
 import {
   createProviderDatabase,
+  postProviderRegistration,
   registerPricedProvider,
   startTestGateway,
   type TestGateway,
@@ -29,18 +30,7 @@ async function gatewayWith(options: Parameters<typeof startTestGateway>[0]) {
   return gateway;
 }
 
-function register(gateway: TestGateway, connectionString: string) {
-  return gateway.app.inject({
-    method: "POST",
-    url: "/api/providers/register",
-    payload: {
-      name: "x",
-      email: `${randomBytes(5).toString("hex")}@example.com`,
-      walletAddress: randomWallet(),
-      connectionString,
-    },
-  });
-}
+const register = postProviderRegistration;
 
 /** The test database's connection string with another host (and port). */
 function at(host: string, port?: number): string {

@@ -104,6 +104,24 @@ export async function startTestGateway(
   };
 }
 
+/** POST /api/providers/register with a fresh email and wallet (unless given): the answer, whatever it is. */
+export function postProviderRegistration(
+  gateway: Pick<TestGateway, "app">,
+  connectionString: string,
+  walletAddress = `0x${randomBytes(20).toString("hex")}`,
+) {
+  return gateway.app.inject({
+    method: "POST",
+    url: "/api/providers/register",
+    payload: {
+      name: "Test data",
+      email: `${randomBytes(6).toString("hex")}@example.com`,
+      walletAddress,
+      connectionString,
+    },
+  });
+}
+
 /** Registers a provider through the API and sets its pricing; returns its id, key and wallet. */
 export async function registerPricedProvider(
   gateway: TestGateway,
@@ -114,16 +132,7 @@ export async function registerPricedProvider(
   },
   walletAddress = `0x${randomBytes(20).toString("hex")}`,
 ): Promise<{ providerId: string; apiKey: string; walletAddress: string }> {
-  const registered = await gateway.app.inject({
-    method: "POST",
-    url: "/api/providers/register",
-    payload: {
-      name: "Test data",
-      email: `${randomBytes(6).toString("hex")}@example.com`,
-      walletAddress,
-      connectionString,
-    },
-  });
+  const registered = await postProviderRegistration(gateway, connectionString, walletAddress);
   if (registered.statusCode !== 201) throw new Error(`register failed: ${registered.body}`);
   const { provider, apiKey } = registered.json();
   const priced = await gateway.app.inject({
