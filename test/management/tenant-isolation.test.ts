@@ -1,9 +1,16 @@
+import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connectProjectCluster } from "../../src/control/cluster.js";
+import {
+  copyPhysicalDatabase,
+  dropPhysicalDatabase,
+  restrictConnections,
+} from "../../src/control/physical-databases.js";
 import { quoteIdent, quoteLiteral } from "../../src/control/sql.js";
 import { startEndpointProxy } from "./endpoint-proxy-support.js";
 import { connectAs, physicalOf } from "./physical.js";
-import { clusterUrlFor, type ManagementHarness, startManagement } from "./support.js";
+import { clusterUrl, clusterUrlFor, type ManagementHarness, startManagement } from "./support.js";
 
 let h: ManagementHarness;
 let key: string;
@@ -129,6 +136,27 @@ describe("what a project's role sees of the other tenants on the cluster", () =>
     expect(await loginOutcome(theirs.database, role)).toBe("42501");
     expect(await loginOutcome("template1", role)).toBe("42501");
     expect(await loginOutcome(await metadataDatabase(), role)).toBe("42501");
+  });
+});
+
+describe("a branch copy", () => {
+  it("is closed to every connection until PUBLIC has lost its rights on it", async () => {
+    const { branchId } = await newProject();
+    const outsider = await physicalOf(h, (await newProject()).branchId);
+    const source = await physicalOf(h, branchId);
+    const cluster = connectProjectCluster(clusterUrl());
+    const copy = `pgtoll_db_${randomBytes(8).toString("hex")}`;
+    try {
+      await copyPhysicalDatabase(cluster, source.database, copy, source.role);
+      // the instant after CREATE DATABASE: nobody gets in, not even with PUBLIC's default rights
+      expect(await loginOutcome(copy, { name: outsider.role, password: outsider.password })).toBe("55000");
+      await restrictConnections(cluster, copy, [source.role]);
+      expect(await loginOutcome(copy, { name: outsider.role, password: outsider.password })).toBe("42501");
+      expect(await loginOutcome(copy, { name: source.role, password: source.password })).toBe("ok");
+    } finally {
+      await dropPhysicalDatabase(cluster, copy);
+      await cluster.close();
+    }
   });
 });
 
