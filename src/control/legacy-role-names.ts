@@ -18,9 +18,12 @@ const LEGACY = "pr.physical_name = p.role_prefix || '_' || pr.name";
  * with `current_user`, say) keeps it.
  */
 export async function renameLegacyRoles(db: pg.Pool, cluster: ProjectCluster): Promise<number> {
+  // A step still to run may name a role by its real name (a restore's owners, a detach): such a project's
+  // roles keep their names until a start that finds its operations done.
   const { rows: legacy } = await db.query<{ project_id: string; name: string; physical_name: string }>(
     `SELECT pr.project_id, pr.name, pr.physical_name FROM project_roles pr JOIN projects p ON p.id = pr.project_id
-     WHERE ${LEGACY}`,
+     WHERE ${LEGACY} AND NOT EXISTS (SELECT 1 FROM operations o
+       WHERE o.project_id = pr.project_id AND o.status IN ('scheduling', 'running'))`,
   );
   for (const role of legacy) {
     await db.query(
