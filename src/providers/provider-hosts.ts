@@ -1,5 +1,6 @@
 import { lookup } from "node:dns/promises";
 import { BlockList, isIP } from "node:net";
+import { addressFamily, isPublicAddress } from "./public-addresses.js";
 
 /**
  * Where provider databases may be (PGTOLL_PROVIDER_HOSTS): a host name listed by the operator, an address in a
@@ -8,7 +9,7 @@ import { BlockList, isIP } from "node:net";
 export interface ProviderHostPolicy {
   /** `any`: every address (no check). */
   readonly anyAddress: boolean;
-  /** `public`: every address outside {@link NON_PUBLIC}. */
+  /** `public`: every public address (public-addresses.ts). */
   readonly publicAddresses: boolean;
   /** Listed networks (CIDRs or single addresses). */
   readonly networks: BlockList;
@@ -17,43 +18,6 @@ export interface ProviderHostPolicy {
   /** How a host name becomes addresses (the system resolver; tests give their own). */
   readonly resolve: (host: string) => Promise<{ address: string; family: number }[]>;
 }
-
-/**
- * The ranges `public` leaves out: loopback, private, shared, link-local, documentation, multicast, reserved.
- * IPv4-mapped IPv6 addresses are checked as the IPv4 address they carry (addressFamily below); BlockList
- * matches IPv4 addresses against IPv6 rules through that mapping, so `::ffff:0:0/96` must not be listed.
- */
-const NON_PUBLIC = new BlockList();
-for (const [network, prefix] of [
-  ["0.0.0.0", 8],
-  ["10.0.0.0", 8],
-  ["100.64.0.0", 10],
-  ["127.0.0.0", 8],
-  ["169.254.0.0", 16],
-  ["172.16.0.0", 12],
-  ["192.0.0.0", 24],
-  ["192.0.2.0", 24],
-  ["192.88.99.0", 24],
-  ["192.168.0.0", 16],
-  ["198.18.0.0", 15],
-  ["198.51.100.0", 24],
-  ["203.0.113.0", 24],
-  ["224.0.0.0", 4],
-  ["240.0.0.0", 4],
-] as const)
-  NON_PUBLIC.addSubnet(network, prefix, "ipv4");
-for (const [network, prefix] of [
-  ["::", 128],
-  ["::1", 128],
-  ["64:ff9b::", 96],
-  ["100::", 64],
-  ["2001:db8::", 32],
-  ["2002::", 16],
-  ["fc00::", 7],
-  ["fe80::", 10],
-  ["ff00::", 8],
-] as const)
-  NON_PUBLIC.addSubnet(network, prefix, "ipv6");
 
 const resolveWithSystem = async (host: string) => lookup(host, { all: true, verbatim: true });
 
@@ -100,18 +64,11 @@ export function providerHostsIn(config: {
   return config.providerHosts ?? PUBLIC_PROVIDER_HOSTS;
 }
 
-/** An IPv4-mapped IPv6 address is checked as its IPv4 address, so `::ffff:127.0.0.1` is loopback. */
-function addressFamily(address: string): [string, "ipv4" | "ipv6"] {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped) return [mapped[1]!, "ipv4"];
-  return [address, isIP(address) === 4 ? "ipv4" : "ipv6"];
-}
-
 export function isAllowedAddress(policy: ProviderHostPolicy, address: string): boolean {
   if (policy.anyAddress) return true;
   const [plain, family] = addressFamily(address);
   if (policy.networks.check(plain, family)) return true;
-  return policy.publicAddresses && !NON_PUBLIC.check(plain, family);
+  return policy.publicAddresses && isPublicAddress(address);
 }
 
 /** A provider's host refused by the policy; the message says which address and why. */
