@@ -1,5 +1,6 @@
 import { resolve } from "node:path";
 import { formatMicro, parseMicro } from "./billing/money.js";
+import { type ProviderHostPolicy, parseProviderHosts } from "./providers/provider-hosts.js";
 
 /**
  * One configuration option: read from an environment variable, overridable by a CLI flag of the same
@@ -197,6 +198,20 @@ export const optionSpecs = {
       "`on` accepts provider databases whose role is a superuser or holds administrative rights (BYPASSRLS, CREATEROLE, CREATEDB, REPLICATION, pg_* administrative roles). Warning: every agent then runs with those rights; for local experiments only, and logged at every start.",
     defaultText: "off",
     parse: onOff("PGTOLL_ALLOW_PRIVILEGED_PROVIDER_ROLES", false),
+  },
+  providerHosts: {
+    env: "PGTOLL_PROVIDER_HOSTS",
+    description:
+      "Where provider databases may be, checked when a provider registers and at every connection to its database: comma-separated `public` (any address outside the loopback, private, link-local and reserved ranges), networks (`10.0.0.0/8`, `fd00::/8`), addresses, host names (allowed whatever they resolve to) or `any`. Unset: `public` under `pgtoll start`, `any` under `pgtoll dev`. Warning: registration is open to anyone, so each network listed is one anyone can make pgtoll connect to; list only those that hold provider databases.",
+    defaultText: "public",
+    parse: (raw: string | undefined): ProviderHostPolicy | undefined => {
+      if (raw === undefined || raw === "") return undefined;
+      try {
+        return parseProviderHosts(raw);
+      } catch (error) {
+        throw new ConfigError("PGTOLL_PROVIDER_HOSTS", (error as Error).message);
+      }
+    },
   },
   restAgentAuth: {
     env: "PGTOLL_REST_AGENT_AUTH",

@@ -14,6 +14,8 @@ import { migrate } from "./db/migrate.js";
 import { createMetadataPool } from "./db/pool.js";
 import { loadGuard } from "./guard/index.js";
 import type { Logger } from "./log.js";
+import { providerLookup } from "./providers/checked-connect.js";
+import { providerHostsIn } from "./providers/provider-hosts.js";
 import { createSecretBox, loadSecretKey } from "./providers/secret-box.js";
 import { UpstreamPools } from "./providers/upstream-pools.js";
 import { isLoopback } from "./proxy/loopback.js";
@@ -110,11 +112,13 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     await loadGuard();
 
     const box = createSecretBox(await loadSecretKey(config.secretKey, config.dataDir));
+    const providerLookupFn = providerLookup(providerHostsIn(config));
     const upstream = new UpstreamPools({
       box,
       size: config.providerPoolSize,
       statementTimeoutMs: config.statementTimeoutMs,
       refuseSuperuser: !config.allowPrivilegedProviderRoles,
+      ...(providerLookupFn ? { lookup: providerLookupFn } : {}),
     });
     cleanups.push(() => upstream.closeAll());
     const verifier = createChainVerifier({
@@ -186,6 +190,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         },
         statementTimeoutMs: config.statementTimeoutMs,
         allowPrivilegedProviderRoles: config.allowPrivilegedProviderRoles,
+        ...(providerLookupFn ? { providerLookup: providerLookupFn } : {}),
         reservationTtlSeconds: config.reservationTtlSeconds,
         reserveRows: config.proxyReserveRows,
         reserveMaxRows: config.proxyReserveMaxRows,

@@ -14,6 +14,7 @@ import {
   DEFAULT_OPERATION_WAIT_MS,
   DEFAULT_SWEEP_INTERVAL_MS,
 } from "./settings.js";
+import { isolateTenants } from "./tenant-isolation.js";
 
 /**
  * The management plane of one pgtoll process: the metadata database, the cluster that hosts projects, the
@@ -61,6 +62,10 @@ export class ControlPlane {
       throw error;
     }
     const plane = new ControlPlane(db, cluster, box, settings, logger, lease);
+    // Before any operation runs: a pending one must find the roles under the names it reads.
+    await isolateTenants(db, cluster, logger).catch((error: unknown) =>
+      logger.error({ err: error }, "could not bring the cluster to the tenant-isolation layout"),
+    );
     await plane.sweep();
     plane.#sweeper = setInterval(
       () => void plane.sweep(),

@@ -9,7 +9,7 @@ export type Step =
   | {
       kind: "restore_branch";
       branchId: string;
-      copies: { source: string; target: string; owner: string; label: string }[];
+      copies: { source: string; target: string; owner: string }[];
       /** The branch's databases before the restore, dropped once it is done (unless preserved). */
       replaced: string[];
     }

@@ -7,19 +7,14 @@ import {
   newBranchId,
   newEndpointId,
   newPhysicalDatabaseName,
+  newPhysicalRoleName,
   newProjectId,
   newRolePassword,
   newRolePrefix,
 } from "./ids.js";
 import { checkAllowedIps } from "./ip-allowlist.js";
 import { branchesOf, databasesOf, endpointsOfProject, rolesOf } from "./lookups.js";
-import {
-  checkBranchName,
-  checkDatabaseName,
-  checkProjectName,
-  checkRoleName,
-  physicalRoleName,
-} from "./names.js";
+import { checkBranchName, checkDatabaseName, checkProjectName, checkRoleName } from "./names.js";
 import { getOperations, type OperationRow, scheduleOperations } from "./operations.js";
 import type { Principal } from "./principal.js";
 import { insertProjectRole } from "./project-role-rows.js";
@@ -141,7 +136,7 @@ export async function createProject(
     await insertProjectRole(client, plane.box, principal, {
       projectId,
       name: roleName,
-      physicalName: physicalRoleName(rolePrefix, roleName),
+      physicalName: newPhysicalRoleName(),
       password,
     });
     await client.query("INSERT INTO branch_roles (branch_id, project_id, name) VALUES ($1, $2, $3)", [

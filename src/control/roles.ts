@@ -3,9 +3,9 @@ import { branchObjectKind, changeOnBranch } from "./branch-objects.js";
 import { conflict, preconditionFailed } from "./control-error.js";
 import type { ControlPlane } from "./control-plane.js";
 import { queueDrops } from "./drop-queue.js";
-import { newRolePassword } from "./ids.js";
+import { newPhysicalRoleName, newRolePassword } from "./ids.js";
 import { databasesOf, getBranch, getRole, rolesOf } from "./lookups.js";
-import { checkRoleName, physicalRoleName } from "./names.js";
+import { checkRoleName } from "./names.js";
 import { disclosePassword, recordDisclosure } from "./password-disclosures.js";
 import type { Principal } from "./principal.js";
 import { insertProjectRole } from "./project-role-rows.js";
@@ -17,7 +17,7 @@ const roles = branchObjectKind("role", rolesOf, getRole);
 export const { list: listRoles, read: readRole } = roles;
 
 /**
- * Creates a role on the branch: a real PostgreSQL role, named `<project role prefix>_<name>` on the cluster,
+ * Creates a role on the branch: a real PostgreSQL role, with a random name on the cluster (ids.ts),
  * that may connect to the branch's databases. A role name is one role per project: when another branch of
  * the project already has it, this branch gets the same role (and password). Returns its password.
  */
@@ -48,7 +48,7 @@ export async function createRole(
       await insertProjectRole(client, plane.box, principal, {
         projectId,
         name,
-        physicalName: physicalRoleName(project.rolePrefix, name),
+        physicalName: newPhysicalRoleName(),
         password,
       });
     }

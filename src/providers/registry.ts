@@ -4,6 +4,8 @@ import type { Price } from "../billing/cost.js";
 import type { Queryable } from "../billing/ledger.js";
 import { type AgentLimits, DEFAULT_AGENT_LIMITS } from "../billing/pricing.js";
 import { generateApiKey } from "./api-key.js";
+import { providerSocket } from "./checked-connect.js";
+import { allowedAddress, type ProviderHostPolicy, ProviderHostRefused } from "./provider-hosts.js";
 import { checkProviderRole, type ProviderRoleCheck } from "./provider-role.js";
 import type { SecretBox } from "./secret-box.js";
 
@@ -39,12 +41,18 @@ export class UpstreamConnectionError extends Error {
 }
 
 /**
- * Checks that a connection string is a PostgreSQL URL pgtoll can connect to, by connecting, and reads the
- * role's rights (the caller decides whether they are acceptable). Throws {@link UpstreamConnectionError} with
- * the reason; the message never contains the password.
+ * Checks that a connection string is a PostgreSQL URL pgtoll may and can connect to: its host is resolved once
+ * and every address checked against `policy` (provider-hosts.ts), then pgtoll connects to the checked address
+ * and reads the role's rights (the caller decides whether they are acceptable). Throws
+ * {@link UpstreamConnectionError} with the reason; the message never contains the password.
+ *
+ * Registration is open to anyone, so what it answers must not make pgtoll a port scanner: a host that cannot
+ * be resolved or reached, a closed port, a timeout and a server that does not speak PostgreSQL all get one
+ * message. Only a PostgreSQL server's own refusal (wrong password, unknown database, pg_hba) is passed on.
  */
 export async function verifyConnectionString(
   connectionString: string,
+  policy: ProviderHostPolicy,
   timeoutMs = 5000,
 ): Promise<ProviderRoleCheck> {
   let url: URL;
@@ -61,8 +69,20 @@ export async function verifyConnectionString(
     );
   }
   if (!url.hostname) throw new UpstreamConnectionError("connectionString must name a host");
+  const where = `${url.hostname}:${url.port || 5432}`;
+  const unreachable = new UpstreamConnectionError(
+    `could not connect to a PostgreSQL server at ${where} (check the host, the port and that it accepts connections from pgtoll)`,
+  );
+  let target: { address: string };
+  try {
+    target = await allowedAddress(policy, url.hostname);
+  } catch (error) {
+    if (error instanceof ProviderHostRefused) throw new UpstreamConnectionError(error.message);
+    throw unreachable;
+  }
   const client = new pg.Client({
     connectionString,
+    stream: providerSocket(target),
     connectionTimeoutMillis: timeoutMs,
     query_timeout: timeoutMs,
   });
@@ -71,10 +91,9 @@ export async function verifyConnectionString(
     await client.connect();
     return await checkProviderRole(client);
   } catch (error) {
-    const reason = (error as Error).message.replaceAll(url.password || "\u0000", "***");
-    throw new UpstreamConnectionError(
-      `could not connect to the database at ${url.hostname}:${url.port || 5432}: ${reason}`,
-    );
+    if (!(error instanceof pg.DatabaseError)) throw unreachable;
+    const reason = error.message.replaceAll(url.password || "\u0000", "***");
+    throw new UpstreamConnectionError(`the PostgreSQL server at ${where} refused the connection: ${reason}`);
   } finally {
     await client.end().catch(() => {});
   }

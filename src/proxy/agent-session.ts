@@ -56,7 +56,10 @@ export async function planAgentSession(
   const guard = price.readOnly ? readOnlyCheckOf(ctx) : ctx.check;
   return {
     slotKey: request.providerId,
-    target: parseUpstreamTarget(ctx.box.open(found.provider.connectionSecret)),
+    target: {
+      ...parseUpstreamTarget(ctx.box.open(found.provider.connectionSecret)),
+      ...(ctx.providerLookup ? { lookup: ctx.providerLookup } : {}),
+    },
     parameters: {
       application_name: request.applicationName || "pgtoll",
       client_encoding: "UTF8",

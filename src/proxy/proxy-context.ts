@@ -1,3 +1,4 @@
+import type { LookupFunction } from "node:net";
 import type { SecureContext } from "node:tls";
 import type pg from "pg";
 import type { Logger } from "pino";
@@ -41,6 +42,8 @@ export interface ProxyContext {
   statementTimeoutMs: number;
   /** Agent sessions may run as a superuser provider role (PGTOLL_ALLOW_PRIVILEGED_PROVIDER_ROLES). */
   allowPrivilegedProviderRoles: boolean;
+  /** Resolves and checks providers' host names (PGTOLL_PROVIDER_HOSTS, checked-connect.ts); unset: no check. */
+  providerLookup?: LookupFunction;
   reservationTtlSeconds: number;
   /** A session's first hold, in rows' worth of its price (PGTOLL_PROXY_RESERVE_ROWS). */
   reserveRows: number;

@@ -39,6 +39,7 @@ export interface GatewayContext {
     | "trustProxy"
     | "restAgentAuth"
     | "allowPrivilegedProviderRoles"
+    | "providerHosts"
   >;
   db: pg.Pool;
   box: SecretBox;

@@ -65,9 +65,27 @@ export function upstreamQueryError(error: unknown, statementTimeoutMs: number): 
     );
   }
   if (!code) return new QueryError(500, `query execution failed: ${pgError.message ?? String(error)}`);
+  const mismatch = code === "08P01" ? paramsMismatch(pgError.message ?? "") : null;
+  if (mismatch) return new QueryError(400, mismatch, code);
   // The database's text can carry data (a failed cast quotes its whole input): bounded, and charged as a row.
   const detail = boundText(pgError.message ?? "");
   const status = statusForSqlState(code);
   const what = status === 500 ? "query execution failed" : "the database refused the statement";
   return new QueryError(status, `${what}: ${detail} (SQLSTATE ${code})`, code, undefined, true);
+}
+
+const plural = (count: number, word: string) => `${count} ${word}${count === 1 ? "" : "s"}`;
+
+/**
+ * The agent's message for PostgreSQL's refusal of a Bind whose value count differs from the statement's
+ * placeholder count, or null for any other protocol violation. It is the only protocol violation an agent's
+ * request can cause (pgtoll writes every other message itself), so it is the agent's fault: a 400.
+ */
+function paramsMismatch(message: string): string | null {
+  const match =
+    /^bind message supplies (\d+) parameters, but prepared statement "[^"]*" requires (\d+)$/.exec(message);
+  if (!match) return null;
+  const [given, wanted] = [Number(match[1]), Number(match[2])];
+  const range = wanted > 1 ? `$1 to $${wanted}` : "$1";
+  return `params has ${plural(given, "value")} but the statement has ${plural(wanted, "placeholder")}${wanted ? ` (${range})` : ""}: give one value per placeholder`;
 }

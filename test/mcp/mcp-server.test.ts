@@ -368,6 +368,26 @@ describe("the remote MCP endpoint's authentication", () => {
     expect(valid.headers.get("mcp-session-id")).toMatch(/^[0-9a-f-]{36}$/);
   }, 30_000);
 
+  it("answers 401 to a token signed for another provider, and opens no session", async () => {
+    const other = await registerProviderOver(pgtoll.httpUrl, providerDb.url, {
+      basePricePer1000Rows: 1,
+      markupMultiplier: 1,
+    });
+    const forOther = await createAgentToken(agentKey, other);
+    const response = await initialize(`Bearer ${forOther}`);
+    expect(response.status).toBe(401);
+    expect(response.headers.get("mcp-session-id")).toBeNull();
+    expect(response.headers.get("www-authenticate")).toMatch(/error="invalid_token"/);
+    expect(((await response.json()) as { error: string }).error).toMatch(
+      /not signed by the wallet it names for this provider/,
+    );
+    // a token without the wallet it was signed by cannot be checked at all
+    const [prefix, issued, , signature] = (await createAgentToken(agentKey, providerId)).split(".");
+    const unnamed = await initialize(`Bearer ${prefix}.${issued}.${signature}`);
+    expect(unnamed.status).toBe(401);
+    expect(((await unnamed.json()) as { error: string }).error).toMatch(/names no wallet/);
+  }, 30_000);
+
   it("a session answers only its own agent; an unknown session is 404", async () => {
     const opened = await initialize(`Bearer ${await createAgentToken(agentKey, providerId)}`);
     const sessionId = opened.headers.get("mcp-session-id") ?? "";

@@ -4,6 +4,8 @@ import type { Hex } from "viem";
 import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
 import { ChargeWriter } from "../../src/billing/charge-writer.js";
 import { creditDeposit } from "../../src/billing/ledger.js";
+import { providerLookup } from "../../src/providers/checked-connect.js";
+import { providerHostsIn } from "../../src/providers/provider-hosts.js";
 import { createAgentToken } from "../../src/proxy/agent-token.js";
 import type { ProxyContext } from "../../src/proxy/client-session.js";
 import { createProxyMetrics } from "../../src/proxy/proxy-metrics.js";
@@ -25,6 +27,7 @@ export async function startTestProxy(
   overrides: Partial<ProxyContext> = {},
 ): Promise<TestProxy> {
   const chargeWriter = overrides.chargeWriter ?? new ChargeWriter(gateway.ctx.db, { ttlSeconds: 300 });
+  const providerLookupFn = providerLookup(providerHostsIn(gateway.ctx.config));
   const ctx: ProxyContext = {
     db: gateway.ctx.db,
     box: gateway.ctx.box,
@@ -37,6 +40,7 @@ export async function startTestProxy(
     check: createVerdictCache(),
     statementTimeoutMs: 10_000,
     allowPrivilegedProviderRoles: gateway.ctx.config.allowPrivilegedProviderRoles,
+    ...(providerLookupFn ? { providerLookup: providerLookupFn } : {}),
     reservationTtlSeconds: 300,
     reserveRows: 1000,
     reserveMaxRows: 1_000_000,

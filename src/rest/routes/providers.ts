@@ -2,6 +2,7 @@ import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { PricingError, parseAgentLimits, parsePricing } from "../../billing/pricing.js";
 import { apiKeyMatches } from "../../providers/api-key.js";
+import { providerHostsIn } from "../../providers/provider-hosts.js";
 import { type ProviderRoleCheck, privilegedRoleMessage } from "../../providers/provider-role.js";
 import {
   DuplicateProviderError,
@@ -42,7 +43,7 @@ export async function providerRoutes(app: FastifyInstance, { ctx }: { ctx: Gatew
       const { connectionString } = request.body;
       let roleCheck: ProviderRoleCheck;
       try {
-        roleCheck = await verifyConnectionString(connectionString);
+        roleCheck = await verifyConnectionString(connectionString, providerHostsIn(ctx.config));
       } catch (error) {
         if (error instanceof UpstreamConnectionError)
           throw new HttpError(400, `invalid connectionString: ${error.message}`);
