@@ -7,6 +7,7 @@ import { planEndpointSession } from "./endpoint-session.js";
 import { isLoopback } from "./loopback.js";
 import type { ProxyContext } from "./proxy-context.js";
 import { errorFrame, SqlState, StartupRefusal } from "./proxy-errors.js";
+import { closeRefused } from "./refused-socket.js";
 import {
   encodeGSSENCResponse,
   encodeNegotiateProtocolVersion,
@@ -39,7 +40,12 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
   let releaseSlot: (() => void) | undefined;
   try {
     const startup = await negotiate(stream, ctx);
-    if (!startup) return;
+    if (!startup) {
+      clearTimeout(deadline);
+      stream.abandon();
+      closeRefused(stream.socket);
+      return;
+    }
     const endpoints = ctx.endpoints;
     const serverName = stream.serverName;
     const namedEndpoint =
@@ -85,8 +91,7 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
   } catch (error) {
     clearTimeout(deadline);
     releaseSlot?.();
-    // Read on, or the client's own close would never be noticed and the socket would stay open.
-    stream.socket.resume();
+    stream.abandon();
     const refusal =
       error instanceof StartupRefusal
         ? error
@@ -97,12 +102,15 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
           );
     if (refusal.reason !== "client_gone") {
       ctx.logger.debug({ reason: refusal.reason, err: error }, "session refused");
-      stream.socket.end(
+      closeRefused(
+        stream.socket,
         errorFrame(refusal.sqlState, refusal.message, {
           fatal: true,
           ...(refusal.hint ? { hint: refusal.hint } : {}),
         }),
       );
+    } else {
+      closeRefused(stream.socket);
     }
     ctx.metrics.sessionsRefused.labels(refusal.reason).inc();
   }
@@ -165,7 +173,6 @@ async function negotiate(stream: StartupStream, ctx: ProxyContext): Promise<Star
         continue;
       case "cancelRequest":
         ctx.registry.cancel(packet.processId, packet.secretKey);
-        stream.socket.end();
         return null;
       case "startup":
         return packet;

@@ -114,6 +114,17 @@ export class StartupStream {
     this.#attach(secure);
   }
 
+  /**
+   * Stops reading for good and forgets what was read: the connection will not be served (see `closeRefused`).
+   * Nothing the client sends from now on reaches this stream.
+   */
+  abandon(): void {
+    this.#release(this.socket);
+    this.#packets = [];
+    this.#pendingFrames = [];
+    this.#frames = new FrameReader({ maxFrameLength: FRONTEND_MAX_FRAME_LENGTH });
+  }
+
   /** Frames already read past the password message, for the relay. */
   detach(): Frame[] {
     this.#release(this.socket);

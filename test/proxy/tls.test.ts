@@ -127,6 +127,8 @@ async function queryByHand(
   return value;
 }
 
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
 function openSocket(port: number): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const socket = tcpConnect(port, "127.0.0.1", () => resolve(socket));
@@ -264,8 +266,11 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
   describe("a client that is not on loopback", () => {
     let server: Server;
     let port: number;
+    /** The proxy's side of each connection, by the client's port. */
+    const accepted = new Map<number, Socket>();
     beforeAll(async () => {
       server = createServer((socket) => {
+        accepted.set(socket.remotePort!, socket);
         Object.defineProperty(socket, "remoteAddress", { value: "203.0.113.7" });
         void runClientSession(socket, proxy.ctx);
       });
@@ -299,6 +304,33 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
       });
       client.on("error", () => {});
       await expect(client.connect()).rejects.toMatchObject({ code: "28000" });
+    });
+
+    it("refused in plain text, stops being read and is closed within seconds though it keeps writing", async () => {
+      const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+      const socket = tcpConnect({ host: "127.0.0.1", port, allowHalfOpen: true });
+      await new Promise((resolve) => socket.once("connect", resolve));
+      const conn = wire(socket);
+      socket.write(encodeStartupMessage({ user: agent.wallet, database: providerId }));
+      expect((await conn.frame()).code).toBe("E");
+      const proxySide = accepted.get(socket.localPort!)!;
+      const readAtRefusal = proxySide.bytesRead;
+      // A client that keeps its side open and writes on: 1 MiB queries for as long as the proxy takes them.
+      const query = encodeQuery(`SELECT '${"x".repeat(1_048_000)}'`);
+      const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+      let sent = 0;
+      const started = Date.now();
+      while (!socket.destroyed && sent < 200 * 1_048_576 && Date.now() - started < 10_000) {
+        sent += query.length;
+        if (!socket.write(query)) {
+          await Promise.race([new Promise((r) => socket.once("drain", r)), closed, sleep(1000)]);
+        }
+      }
+      await Promise.race([closed, sleep(10_000)]);
+      expect(socket.destroyed).toBe(true);
+      expect(Date.now() - started).toBeLessThan(5000);
+      // What the proxy read after the refusal, whatever the client sent: a little, then nothing.
+      expect(proxySide.bytesRead - readAtRefusal).toBeLessThan(1_048_576);
     });
 
     it("is served over TLS", async () => {
