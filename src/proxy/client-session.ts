@@ -32,6 +32,15 @@ export type { ProxyContext } from "./proxy-context.js";
 export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<void> {
   raw.setNoDelay(true);
   raw.on("error", () => {});
+  const authenticated = ctx.unauthenticated.admit(raw.remoteAddress, () => {
+    ctx.metrics.sessionsRefused.labels("evicted").inc();
+    stream.socket.destroy();
+  });
+  if (!authenticated) {
+    refuseTooManyFrom(raw, ctx);
+    return;
+  }
+  raw.once("close", authenticated);
   const stream = new StartupStream(raw);
   const deadline = setTimeout(() => {
     ctx.metrics.sessionsRefused.labels("startup_timeout").inc();
@@ -73,6 +82,7 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
       endpointRequest && endpoints
         ? await planEndpointSession(endpointRequest, stream, { ...ctx, endpoints }, raw.remoteAddress ?? "")
         : await planAgentSession(agentRequest!, await readCleartextPassword(stream), ctx);
+    authenticated();
 
     releaseSlot = await acquireSlot(ctx, plan.slotKey);
     const upstream = await openUpstream(plan, ctx);
@@ -114,6 +124,14 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
     }
     ctx.metrics.sessionsRefused.labels(refusal.reason).inc();
   }
+}
+
+/** An address already has its fill of connections authenticating: refused before a byte of this one is read. */
+function refuseTooManyFrom(raw: Socket, ctx: ProxyContext): void {
+  ctx.metrics.sessionsRefused.labels("too_many_unauthenticated").inc();
+  const limit = ctx.unauthenticated.limits.perAddress;
+  const message = `too many connections from ${raw.remoteAddress} are authenticating (at most ${limit} at once)`;
+  closeRefused(raw, errorFrame(SqlState.tooManyConnections, message, { fatal: true }));
 }
 
 async function acquireSlot(ctx: ProxyContext, key: string): Promise<() => void> {

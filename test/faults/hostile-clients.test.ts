@@ -106,6 +106,8 @@ function closedBy(socket: Socket): Promise<number> {
   return new Promise((resolve) => {
     socket.on("error", () => {});
     socket.once("close", () => resolve(Date.now() - started));
+    // Read what the server sends (a 408, say): a socket whose data is never read never sees the server's close.
+    socket.resume();
   });
 }
 

@@ -1,13 +1,12 @@
 import { execFileSync } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { type AddressInfo, createServer, type Server, type Socket, connect as tcpConnect } from "node:net";
+import { type Socket, connect as tcpConnect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSecureContext, type TLSSocket, connect as tlsConnect } from "node:tls";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeAuthentication, decodeDataRow, decodeNoticeFields } from "../../src/proxy/backend-messages.js";
-import { runClientSession } from "../../src/proxy/client-session.js";
 import {
   encodePasswordMessage,
   encodeQuery,
@@ -21,7 +20,13 @@ import {
   startTestGateway,
   type TestGateway,
 } from "../support/gateway.js";
-import { fundedTestAgent, startTestProxy, type TestAgent, type TestProxy } from "../support/proxy.js";
+import {
+  fundedTestAgent,
+  listenAsSeenFrom,
+  startTestProxy,
+  type TestAgent,
+  type TestProxy,
+} from "../support/proxy.js";
 import {
   expectChargedPerStatement,
   missingTool,
@@ -264,21 +269,18 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
    * documentation address). The address rule itself is unit-tested in src/proxy/loopback.test.ts.
    */
   describe("a client that is not on loopback", () => {
-    let server: Server;
+    let remote: Awaited<ReturnType<typeof listenAsSeenFrom>>;
     let port: number;
     /** The proxy's side of each connection, by the client's port. */
     const accepted = new Map<number, Socket>();
     beforeAll(async () => {
-      server = createServer((socket) => {
-        accepted.set(socket.remotePort!, socket);
-        Object.defineProperty(socket, "remoteAddress", { value: "203.0.113.7" });
-        void runClientSession(socket, proxy.ctx);
-      });
-      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-      port = (server.address() as AddressInfo).port;
+      remote = await listenAsSeenFrom(proxy, "203.0.113.7", (socket) =>
+        accepted.set(socket.remotePort!, socket),
+      );
+      port = remote.port;
     });
     afterAll(async () => {
-      await new Promise((resolve) => server?.close(resolve));
+      await remote?.close();
     });
 
     it("is refused with 28000 before it is asked for its token, when it does not use TLS", async () => {
