@@ -68,7 +68,7 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
     if (startup.protocol.minor > 0 || Object.keys(startup.protocolOptions).length > 0) {
       stream.socket.write(encodeNegotiateProtocolVersion(0, Object.keys(startup.protocolOptions)));
     }
-    stream.startFrames(startup.rest);
+    stream.startMessages(startup.rest);
 
     if (!(stream.socket instanceof TLSSocket) && !isLoopback(raw.remoteAddress)) {
       throw new StartupRefusal(
@@ -94,10 +94,10 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
       throw new StartupRefusal(SqlState.protocolViolation, message, "client_gone");
     }
     const client = stream.socket;
-    const early = stream.detach();
+    stream.detach();
     const slot = releaseSlot;
     releaseSlot = undefined;
-    plan.start(client, upstream, early, slot);
+    plan.start(client, upstream, [], slot);
   } catch (error) {
     clearTimeout(deadline);
     releaseSlot?.();

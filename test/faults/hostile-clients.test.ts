@@ -357,4 +357,39 @@ describe("hostile clients before authentication", () => {
     for (const client of clients) client.destroy();
     await normalClientServed();
   }, 60_000);
+
+  it("12 password messages that announce 60 MB each are refused from their length word, before the bytes arrive", async () => {
+    const before = rssMb();
+    const announced = 60 * MIB;
+    const header = Buffer.alloc(5);
+    header[0] = FrontendCode.PasswordMessage;
+    header.writeInt32BE(announced + 4, 1);
+    const [senders, peak] = await withPeakRss(() =>
+      Promise.all(
+        Array.from({ length: 12 }, async () => {
+          const client = await halfOpenClient();
+          client.send(encodeStartupMessage({ user: wallet, database: providerId }));
+          await client.until("R");
+          client.send(header);
+          // The answer comes from the header alone, before a byte of the body is sent.
+          const error = firstError(await client.until("E"));
+          // Then the body (all but its last byte) for as long as pgtoll takes it.
+          const sent = await writeUntilStopped(client.socket, Buffer.alloc(MIB), announced - MIB);
+          await client.untilClosed(REFUSED_CLOSE_BOUND_MS);
+          return { sent, error };
+        }),
+      ),
+    );
+    console.log(
+      `12 password messages of 60 MB: ${(senders.reduce((sum, s) => sum + s.sent, 0) / MIB).toFixed(0)} MB written before pgtoll cut them off; ` +
+        `pgtoll RSS ${before.toFixed(0)} MB -> peak ${peak.toFixed(0)} MB`,
+    );
+    for (const { sent, error } of senders) {
+      expect(error).toMatchObject({ severity: "FATAL", code: "08P01" });
+      expect(error?.message).toMatch(/^password message of 62914560 bytes exceeds the limit of 1001$/);
+      expect(sent).toBeLessThan(announced - MIB);
+    }
+    expect(peak - before).toBeLessThan(50);
+    await normalClientServed();
+  }, 120_000);
 });

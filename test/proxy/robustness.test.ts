@@ -302,6 +302,26 @@ describe("startup phase", () => {
     }
   });
 
+  it("answers a query sent with the startup and password messages, whole or split across writes", async () => {
+    const query = encodeQuery("SELECT id FROM items WHERE id <= 3 ORDER BY id");
+    for (const cut of [query.length, 7]) {
+      const client = await WireClient.connect(proxy.port);
+      client.send(
+        encodeStartupMessage(rawParams()),
+        encodeFrame(FrontendCode.PasswordMessage, Buffer.from(`${rawToken}\0`)),
+        query.subarray(0, cut),
+      );
+      await client.until("Z");
+      if (cut < query.length) {
+        await new Promise((r) => setTimeout(r, 50));
+        client.send(query.subarray(cut));
+      }
+      expect(firstColumn(await client.until("Z"))).toEqual(["1", "2", "3"]);
+      client.send(encodeTerminate());
+      await client.untilClosed();
+    }
+  });
+
   it("leaks nothing when clients vanish during authentication and upstream connect", async () => {
     const clients = await Promise.all(Array.from({ length: 12 }, () => WireClient.connect(proxy.port)));
     for (const [i, client] of clients.entries()) {
