@@ -7,20 +7,25 @@ import type { StartupStream } from "./startup-stream.js";
 
 export type StartupMessage = Extract<StartupPacket, { kind: "startup" }>;
 
-/** SSL and GSS negotiation and cancel requests, up to the StartupMessage; null when the connection is done. */
+/**
+ * SSL and GSS negotiation and cancel requests, up to the StartupMessage; null when the connection is done.
+ *
+ * As PostgreSQL does, each kind of encryption request is answered once, and neither once TLS is on: a client may
+ * try GSS then TLS or TLS then GSS, but a second request of a kind, or any inside TLS, is a protocol violation.
+ */
 export async function negotiate(stream: StartupStream, ctx: ProxyContext): Promise<StartupMessage | null> {
+  const answered = { sslRequest: false, gssencRequest: false };
   for (;;) {
     const packet = await stream.nextPacket();
     switch (packet.kind) {
       case "sslRequest":
-      case "gssencRequest":
+      case "gssencRequest": {
+        const name = packet.kind === "sslRequest" ? "SSLRequest" : "GSSENCRequest";
+        if (stream.socket instanceof TLSSocket) throw violation(`${name} after the connection was encrypted`);
+        if (answered[packet.kind]) throw violation(`${name} after an earlier ${name}`);
+        answered[packet.kind] = true;
         // Bytes sent before the encryption handshake could be injected by a man in the middle (CVE-2021-23214).
-        if (packet.rest.length > 0)
-          throw new StartupRefusal(
-            SqlState.protocolViolation,
-            "unexpected data after an encryption request",
-            "protocol",
-          );
+        if (packet.rest.length > 0) throw violation("unexpected data after an encryption request");
         if (packet.kind === "gssencRequest" || !ctx.tls) {
           stream.socket.write(
             packet.kind === "gssencRequest" ? encodeGSSENCResponse(false) : encodeSSLResponse(false),
@@ -30,6 +35,7 @@ export async function negotiate(stream: StartupStream, ctx: ProxyContext): Promi
         stream.socket.write(encodeSSLResponse(true));
         await upgradeToTls(stream, ctx.tls);
         continue;
+      }
       case "cancelRequest":
         ctx.registry.cancel(packet.processId, packet.secretKey);
         return null;
@@ -42,17 +48,17 @@ export async function negotiate(stream: StartupStream, ctx: ProxyContext): Promi
           "protocol_version",
         );
       case "tlsHandshake":
-        throw new StartupRefusal(
-          SqlState.protocolViolation,
-          "direct TLS is not supported; use sslnegotiation=postgres",
-          "protocol",
-        );
+        throw violation("direct TLS is not supported; use sslnegotiation=postgres");
       case "malformed":
-        throw new StartupRefusal(SqlState.protocolViolation, packet.reason, "protocol");
+        throw violation(packet.reason);
       default:
-        throw new StartupRefusal(SqlState.protocolViolation, "unexpected startup packet", "protocol");
+        throw violation("unexpected startup packet");
     }
   }
+}
+
+function violation(message: string): StartupRefusal {
+  return new StartupRefusal(SqlState.protocolViolation, message, "protocol");
 }
 
 function upgradeToTls(stream: StartupStream, secureContext: SecureContext): Promise<void> {

@@ -272,6 +272,16 @@ describe("startup phase", () => {
     await expectRefused(client, "08P01", /unexpected data after an encryption request/);
   });
 
+  it.each([
+    ["SSLRequest", StartupCode.SSLRequest],
+    ["GSSENCRequest", StartupCode.GSSENCRequest],
+  ])("refuses a second %s with 08P01, as PostgreSQL does", async (name, code) => {
+    const client = await WireClient.connect(proxy.port);
+    expect(String.fromCharCode(await client.requestByte(startupPacket(code)))).toBe("N");
+    client.send(startupPacket(code));
+    await expectRefused(client, "08P01", new RegExp(`^${name} after an earlier ${name}$`));
+  });
+
   it("answers GSSENCRequest and SSLRequest with N and goes on with a StartupMessage on the same socket", async () => {
     const client = await WireClient.connect(proxy.port);
     expect(String.fromCharCode(await client.requestByte(startupPacket(StartupCode.GSSENCRequest)))).toBe("N");

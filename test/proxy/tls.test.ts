@@ -141,6 +141,25 @@ function openSocket(port: number): Promise<Socket> {
   });
 }
 
+/** A socket upgraded to TLS after an SSLRequest answered 'S', offering `alpn` if given. */
+async function upgradedByRequest(alpn?: string[]): Promise<TLSSocket> {
+  const raw = await openSocket(proxy.port);
+  const rawWire = wire(raw);
+  raw.write(encryptionRequest(SSL_REQUEST));
+  expect(await rawWire.byte()).toBe("S");
+  rawWire.detach();
+  const secure = tlsConnect({
+    socket: raw,
+    rejectUnauthorized: false,
+    ...(alpn ? { ALPNProtocols: alpn } : {}),
+  });
+  await new Promise<void>((resolve, reject) => {
+    secure.once("secureConnect", resolve);
+    secure.once("error", reject);
+  });
+  return secure;
+}
+
 describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "pgtoll-tls-"));
@@ -261,6 +280,25 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
 
     await settleCharges(proxy);
     await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }, { rows: 1 }]);
+  });
+
+  it("refuses an encryption request inside TLS with 08P01, as PostgreSQL does", async () => {
+    for (const [code, name] of [
+      [SSL_REQUEST, "SSLRequest"],
+      [GSSENC_REQUEST, "GSSENCRequest"],
+    ] as const) {
+      const secure = await upgradedByRequest();
+      const conn = wire(secure);
+      secure.write(encryptionRequest(code));
+      const answer = await conn.frame();
+      expect(answer.code).toBe("E");
+      expect(decodeNoticeFields(answer.payload)).toMatchObject({
+        severity: "FATAL",
+        code: "08P01",
+        message: `${name} after the connection was encrypted`,
+      });
+      await new Promise((resolve) => (secure.closed ? resolve(null) : secure.once("close", resolve)));
+    }
   });
 
   /**
