@@ -6,7 +6,7 @@ import { planAgentSession } from "./agent-session.js";
 import { planEndpointSession } from "./endpoint-session.js";
 import { isLoopback } from "./loopback.js";
 import type { ProxyContext } from "./proxy-context.js";
-import { errorFrame, SqlState, StartupRefusal } from "./proxy-errors.js";
+import { errorFrame, SqlState, StartupRefusal, UnansweredClose } from "./proxy-errors.js";
 import { closeRefused } from "./refused-socket.js";
 import { encodeNegotiateProtocolVersion, encodeTerminate } from "./serializer.js";
 import { readCleartextPassword } from "./session-auth.js";
@@ -85,8 +85,7 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
     if (stream.closed) {
       upstream.socket.end(encodeTerminate());
       upstream.socket.destroy();
-      const message = "the client closed the connection during startup";
-      throw new StartupRefusal(SqlState.protocolViolation, message, "client_gone");
+      throw new UnansweredClose("the client closed the connection during startup", "client_gone");
     }
     const client = stream.socket;
     stream.detach();
@@ -97,28 +96,35 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
     clearTimeout(deadline);
     releaseSlot?.();
     stream.abandon();
-    const refusal =
-      error instanceof StartupRefusal
-        ? error
-        : new StartupRefusal(
-            SqlState.protocolViolation,
-            `invalid startup: ${(error as Error).message}`,
-            "protocol",
-          );
-    if (refusal.reason !== "client_gone") {
-      ctx.logger.debug({ reason: refusal.reason, err: error }, "session refused");
-      closeRefused(
-        stream.socket,
-        errorFrame(refusal.sqlState, refusal.message, {
-          fatal: true,
-          ...(refusal.hint ? { hint: refusal.hint } : {}),
-        }),
-      );
-    } else {
-      closeRefused(stream.socket);
-    }
-    ctx.metrics.sessionsRefused.labels(refusal.reason).inc();
+    refuse(stream.socket, error, ctx);
   }
+}
+
+/** Ends a connection that will not be served: with a FATAL saying why, or without a word (UnansweredClose). */
+function refuse(socket: Socket, error: unknown, ctx: ProxyContext): void {
+  if (error instanceof UnansweredClose) {
+    ctx.logger.debug({ reason: error.reason, err: error }, "connection closed during startup");
+    ctx.metrics.sessionsRefused.labels(error.reason).inc();
+    closeRefused(socket);
+    return;
+  }
+  const refusal =
+    error instanceof StartupRefusal
+      ? error
+      : new StartupRefusal(
+          SqlState.protocolViolation,
+          `invalid startup: ${(error as Error).message}`,
+          "protocol",
+        );
+  ctx.logger.debug({ reason: refusal.reason, err: error }, "session refused");
+  ctx.metrics.sessionsRefused.labels(refusal.reason).inc();
+  closeRefused(
+    socket,
+    errorFrame(refusal.sqlState, refusal.message, {
+      fatal: true,
+      ...(refusal.hint ? { hint: refusal.hint } : {}),
+    }),
+  );
 }
 
 /** An address already has its fill of connections authenticating: refused before a byte of this one is read. */

@@ -1,6 +1,6 @@
 import { type SecureContext, TLSSocket } from "node:tls";
 import type { ProxyContext } from "./proxy-context.js";
-import { SqlState, StartupRefusal } from "./proxy-errors.js";
+import { SqlState, StartupRefusal, UnansweredClose } from "./proxy-errors.js";
 import { encodeGSSENCResponse, encodeSSLResponse } from "./serializer.js";
 import type { StartupPacket } from "./startup-parser.js";
 import type { StartupStream } from "./startup-stream.js";
@@ -49,8 +49,10 @@ export async function negotiate(stream: StartupStream, ctx: ProxyContext): Promi
         );
       case "tlsHandshake":
         throw violation("direct TLS is not supported; use sslnegotiation=postgres");
-      case "malformed":
+      case "badLayout":
         throw violation(packet.reason);
+      case "malformed":
+        throw new UnansweredClose(packet.reason, "malformed_startup");
       default:
         throw violation("unexpected startup packet");
     }

@@ -2,7 +2,7 @@ import type { Socket } from "node:net";
 import { TLSSocket } from "node:tls";
 import { AuthMessageReader, type ExpectedMessage } from "./auth-message-reader.js";
 import type { Frame } from "./frame-reader.js";
-import { SqlState, StartupRefusal } from "./proxy-errors.js";
+import { SqlState, StartupRefusal, UnansweredClose } from "./proxy-errors.js";
 import { type StartupPacket, StartupReader } from "./startup-parser.js";
 
 /**
@@ -82,11 +82,7 @@ export class StartupStream {
         throw new StartupRefusal(SqlState.protocolViolation, this.#failure.message, "protocol");
       }
       if (this.#closed)
-        throw new StartupRefusal(
-          SqlState.protocolViolation,
-          "the client closed the connection during startup",
-          "client_gone",
-        );
+        throw new UnansweredClose("the client closed the connection during startup", "client_gone");
       await new Promise<void>((resolve) => (this.#waiter = resolve));
     }
   }
