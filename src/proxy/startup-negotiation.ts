@@ -1,9 +1,10 @@
-import { type SecureContext, TLSSocket } from "node:tls";
+import { TLSSocket } from "node:tls";
 import type { ProxyContext } from "./proxy-context.js";
 import { SqlState, StartupRefusal, UnansweredClose } from "./proxy-errors.js";
 import { encodeGSSENCResponse, encodeSSLResponse } from "./serializer.js";
 import type { StartupPacket } from "./startup-parser.js";
 import type { StartupStream } from "./startup-stream.js";
+import { POSTGRESQL_ALPN, upgradeToTls } from "./tls-upgrade.js";
 
 export type StartupMessage = Extract<StartupPacket, { kind: "startup" }>;
 
@@ -12,10 +13,11 @@ export type StartupMessage = Extract<StartupPacket, { kind: "startup" }>;
  *
  * As PostgreSQL does, each kind of encryption request is answered once, and neither once TLS is on: a client may
  * try GSS then TLS or TLS then GSS, but a second request of a kind, or any inside TLS, is a protocol violation.
+ * A connection may also open with a TLS handshake (direct TLS), with ALPN `postgresql`.
  */
 export async function negotiate(stream: StartupStream, ctx: ProxyContext): Promise<StartupMessage | null> {
   const answered = { sslRequest: false, gssencRequest: false };
-  for (;;) {
+  for (let first = true; ; first = false) {
     const packet = await stream.nextPacket();
     switch (packet.kind) {
       case "sslRequest":
@@ -48,7 +50,8 @@ export async function negotiate(stream: StartupStream, ctx: ProxyContext): Promi
           "protocol_version",
         );
       case "tlsHandshake":
-        throw violation("direct TLS is not supported; use sslnegotiation=postgres");
+        await directTls(stream, ctx, first, packet.rest);
+        continue;
       case "badLayout":
         throw violation(packet.reason);
       case "malformed":
@@ -59,18 +62,19 @@ export async function negotiate(stream: StartupStream, ctx: ProxyContext): Promi
   }
 }
 
-function violation(message: string): StartupRefusal {
-  return new StartupRefusal(SqlState.protocolViolation, message, "protocol");
+/**
+ * A TLS ClientHello as the connection's first bytes (`sslnegotiation=direct`), refused as PostgreSQL refuses it:
+ * without a word when TLS is not configured, or when the client did not agree on ALPN `postgresql`. Anywhere
+ * else it is no startup packet at all.
+ */
+async function directTls(stream: StartupStream, ctx: ProxyContext, first: boolean, clientHello: Buffer) {
+  if (!first) throw new UnansweredClose("a TLS handshake in the middle of the startup", "malformed_startup");
+  if (!ctx.tls) throw new UnansweredClose("direct TLS, but TLS is not configured", "direct_tls_unavailable");
+  const secure = await upgradeToTls(stream, ctx.tls, clientHello);
+  if (secure.alpnProtocol !== POSTGRESQL_ALPN)
+    throw new UnansweredClose("direct TLS without ALPN postgresql", "direct_tls_without_alpn");
 }
 
-function upgradeToTls(stream: StartupStream, secureContext: SecureContext): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const secure = new TLSSocket(stream.socket, { isServer: true, secureContext });
-    secure.on("error", () => {});
-    stream.upgrade(secure);
-    secure.once("secure", () => resolve());
-    secure.once("error", (error) =>
-      reject(new StartupRefusal(SqlState.protocolViolation, `TLS handshake failed: ${error.message}`, "tls")),
-    );
-  });
+function violation(message: string): StartupRefusal {
+  return new StartupRefusal(SqlState.protocolViolation, message, "protocol");
 }

@@ -297,6 +297,13 @@ describe("startup phase", () => {
     await expectRefused(client, "08P01", /unexpected data after an encryption request/);
   });
 
+  it("closes without a word on a TLS handshake when TLS is not configured, as PostgreSQL does", async () => {
+    const client = await WireClient.connect(proxy.port);
+    // The first bytes of a TLS 1.2+ ClientHello record: what `sslnegotiation=direct` sends first.
+    client.send(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03]));
+    await expectClosedSilently(client);
+  });
+
   it.each([
     ["SSLRequest", StartupCode.SSLRequest],
     ["GSSENCRequest", StartupCode.GSSENCRequest],

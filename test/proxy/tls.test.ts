@@ -282,23 +282,101 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
     await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }, { rows: 1 }]);
   });
 
-  it("refuses an encryption request inside TLS with 08P01, as PostgreSQL does", async () => {
-    for (const [code, name] of [
-      [SSL_REQUEST, "SSLRequest"],
-      [GSSENC_REQUEST, "GSSENCRequest"],
-    ] as const) {
-      const secure = await upgradedByRequest();
-      const conn = wire(secure);
-      secure.write(encryptionRequest(code));
-      const answer = await conn.frame();
-      expect(answer.code).toBe("E");
-      expect(decodeNoticeFields(answer.payload)).toMatchObject({
-        severity: "FATAL",
-        code: "08P01",
-        message: `${name} after the connection was encrypted`,
+  describe("direct TLS (sslnegotiation=direct)", () => {
+    /** A TLS connection whose ClientHello is the first bytes on the socket, as `sslnegotiation=direct` opens. */
+    async function directTls(alpn?: string[]): Promise<TLSSocket> {
+      const secure = tlsConnect({
+        host: "127.0.0.1",
+        port: proxy.port,
+        rejectUnauthorized: false,
+        ...(alpn ? { ALPNProtocols: alpn } : {}),
       });
-      await new Promise((resolve) => (secure.closed ? resolve(null) : secure.once("close", resolve)));
+      await new Promise<void>((resolve, reject) => {
+        secure.once("secureConnect", resolve);
+        secure.once("error", reject);
+      });
+      return secure;
     }
+
+    it("serves a TLS handshake with ALPN postgresql as the first bytes, then the startup protocol", async () => {
+      const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+      const secure = await directTls(["postgresql"]);
+      expect(secure.alpnProtocol).toBe("postgresql");
+      expect(await queryByHand(secure, agent, "SELECT 'direct TLS'")).toBe("direct TLS");
+      await settleCharges(proxy);
+      await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }]);
+    });
+
+    it("serves node-postgres with sslnegotiation=direct", async () => {
+      const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+      const client = new pg.Client({
+        host: "127.0.0.1",
+        port: proxy.port,
+        user: agent.wallet,
+        database: providerId,
+        password: await agent.token(),
+        ssl: { rejectUnauthorized: false },
+        sslnegotiation: "direct",
+      } as pg.ClientConfig);
+      await client.connect();
+      const stream = (client as unknown as { connection: { stream: TLSSocket } }).connection.stream;
+      expect(stream.alpnProtocol).toBe("postgresql");
+      expect((await client.query("SELECT 'direct from node-postgres' AS via")).rows).toEqual([
+        { via: "direct from node-postgres" },
+      ]);
+      await client.end();
+      await settleCharges(proxy);
+      await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }]);
+    });
+
+    it("closes a direct handshake without ALPN once it completes, without a word, as PostgreSQL does", async () => {
+      const secure = await directTls();
+      expect(secure.alpnProtocol).toBe(false);
+      let received = 0;
+      secure.on("data", (chunk: Buffer) => (received += chunk.length));
+      secure.on("error", () => {});
+      secure.write(
+        encodeStartupMessage({ user: "0x0000000000000000000000000000000000000000", database: providerId }),
+      );
+      await new Promise((resolve) => secure.once("close", resolve));
+      expect(received).toBe(0);
+    });
+
+    it("fails the handshake of a client whose ALPN does not offer postgresql", async () => {
+      for (const offer of [directTls(["h2"]), upgradedByRequest(["h2", "http/1.1"])]) {
+        await expect(offer).rejects.toMatchObject({ code: "ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL" });
+      }
+    });
+
+    it("agrees on ALPN postgresql after an SSLRequest too, when the client offers it", async () => {
+      const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+      const secure = await upgradedByRequest(["postgresql"]);
+      expect(secure.alpnProtocol).toBe("postgresql");
+      expect(await queryByHand(secure, agent, "SELECT 'requested, with ALPN'")).toBe("requested, with ALPN");
+      await settleCharges(proxy);
+      await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }]);
+    });
+
+    it("refuses an encryption request inside TLS with 08P01, however TLS was negotiated", async () => {
+      for (const [open, code, name] of [
+        [() => upgradedByRequest(), SSL_REQUEST, "SSLRequest"],
+        [() => upgradedByRequest(), GSSENC_REQUEST, "GSSENCRequest"],
+        [() => directTls(["postgresql"]), SSL_REQUEST, "SSLRequest"],
+        [() => directTls(["postgresql"]), GSSENC_REQUEST, "GSSENCRequest"],
+      ] as const) {
+        const secure = await open();
+        const conn = wire(secure);
+        secure.write(encryptionRequest(code));
+        const answer = await conn.frame();
+        expect(answer.code).toBe("E");
+        expect(decodeNoticeFields(answer.payload)).toMatchObject({
+          severity: "FATAL",
+          code: "08P01",
+          message: `${name} after the connection was encrypted`,
+        });
+        await new Promise((resolve) => (secure.closed ? resolve(null) : secure.once("close", resolve)));
+      }
+    });
   });
 
   /**
