@@ -163,6 +163,14 @@ function halfOpenClient(): Promise<WireClient> {
   return WireClient.connect(pgtoll.proxyPort, "127.0.0.1", { allowHalfOpen: true });
 }
 
+/** A half-open client that has sent its StartupMessage and been asked for its password. */
+async function askedForPassword(): Promise<WireClient> {
+  const client = await halfOpenClient();
+  client.send(encodeStartupMessage({ user: wallet, database: providerId }));
+  await client.until("R");
+  return client;
+}
+
 describe("hostile clients", () => {
   it("5 000 idle connections on each port: a normal client is served, memory stays bounded, the idle ones are dropped", async () => {
     const before = rssMb();
@@ -308,9 +316,7 @@ describe("hostile clients before authentication", () => {
     const [writers, peak] = await withPeakRss(() =>
       Promise.all(
         Array.from({ length: 4 }, async () => {
-          const client = await halfOpenClient();
-          client.send(encodeStartupMessage({ user: wallet, database: providerId }));
-          await client.until("R");
+          const client = await askedForPassword();
           client.send(encodePasswordMessage("pgtoll1.1.0xnot-a-signature"));
           const refusal = firstError(await client.until("E"));
           const refusedAt = Date.now();
@@ -367,9 +373,7 @@ describe("hostile clients before authentication", () => {
     const [senders, peak] = await withPeakRss(() =>
       Promise.all(
         Array.from({ length: 12 }, async () => {
-          const client = await halfOpenClient();
-          client.send(encodeStartupMessage({ user: wallet, database: providerId }));
-          await client.until("R");
+          const client = await askedForPassword();
           client.send(header);
           // The answer comes from the header alone, before a byte of the body is sent.
           const error = firstError(await client.until("E"));

@@ -1,4 +1,4 @@
-import pg from "pg";
+import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UnauthenticatedConnections } from "../../src/proxy/unauthenticated-connections.js";
 import type { TestDatabase } from "../support/database.js";
@@ -9,6 +9,7 @@ import {
   type TestGateway,
 } from "../support/gateway.js";
 import {
+  connectAgent,
   fundedTestAgent,
   listenAsSeenFrom,
   startTestProxy,
@@ -59,15 +60,7 @@ async function portSeenFrom(peer: string): Promise<number> {
 
 /** An agent session over TLS through `port`: served, one query answered. */
 async function served(port: number): Promise<pg.Client> {
-  const client = new pg.Client({
-    host: "127.0.0.1",
-    port,
-    user: agent.wallet,
-    database: providerId,
-    password: await agent.token(),
-    ssl: { rejectUnauthorized: false },
-  });
-  await client.connect();
+  const client = await connectAgent({ port }, agent, providerId, { ssl: { rejectUnauthorized: false } });
   expect((await client.query("SELECT count(*)::int AS n FROM items")).rows).toEqual([{ n: 10 }]);
   return client;
 }

@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { type Socket, connect as tcpConnect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createSecureContext, type TLSSocket, connect as tlsConnect } from "node:tls";
+import { type ConnectionOptions, createSecureContext, type TLSSocket, connect as tlsConnect } from "node:tls";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeAuthentication, decodeDataRow, decodeNoticeFields } from "../../src/proxy/backend-messages.js";
@@ -21,6 +21,7 @@ import {
   type TestGateway,
 } from "../support/gateway.js";
 import {
+  connectAgent,
   fundedTestAgent,
   listenAsSeenFrom,
   startTestProxy,
@@ -141,16 +142,11 @@ function openSocket(port: number): Promise<Socket> {
   });
 }
 
-/** A socket upgraded to TLS after an SSLRequest answered 'S', offering `alpn` if given. */
-async function upgradedByRequest(alpn?: string[]): Promise<TLSSocket> {
-  const raw = await openSocket(proxy.port);
-  const rawWire = wire(raw);
-  raw.write(encryptionRequest(SSL_REQUEST));
-  expect(await rawWire.byte()).toBe("S");
-  rawWire.detach();
+/** A TLS client connection (`options` as tls.connect takes them) offering `alpn` if given, once its handshake is done. */
+async function tlsClient(options: ConnectionOptions, alpn?: string[]): Promise<TLSSocket> {
   const secure = tlsConnect({
-    socket: raw,
     rejectUnauthorized: false,
+    ...options,
     ...(alpn ? { ALPNProtocols: alpn } : {}),
   });
   await new Promise<void>((resolve, reject) => {
@@ -158,6 +154,21 @@ async function upgradedByRequest(alpn?: string[]): Promise<TLSSocket> {
     secure.once("error", reject);
   });
   return secure;
+}
+
+/** A socket upgraded to TLS after an SSLRequest answered 'S'. */
+async function upgradedByRequest(alpn?: string[]): Promise<TLSSocket> {
+  const raw = await openSocket(proxy.port);
+  const rawWire = wire(raw);
+  raw.write(encryptionRequest(SSL_REQUEST));
+  expect(await rawWire.byte()).toBe("S");
+  rawWire.detach();
+  return tlsClient({ socket: raw }, alpn);
+}
+
+/** A TLS connection whose ClientHello is the first bytes on the socket, as `sslnegotiation=direct` opens. */
+function directTls(alpn?: string[]): Promise<TLSSocket> {
+  return tlsClient({ host: "127.0.0.1", port: proxy.port }, alpn);
 }
 
 describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
@@ -271,11 +282,7 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
     raw.write(encryptionRequest(SSL_REQUEST));
     expect(await rawWire.byte()).toBe("S");
     rawWire.detach();
-    const secure = tlsConnect({ socket: raw, rejectUnauthorized: false });
-    await new Promise<void>((resolve, reject) => {
-      secure.once("secureConnect", resolve);
-      secure.once("error", reject);
-    });
+    const secure = await tlsClient({ socket: raw });
     expect(await queryByHand(secure, agent, "SELECT 'gss refused, then TLS'")).toBe("gss refused, then TLS");
 
     await settleCharges(proxy);
@@ -283,42 +290,23 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
   });
 
   describe("direct TLS (sslnegotiation=direct)", () => {
-    /** A TLS connection whose ClientHello is the first bytes on the socket, as `sslnegotiation=direct` opens. */
-    async function directTls(alpn?: string[]): Promise<TLSSocket> {
-      const secure = tlsConnect({
-        host: "127.0.0.1",
-        port: proxy.port,
-        rejectUnauthorized: false,
-        ...(alpn ? { ALPNProtocols: alpn } : {}),
-      });
-      await new Promise<void>((resolve, reject) => {
-        secure.once("secureConnect", resolve);
-        secure.once("error", reject);
-      });
-      return secure;
-    }
-
-    it("serves a TLS handshake with ALPN postgresql as the first bytes, then the startup protocol", async () => {
-      const agent = await fundedTestAgent(gateway, providerId, FUNDS);
-      const secure = await directTls(["postgresql"]);
-      expect(secure.alpnProtocol).toBe("postgresql");
-      expect(await queryByHand(secure, agent, "SELECT 'direct TLS'")).toBe("direct TLS");
-      await settleCharges(proxy);
-      await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }]);
+    it("serves a TLS handshake with ALPN postgresql as the first bytes, or after an SSLRequest", async () => {
+      for (const open of [() => directTls(["postgresql"]), () => upgradedByRequest(["postgresql"])]) {
+        const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+        const secure = await open();
+        expect(secure.alpnProtocol).toBe("postgresql");
+        expect(await queryByHand(secure, agent, "SELECT 'TLS with ALPN'")).toBe("TLS with ALPN");
+        await settleCharges(proxy);
+        await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }]);
+      }
     });
 
     it("serves node-postgres with sslnegotiation=direct", async () => {
       const agent = await fundedTestAgent(gateway, providerId, FUNDS);
-      const client = new pg.Client({
-        host: "127.0.0.1",
-        port: proxy.port,
-        user: agent.wallet,
-        database: providerId,
-        password: await agent.token(),
+      const client = await connectAgent(proxy, agent, providerId, {
         ssl: { rejectUnauthorized: false },
         sslnegotiation: "direct",
-      } as pg.ClientConfig);
-      await client.connect();
+      } as Partial<pg.ClientConfig>);
       const stream = (client as unknown as { connection: { stream: TLSSocket } }).connection.stream;
       expect(stream.alpnProtocol).toBe("postgresql");
       expect((await client.query("SELECT 'direct from node-postgres' AS via")).rows).toEqual([
@@ -346,15 +334,6 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
       for (const offer of [directTls(["h2"]), upgradedByRequest(["h2", "http/1.1"])]) {
         await expect(offer).rejects.toMatchObject({ code: "ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL" });
       }
-    });
-
-    it("agrees on ALPN postgresql after an SSLRequest too, when the client offers it", async () => {
-      const agent = await fundedTestAgent(gateway, providerId, FUNDS);
-      const secure = await upgradedByRequest(["postgresql"]);
-      expect(secure.alpnProtocol).toBe("postgresql");
-      expect(await queryByHand(secure, agent, "SELECT 'requested, with ALPN'")).toBe("requested, with ALPN");
-      await settleCharges(proxy);
-      await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }]);
     });
 
     it("refuses an encryption request inside TLS with 08P01, however TLS was negotiated", async () => {
