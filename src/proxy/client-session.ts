@@ -22,7 +22,8 @@ export type { ProxyContext } from "./proxy-context.js";
 /**
  * One client connection, start to end: encryption negotiation, startup, authentication (an agent token, or a
  * branch role's password for a management API endpoint), the upstream session, then the session's relay.
- * Any refusal before the relay is a FATAL ErrorResponse and a close.
+ * A refusal before the relay is a FATAL ErrorResponse and a close, or a close without a word where PostgreSQL
+ * says nothing either (UnansweredClose); a refused socket is gone within a second (closeRefused).
  */
 export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<void> {
   raw.setNoDelay(true);
@@ -131,7 +132,8 @@ function refuse(socket: Socket, error: unknown, ctx: ProxyContext): void {
 function refuseTooManyFrom(raw: Socket, ctx: ProxyContext): void {
   ctx.metrics.sessionsRefused.labels("too_many_unauthenticated").inc();
   const limit = ctx.unauthenticated.limits.perAddress;
-  const message = `too many connections from ${raw.remoteAddress} are authenticating (at most ${limit} at once)`;
+  const from = raw.remoteAddress ?? "this address";
+  const message = `too many connections from ${from} are authenticating (at most ${limit} at once)`;
   closeRefused(raw, errorFrame(SqlState.tooManyConnections, message, { fatal: true }));
 }
 
