@@ -385,6 +385,20 @@ export const optionSpecs = {
     defaultText: "10000",
     parse: integer("PGTOLL_PROXY_MAX_CONNECTIONS", 10_000, 1, 1_000_000),
   },
+  proxyMaxUnauthenticated: {
+    env: "PGTOLL_PROXY_MAX_UNAUTHENTICATED",
+    description:
+      "Wire-proxy connections that have not finished authenticating, at most, from all addresses: a new one beyond it closes the one that has waited longest (honest clients authenticate in milliseconds), so idle connections cannot lock honest clients out.",
+    defaultText: "1000",
+    parse: integer("PGTOLL_PROXY_MAX_UNAUTHENTICATED", 1000, 1, 1_000_000),
+  },
+  proxyMaxUnauthenticatedPerAddress: {
+    env: "PGTOLL_PROXY_MAX_UNAUTHENTICATED_PER_ADDRESS",
+    description:
+      "Wire-proxy connections that have not finished authenticating from one client address (an IPv6 /64 counts as one), at most; further ones are refused at once (53300). Loopback is not capped. 0: no cap. **Warning:** behind a TCP load balancer every client has the balancer's address: set 0 there.",
+    defaultText: "100",
+    parse: integer("PGTOLL_PROXY_MAX_UNAUTHENTICATED_PER_ADDRESS", 100, 0, 1_000_000),
+  },
   proxyStartupTimeoutMs: {
     env: "PGTOLL_PROXY_STARTUP_TIMEOUT_MS",
     description:

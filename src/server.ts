@@ -23,6 +23,7 @@ import { createProxyMetrics } from "./proxy/proxy-metrics.js";
 import { startProxyServer } from "./proxy/proxy-server.js";
 import { SessionRegistry } from "./proxy/session-registry.js";
 import { SettlementClock } from "./proxy/settlement-clock.js";
+import { UnauthenticatedConnections } from "./proxy/unauthenticated-connections.js";
 import { UpstreamSlots } from "./proxy/upstream-slots.js";
 import { createVerdictCache } from "./proxy/verdict-cache.js";
 import { buildApp } from "./rest/app.js";
@@ -197,6 +198,10 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         settlementClock: new SettlementClock(config.settleIntervalMs, chargeWriter),
         settleMaxMicro: config.settleMaxMicro,
         startupTimeoutMs: config.proxyStartupTimeoutMs,
+        unauthenticated: new UnauthenticatedConnections({
+          total: config.proxyMaxUnauthenticated,
+          perAddress: config.proxyMaxUnauthenticatedPerAddress,
+        }),
         maxConnections: config.proxyMaxConnections,
         idleReleaseMs: 30_000,
         releases: new Set(),

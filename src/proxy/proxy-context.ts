@@ -8,6 +8,7 @@ import type { SecretBox } from "../providers/secret-box.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import type { SessionRegistry } from "./session-registry.js";
 import type { SettlementClock } from "./settlement-clock.js";
+import type { UnauthenticatedConnections } from "./unauthenticated-connections.js";
 import type { UpstreamSlots } from "./upstream-slots.js";
 
 /** How the proxy reaches the management API's endpoints (see `src/control`). */
@@ -55,6 +56,11 @@ export interface ProxyContext {
   settleMaxMicro: bigint;
   /** Startup (TLS, authentication, upstream connect) must finish within this. */
   startupTimeoutMs: number;
+  /**
+   * Connections that have not authenticated yet, capped in all and per address (PGTOLL_PROXY_MAX_UNAUTHENTICATED,
+   * PGTOLL_PROXY_MAX_UNAUTHENTICATED_PER_ADDRESS). Warning: one instance per listener; sessions count themselves.
+   */
+  unauthenticated: UnauthenticatedConnections;
   /** Client connections at most (PGTOLL_PROXY_MAX_CONNECTIONS); default 10 000. */
   maxConnections?: number;
   /** An idle session gives its unspent reservation back after this long. */

@@ -55,6 +55,35 @@ async function closeAndSettle(client: pg.Client): Promise<void> {
 }
 
 describe("node-postgres through the proxy", () => {
+  // node-postgres writes Terminate as soon as end() is called: before its startup packet while still connecting.
+  it("connect() and end() at once: the client hears nothing from the proxy, as from PostgreSQL", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const target = new URL(providerDb.url);
+    const servers = {
+      proxy: { host: "127.0.0.1", port: proxy.port, user: agent.wallet, database: providerId },
+      postgres: {
+        host: target.hostname,
+        port: Number(target.port),
+        user: target.username,
+        database: target.pathname.slice(1),
+      },
+    };
+    for (const [server, config] of Object.entries(servers)) {
+      for (let i = 0; i < 10; i++) {
+        const client = new pg.Client({ ...config, password: await agent.token() });
+        const heard: string[] = [];
+        client.on("error", (error) => heard.push(`error event: ${error.message}`));
+        client.connect().then(
+          () => heard.push("connected"),
+          (error: Error) => heard.push(`connect rejected: ${error.message}`),
+        );
+        await client.end();
+        await new Promise((r) => setTimeout(r, 50));
+        expect({ server, heard }).toEqual({ server, heard: [] });
+      }
+    }
+  });
+
   it("runs simple and extended queries and charges each statement by the cost rule", async () => {
     const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
     const client = await connect(agent);
