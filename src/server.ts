@@ -25,7 +25,7 @@ import { SessionRegistry } from "./proxy/session-registry.js";
 import { SettlementClock } from "./proxy/settlement-clock.js";
 import { UnauthenticatedConnections } from "./proxy/unauthenticated-connections.js";
 import { UpstreamSlots } from "./proxy/upstream-slots.js";
-import { createVerdictCache } from "./proxy/verdict-cache.js";
+import { createVerdictCache } from "./guard/verdict-cache.js";
 import { buildApp } from "./rest/app.js";
 import type { GatewayContext } from "./rest/context.js";
 import { createMetrics } from "./rest/plugins/metrics.js";

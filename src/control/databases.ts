@@ -1,10 +1,10 @@
 import { branchObjectKind, changeOnBranch } from "./branch-objects.js";
 import { badRequest, conflict } from "./control-error.js";
-import type { ControlPlane } from "./control-plane.js";
 import { queueDrops } from "./drop-queue.js";
 import { newPhysicalDatabaseName } from "./ids.js";
 import { databasesOf, getDatabase, getRole } from "./lookups.js";
 import { checkDatabaseName } from "./names.js";
+import type { Plane } from "./plane.js";
 import type { Principal } from "./principal.js";
 import { retireUsage } from "./retire-usage.js";
 import { type Queryable, sqlState } from "./sql.js";
@@ -21,7 +21,7 @@ async function requireOwner(db: Queryable, branchId: string, ownerName: string) 
 
 /** Creates a real database on the branch, owned by one of the branch's roles. */
 export async function createDatabase(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   branchId: string,
@@ -56,7 +56,7 @@ export async function createDatabase(
 
 /** Renames a database (its real name does not change) or gives it another owner among the branch's roles. */
 export async function updateDatabase(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   branchId: string,

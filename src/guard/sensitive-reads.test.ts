@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { createVerdictCache } from "../proxy/verdict-cache.js";
+import { createVerdictCache } from "./verdict-cache.js";
 import { checkSql, loadGuard } from "./index.js";
 
 beforeAll(() => loadGuard());

@@ -13,7 +13,7 @@ import { SessionMeter } from "./session-meter.js";
 import { cancelUpstreamQuery, registerCancelKey, type SessionPlan, welcomeMessage } from "./session-plan.js";
 import type { SessionRequest } from "./startup-options.js";
 import { parseUpstreamTarget, type UpstreamSession } from "./upstream-connection.js";
-import { withReadOnlyVerdicts } from "./verdict-cache.js";
+import { withReadOnlyVerdicts } from "../guard/verdict-cache.js";
 
 /**
  * An agent's session: `user` is its wallet, `database` the provider id, the password an agent token

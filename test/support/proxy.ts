@@ -15,7 +15,7 @@ import { SessionRegistry } from "../../src/proxy/session-registry.js";
 import { SettlementClock } from "../../src/proxy/settlement-clock.js";
 import { UnauthenticatedConnections } from "../../src/proxy/unauthenticated-connections.js";
 import { UpstreamSlots } from "../../src/proxy/upstream-slots.js";
-import { createVerdictCache } from "../../src/proxy/verdict-cache.js";
+import { createVerdictCache } from "../../src/guard/verdict-cache.js";
 import type { TestGateway } from "./gateway.js";
 
 export interface TestProxy extends RunningProxy {

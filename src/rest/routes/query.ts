@@ -3,7 +3,7 @@ import type pg from "pg";
 import { ChargeWriter } from "../../billing/charge-writer.js";
 import { formatMicro } from "../../billing/money.js";
 import { ProviderCache } from "../../providers/provider-cache.js";
-import { createVerdictCache, withReadOnlyVerdicts } from "../../proxy/verdict-cache.js";
+import { createVerdictCache, withReadOnlyVerdicts } from "../../guard/verdict-cache.js";
 import { type AcceptedPayment, acceptPayment } from "../../x402/accept-payment.js";
 import { queryTopUpMicro } from "../../x402/payment-terms.js";
 import { agentAuthentication } from "../agent-auth.js";
