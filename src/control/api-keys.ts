@@ -1,8 +1,8 @@
 import { hashApiKeyToken, newApiKeyToken } from "./api-key-token.js";
-import { forbidden, notFound, unauthorized } from "./control-error.js";
+import { forbidden, notFound } from "./control-error.js";
 import { membershipOf } from "./organizations.js";
 import type { Plane } from "./plane.js";
-import type { PersonalPrincipal, Principal } from "./principal.js";
+import type { PersonalPrincipal } from "./principal.js";
 import { revokeAccess } from "./revocation.js";
 import type { Queryable } from "./sql.js";
 

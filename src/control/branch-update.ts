@@ -1,3 +1,4 @@
+import { SqlState } from "../db/sql-state.js";
 import { checkDoesNotExpire, checkExpiringBranch, parseExpiresAt } from "./branch-expiry-rules.js";
 import type { BranchUpdateInput } from "./branch-inputs.js";
 import { changeProject } from "./change.js";
@@ -38,7 +39,7 @@ export async function updateBranch(
         [branchId, name, next.protected, next.expiresAt],
       );
     } catch (error) {
-      if (sqlState(error) === "23505")
+      if (sqlState(error) === SqlState.uniqueViolation)
         throw conflict(`a branch named "${name}" already exists in this project`);
       throw error;
     }

@@ -1,3 +1,4 @@
+import { SqlState } from "../db/sql-state.js";
 import { branchObjectKind, changeOnBranch } from "./branch-objects.js";
 import { badRequest, conflict } from "./control-error.js";
 import { queueDrops } from "./drop-queue.js";
@@ -38,7 +39,7 @@ export async function createDatabase(
       );
       id = Number(rows[0].id);
     } catch (error) {
-      if (sqlState(error) === "23505")
+      if (sqlState(error) === SqlState.uniqueViolation)
         throw conflict(`database ${name} already exists on branch ${branchId}`);
       throw error;
     }
@@ -74,7 +75,7 @@ export async function updateDatabase(
         [database.id, finalName, input.owner_name ?? database.ownerName],
       );
     } catch (error) {
-      if (sqlState(error) === "23505")
+      if (sqlState(error) === SqlState.uniqueViolation)
         throw conflict(`database ${finalName} already exists on branch ${branchId}`);
       throw error;
     }

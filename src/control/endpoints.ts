@@ -1,3 +1,4 @@
+import { SqlState } from "../db/sql-state.js";
 import { projectFor } from "./access.js";
 import { changeProject } from "./change.js";
 import { badRequest, conflict } from "./control-error.js";
@@ -117,7 +118,7 @@ export async function updateEndpoint(
         ],
       );
     } catch (error) {
-      if (sqlState(error) === "23505")
+      if (sqlState(error) === SqlState.uniqueViolation)
         throw conflict(`branch ${input.branch_id} already has a read_write endpoint`);
       throw error;
     }

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { SqlState } from "../db/sql-state.js";
 import { projectFor, requireAdmin } from "./access.js";
 import { badRequest, conflict, notFound } from "./control-error.js";
 import type { Plane } from "./plane.js";
@@ -77,7 +78,8 @@ export async function grantPermission(
     );
     return toPermission(rows[0]!);
   } catch (error) {
-    if (sqlState(error) === "23505") throw conflict(`project ${projectId} is already shared with ${address}`);
+    if (sqlState(error) === SqlState.uniqueViolation)
+      throw conflict(`project ${projectId} is already shared with ${address}`);
     throw error;
   }
 }
