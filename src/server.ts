@@ -18,6 +18,7 @@ import { UpstreamPools } from "./providers/upstream-pools.js";
 import { isLoopback } from "./proxy/loopback.js";
 import { createProxyMetrics } from "./proxy/proxy-metrics.js";
 import { startProxyServer } from "./proxy/proxy-server.js";
+import { fundedShare } from "./proxy/session-funding.js";
 import { SessionRegistry } from "./proxy/session-registry.js";
 import { SettlementClock } from "./proxy/settlement-clock.js";
 import { UpstreamSlots } from "./proxy/upstream-slots.js";
@@ -168,7 +169,11 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       {
         db,
         box,
-        slots: new UpstreamSlots(config.proxyUpstreamLimit, config.proxyQueueTimeoutMs),
+        slots: new UpstreamSlots(
+          config.proxyUpstreamLimit,
+          config.proxyQueueTimeoutMs,
+          fundedShare(config.proxyUpstreamLimit, config.fundedReservePercent),
+        ),
         chargeWriter,
         registry: new SessionRegistry(),
         metrics: createProxyMetrics(metrics.registry),
@@ -185,6 +190,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         settleMaxMicro: config.settleMaxMicro,
         startupTimeoutMs: config.proxyStartupTimeoutMs,
         maxConnections: config.proxyMaxConnections,
+        sessionsPerAddress: config.proxySessionsPerIp,
         idleReleaseMs: 30_000,
         releases: new Set(),
       },

@@ -4,12 +4,16 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { listLedgerEntries } from "../billing/ledger.js";
-import { agentOfToken } from "../proxy/agent-token.js";
+import { ProviderCache } from "../providers/provider-cache.js";
+import { agentOfToken, agentTokenExpiresAtMs } from "../proxy/agent-token.js";
+import { isQuotaRefusal, SessionQuota } from "../proxy/session-quota.js";
 import type { GatewayContext } from "../rest/context.js";
 import { HttpError } from "../rest/plugins/errors.js";
 import { presentLedgerEntry } from "../rest/present.js";
 import { registerPgtollTools } from "./pgtoll-tools.js";
 import { ProxySession } from "./proxy-session.js";
+import { fundingTierOf, remoteAccount } from "./remote-account.js";
+import { refuseSession } from "./session-refusal.js";
 
 /** Where the MCP endpoint reaches this process's own wire proxy; the port is known once the proxy listens. */
 export interface McpProxyAddress {
@@ -28,6 +32,17 @@ export interface RemoteMcpOptions {
   idleMs?: number;
   /** Open sessions per agent at most; the least recently used is closed for a new one. Default 8. */
   maxSessionsPerAgent?: number;
+  /** Open sessions per client address (`request.ip`, after PGTOLL_TRUST_PROXY) at most; 0: no limit. Default 50. */
+  sessionsPerAddress?: number;
+  /** Open sessions at most. Default 2000. */
+  maxSessions?: number;
+  /** Of `maxSessions`, how many only funded agents may open (session-funding.ts). Default 0. */
+  reservedForFunded?: number;
+  /**
+   * How long a session keeps its proxy session after its last call that needed the database. Default 10 s.
+   * Warning: a transaction block left open by `query` calls is rolled back then.
+   */
+  proxyIdleMs?: number;
 }
 
 interface RemoteSession {
@@ -39,6 +54,8 @@ interface RemoteSession {
   /** The newest valid token the agent sent: the proxy session reconnects with it. */
   token: string;
   lastUsedAt: number;
+  /** Its place in the limits per address and in total. */
+  place: { release(): void };
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -52,19 +69,28 @@ function unauthorized(reply: FastifyReply, message: string, tokenSent: boolean) 
 /**
  * `POST/GET/DELETE /mcp`: the pgtoll MCP tools over Streamable HTTP, sessions per the MCP specification
  * (`Mcp-Session-Id`). The agent is authenticated on every request by `Authorization: Bearer <agent token>`
- * for the provider named by `?provider=<id>` (or `X-Pgtoll-Provider`); each MCP session keeps one session on
- * this process's wire proxy, so tool calls are guarded and metered exactly like psql.
+ * for the provider named by `?provider=<id>` (or `X-Pgtoll-Provider`); each MCP session has one session on
+ * this process's wire proxy, opened by the first tool call that needs the provider's database and given back
+ * when idle, so tool calls are guarded and metered exactly like psql and the free tools hold no upstream
+ * session. Sessions are limited per address and in total, with a share kept for funded agents.
  */
 export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOptions) {
   const { ctx, proxy } = options;
   const idleMs = options.idleMs ?? 15 * 60_000;
   const maxPerAgent = options.maxSessionsPerAgent ?? 8;
   const sessions = new Map<string, RemoteSession>();
+  const providers = new ProviderCache(ctx.db);
+  const quota = new SessionQuota({
+    perAddress: options.sessionsPerAddress ?? 50,
+    total: options.maxSessions ?? 2000,
+    reservedForFunded: options.reservedForFunded ?? 0,
+  });
 
   const closeSession = async (id: string) => {
     const session = sessions.get(id);
     if (!session) return;
     sessions.delete(id);
+    session.place.release();
     await session.proxySession.close().catch(() => {});
     await session.server.close().catch(() => {});
   };
@@ -99,7 +125,12 @@ export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOp
         400,
         "name the provider: /mcp?provider=<provider id> (or the X-Pgtoll-Provider header)",
       );
-    const signer = await agentOfToken(token, providerId);
+    // A session's own token, already verified, is not verified again on each of its requests.
+    const known = sessionOf(request);
+    const signer =
+      known?.token === token && known.providerId === providerId && Date.now() < agentTokenExpiresAtMs(token)
+        ? { ok: true as const, wallet: known.wallet }
+        : await agentOfToken(token, providerId);
     if (!signer.ok) {
       unauthorized(reply, `invalid agent token: ${signer.reason}`, true);
       return null;
@@ -124,15 +155,14 @@ export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOp
     return { wallet: signer.wallet, providerId, token };
   }
 
-  function openSession(agent: { wallet: string; providerId: string; token: string }): RemoteSession {
-    const mine = [...sessions.entries()].filter(([, s]) => s.wallet === agent.wallet);
-    if (mine.length >= maxPerAgent) {
-      const [oldest] = mine.sort(([, a], [, b]) => a.lastUsedAt - b.lastUsedAt)[0]!;
-      void closeSession(oldest);
-    }
+  function openSession(
+    agent: { wallet: string; providerId: string; token: string },
+    place: RemoteSession["place"],
+  ): RemoteSession {
     const session = {
       ...agent,
       lastUsedAt: Date.now(),
+      place,
     } as RemoteSession;
     session.proxySession = new ProxySession({
       host: proxy.host,
@@ -142,12 +172,14 @@ export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOp
       wallet: agent.wallet,
       providerId: agent.providerId,
       token: async () => session.token,
+      idleMs: options.proxyIdleMs ?? 10_000,
     });
     session.server = new McpServer({ name: "pgtoll", version: "1" });
     registerPgtollTools(session.server, {
       providerId: agent.providerId,
       wallet: agent.wallet,
       session: session.proxySession,
+      account: remoteAccount(ctx.db, providers, agent.wallet, agent.providerId, session.proxySession),
       async transactions(limit) {
         const entries = await listLedgerEntries(ctx.db, agent.wallet, {
           providerId: agent.providerId,
@@ -162,6 +194,11 @@ export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOp
       onsessionclosed: (id) => void closeSession(id),
     });
     return session;
+  }
+
+  function sessionOf(request: FastifyRequest): RemoteSession | undefined {
+    const id = request.headers["mcp-session-id"];
+    return typeof id === "string" ? sessions.get(id) : undefined;
   }
 
   async function handle(request: FastifyRequest, reply: FastifyReply) {
@@ -180,7 +217,9 @@ export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOp
       session.token = agent.token;
       session.lastUsedAt = Date.now();
     } else if (request.method === "POST" && isInitializeRequest(request.body)) {
-      session = openSession(agent);
+      const place = await admit(request, reply, agent);
+      if (!place) return reply;
+      session = openSession(agent, place);
       await session.server.connect(session.transport);
     } else {
       return reply.code(400).send({
@@ -191,6 +230,34 @@ export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOp
     }
     reply.hijack();
     await session.transport.handleRequest(request.raw, reply.raw, request.body);
+    // An initialize the transport refused opened no session: its place is given back.
+    if (!session.transport.sessionId) {
+      session.place.release();
+      await session.server.close().catch(() => {});
+    }
+  }
+
+  /**
+   * A place for a new session of `agent`: its own least recently used session is closed first when it has
+   * `maxSessionsPerAgent`; then the limits per address and in total, the funded share only for a funded agent.
+   */
+  async function admit(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    agent: { wallet: string; providerId: string },
+  ): Promise<RemoteSession["place"] | null> {
+    const tier = await fundingTierOf(ctx.db, providers, agent.wallet, agent.providerId);
+    if (tier === null)
+      throw new HttpError(404, `provider ${agent.providerId} does not exist or has not set its pricing yet`);
+    const mine = [...sessions.entries()].filter(([, s]) => s.wallet === agent.wallet);
+    if (mine.length >= maxPerAgent) {
+      const [oldest] = mine.sort(([, a], [, b]) => a.lastUsedAt - b.lastUsedAt)[0]!;
+      void closeSession(oldest);
+    }
+    const place = quota.take(request.ip, tier === "funded");
+    if (!isQuotaRefusal(place)) return place;
+    refuseSession(reply, place);
+    return null;
   }
 
   const config = { rateLimit: false as const };

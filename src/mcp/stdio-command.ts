@@ -82,6 +82,8 @@ export function stdioBackend(argv: readonly string[], env: NodeJS.ProcessEnv): A
     providerId,
     wallet,
     session,
+    // The proxy answers them; an agent it refuses for want of funds gets them from the refusal.
+    account: () => session.account(),
     async transactions(limit) {
       const answer = await getJson<{ transactions: LedgerEntryView[] }>(
         `${httpUrl}/api/transactions/${wallet}?providerId=${providerId}&limit=${limit}`,
@@ -105,7 +107,7 @@ export function stdioBackend(argv: readonly string[], env: NodeJS.ProcessEnv): A
       providerId,
       httpUrl,
       maxMicro,
-      depositAddress: () => session.depositAddress(),
+      depositAddress: async () => (await session.account()).depositAddress,
       token: () => tokens.current(),
     });
   }

@@ -6,14 +6,17 @@ import { StatementShapes } from "../guard/statement-shape.js";
 import { findProviderForQuery } from "../providers/registry.js";
 import { verifyAgentToken } from "./agent-token.js";
 import type { Frame } from "./frame-reader.js";
+import { fundsRefusal } from "./funds-refusal.js";
 import type { ProxyContext } from "./proxy-context.js";
 import { errorFrame, SqlState, StartupRefusal } from "./proxy-errors.js";
 import { Relay } from "./relay.js";
 import { encodeTerminate } from "./serializer.js";
+import { agentFunding } from "./session-funding.js";
 import { SessionMeter } from "./session-meter.js";
 import { cancelUpstreamQuery, registerCancelKey, type SessionPlan, welcomeMessage } from "./session-plan.js";
 import type { SessionRequest } from "./startup-options.js";
 import { parseUpstreamTarget, type UpstreamSession } from "./upstream-connection.js";
+import { limitedSlotKey } from "./upstream-slots.js";
 import { withReadOnlyVerdicts } from "./verdict-cache.js";
 
 /**
@@ -54,9 +57,13 @@ export async function planAgentSession(
       if (denial) throw new StartupRefusal(SqlState.readOnlyTransaction, denial.message, "read_only_setting");
     }
   }
+  // No upstream session for an agent that cannot pay a row; one that pays nothing stays out of the funded share.
+  const funding = await agentFunding(ctx.db, request.agentWallet, request.providerId, price);
+  if (funding.tier === "unfunded")
+    throw fundsRefusal(request.providerId, funding, price, found.provider.walletAddress);
   const guard = price.readOnly ? readOnlyCheckOf(ctx) : ctx.check;
   return {
-    slotKey: request.providerId,
+    slotKey: funding.tier === "funded" ? request.providerId : limitedSlotKey(request.providerId),
     target: parseUpstreamTarget(ctx.box.open(found.provider.connectionSecret)),
     parameters: {
       application_name: request.applicationName || "pgtoll",

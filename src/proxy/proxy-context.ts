@@ -49,6 +49,11 @@ export interface ProxyContext {
   startupTimeoutMs: number;
   /** Client connections at most (PGTOLL_PROXY_MAX_CONNECTIONS); default 10 000. */
   maxConnections?: number;
+  /**
+   * Client connections per client address at most (PGTOLL_PROXY_SESSIONS_PER_IP); this host's own addresses are
+   * exempt. 0 or unset: no limit per address.
+   */
+  sessionsPerAddress?: number;
   /** An idle session gives its unspent reservation back after this long. */
   idleReleaseMs: number;
   /** Reservations being given back by ended sessions; the server awaits them before it stops. */

@@ -1,5 +1,8 @@
 import { createServer, type Server, type Socket } from "node:net";
 import { type ProxyContext, runClientSession } from "./client-session.js";
+import { ownHostAddresses } from "./own-host.js";
+import { errorFrame, SqlState } from "./proxy-errors.js";
+import { isQuotaRefusal, type QuotaRefusal, SessionQuota } from "./session-quota.js";
 
 export interface RunningProxy {
   host: string;
@@ -17,15 +20,27 @@ export async function startProxyServer(
   options: { host: string; port: number },
 ): Promise<RunningProxy> {
   const sockets = new Set<Socket>();
+  const total = ctx.maxConnections ?? 10_000;
+  const quota = new SessionQuota({
+    perAddress: ctx.sessionsPerAddress ?? 0,
+    total,
+    exempt: ownHostAddresses(),
+  });
   const server: Server = createServer((socket) => {
+    const place = quota.take(socket.remoteAddress);
+    if (isQuotaRefusal(place)) return refuse(socket, place, ctx);
     sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
+    socket.once("close", () => {
+      sockets.delete(socket);
+      place.release();
+    });
     runClientSession(socket, ctx).catch((error: unknown) => {
       ctx.logger.error({ err: error }, "proxy session crashed");
       socket.destroy();
     });
   });
-  server.maxConnections = ctx.maxConnections ?? 10_000;
+  // A backstop only: beyond the limits, a connection gets an ErrorResponse saying which one it reached.
+  server.maxConnections = 2 * total;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port, options.host, () => resolve());
@@ -50,4 +65,20 @@ export async function startProxyServer(
       await ctx.chargeWriter.flush();
     },
   };
+}
+
+/**
+ * 53300 at once, before the startup packet is read (as PostgreSQL answers when it cannot start a backend):
+ * libpq and node-postgres report the message; a client that asked for TLS first sees it in place of the answer.
+ */
+function refuse(socket: Socket, reached: QuotaRefusal, ctx: ProxyContext): void {
+  socket.on("error", () => {});
+  const message =
+    reached.scope === "address"
+      ? `too many connections from this address: at most ${reached.limit} (PGTOLL_PROXY_SESSIONS_PER_IP)`
+      : `too many connections to pgtoll's wire proxy: at most ${reached.limit} (PGTOLL_PROXY_MAX_CONNECTIONS)`;
+  ctx.metrics.sessionsRefused
+    .labels(reached.scope === "address" ? "address_limit" : "connection_limit")
+    .inc();
+  socket.end(errorFrame(SqlState.tooManyConnections, message, { fatal: true }));
 }

@@ -1,0 +1,14 @@
+import { networkInterfaces } from "node:os";
+import { isLoopback } from "./loopback.js";
+import { clientAddress } from "./session-quota.js";
+
+/**
+ * Whether a peer address is this host's own (loopback, or an address of one of its interfaces): the remote MCP
+ * endpoint reaches its process's proxy from there, for many agents at once. Interfaces are read once.
+ */
+export function ownHostAddresses(): (address: string) => boolean {
+  const own = new Set<string>();
+  for (const list of Object.values(networkInterfaces()))
+    for (const entry of list ?? []) own.add(clientAddress(entry.address));
+  return (address) => isLoopback(address) || own.has(clientAddress(address));
+}
