@@ -54,6 +54,8 @@ export interface ProxyContext {
    * exempt. 0 or unset: no limit per address.
    */
   sessionsPerAddress?: number;
+  /** Addresses `sessionsPerAddress` does not apply to. Default: this host's own (the remote MCP endpoint's). */
+  exemptFromAddressLimit?(address: string): boolean;
   /** An idle session gives its unspent reservation back after this long. */
   idleReleaseMs: number;
   /** Reservations being given back by ended sessions; the server awaits them before it stops. */

@@ -24,16 +24,16 @@ export async function startProxyServer(
   const quota = new SessionQuota({
     perAddress: ctx.sessionsPerAddress ?? 0,
     total,
-    exempt: ownHostAddresses(),
+    exempt: ctx.exemptFromAddressLimit ?? ownHostAddresses(),
   });
   const server: Server = createServer((socket) => {
-    const place = quota.take(socket.remoteAddress);
-    if (isQuotaRefusal(place)) return refuse(socket, place, ctx);
     sockets.add(socket);
+    const place = quota.take(socket.remoteAddress);
     socket.once("close", () => {
       sockets.delete(socket);
-      place.release();
+      if (!isQuotaRefusal(place)) place.release();
     });
+    if (isQuotaRefusal(place)) return refuse(socket, place, ctx);
     runClientSession(socket, ctx).catch((error: unknown) => {
       ctx.logger.error({ err: error }, "proxy session crashed");
       socket.destroy();
@@ -67,12 +67,19 @@ export async function startProxyServer(
   };
 }
 
+/** How long a refused client has to read its answer and close. */
+const REFUSED_LINGER_MS = 5000;
+
 /**
  * 53300 at once, before the startup packet is read (as PostgreSQL answers when it cannot start a backend):
  * libpq and node-postgres report the message; a client that asked for TLS first sees it in place of the answer.
  */
 function refuse(socket: Socket, reached: QuotaRefusal, ctx: ProxyContext): void {
   socket.on("error", () => {});
+  // What the client sent is read and dropped (unread bytes would make the close a reset, which can lose the
+  // answer); a client that keeps its side open is cut off.
+  socket.resume();
+  setTimeout(() => socket.destroy(), REFUSED_LINGER_MS).unref();
   const message =
     reached.scope === "address"
       ? `too many connections from this address: at most ${reached.limit} (PGTOLL_PROXY_SESSIONS_PER_IP)`

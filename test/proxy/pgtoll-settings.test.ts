@@ -75,9 +75,11 @@ describe("SHOW pgtoll.*: the agent asks the proxy what it spends", () => {
   });
 
   it("answers an agent whose balance is spent, inside a transaction block, keeping the block's status", async () => {
-    const agent = await fundedTestAgent(gateway, providerId, 0n);
+    // One row's worth: enough to open the session, spent by its first statement.
+    const agent = await fundedTestAgent(gateway, providerId, 1500n);
     const client = await connectAgent(proxy, agent, providerId);
     try {
+      expect((await client.query("SELECT id FROM items WHERE id = 1")).rowCount).toBe(1);
       await client.query("BEGIN");
       expect((await client.query("SHOW pgtoll.balance")).rows).toEqual([{ "pgtoll.balance": "0.000000" }]);
       await expect(client.query("SELECT id FROM items WHERE id <= 3")).rejects.toMatchObject({
@@ -85,7 +87,7 @@ describe("SHOW pgtoll.*: the agent asks the proxy what it spends", () => {
       });
       await client.query("ROLLBACK");
       expect((await client.query("SHOW pgtoll.session_cost")).rows).toEqual([
-        { "pgtoll.session_cost": "0.000000" },
+        { "pgtoll.session_cost": "0.001500" },
       ]);
     } finally {
       await client.end();
