@@ -69,16 +69,17 @@ export async function startProxyServer(
 
 /** How long a refused client has to read its answer and close. */
 const REFUSED_LINGER_MS = 5000;
+/** SSLRequest and GSSENCRequest: 8 bytes, the length then the request code. */
+const ENCRYPTION_REQUESTS = new Set([80877103, 80877104]);
 
 /**
- * 53300 at once, before the startup packet is read (as PostgreSQL answers when it cannot start a backend):
- * libpq and node-postgres report the message; a client that asked for TLS first sees it in place of the answer.
+ * 53300, as PostgreSQL answers when it cannot start a backend. An encryption request first gets `N`, so that
+ * the error comes where the client reads one (after the `N`, libpq sends its startup packet in the clear, or
+ * gives up if it requires TLS); anything else gets the error at once.
  */
 function refuse(socket: Socket, reached: QuotaRefusal, ctx: ProxyContext): void {
   socket.on("error", () => {});
-  // What the client sent is read and dropped (unread bytes would make the close a reset, which can lose the
-  // answer); a client that keeps its side open is cut off.
-  socket.resume();
+  // A client that keeps its side open is cut off.
   setTimeout(() => socket.destroy(), REFUSED_LINGER_MS).unref();
   const message =
     reached.scope === "address"
@@ -87,5 +88,16 @@ function refuse(socket: Socket, reached: QuotaRefusal, ctx: ProxyContext): void 
   ctx.metrics.sessionsRefused
     .labels(reached.scope === "address" ? "address_limit" : "connection_limit")
     .inc();
-  socket.end(errorFrame(SqlState.tooManyConnections, message, { fatal: true }));
+  const answer = errorFrame(SqlState.tooManyConnections, message, { fatal: true });
+  let answered = false;
+  // What the client sends is read and dropped: unread bytes would make the close a reset that can lose the answer.
+  socket.on("data", (chunk: Buffer) => {
+    if (answered) return;
+    if (chunk.length === 8 && chunk.readInt32BE(0) === 8 && ENCRYPTION_REQUESTS.has(chunk.readInt32BE(4))) {
+      socket.write("N");
+      return;
+    }
+    answered = true;
+    socket.end(answer);
+  });
 }

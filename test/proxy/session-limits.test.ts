@@ -9,6 +9,7 @@ import {
   type TestGateway,
 } from "../support/gateway.js";
 import { connectAgent, fundedTestAgent, startTestProxy, type TestProxy } from "../support/proxy.js";
+import { runProcess } from "../support/real-clients.js";
 
 let gateway: TestGateway;
 let providerDb: OwnedTestDatabase;
@@ -82,6 +83,35 @@ describe("wire-proxy sessions per client address and in total", () => {
       code: "53300",
       message: "too many connections to pgtoll's wire proxy: at most 2 (PGTOLL_PROXY_MAX_CONNECTIONS)",
     });
+  });
+});
+
+describe("psql shows why its session was refused", () => {
+  const psql = async (proxy: TestProxy, funds: bigint, sslmode: string) => {
+    const agent = await fundedTestAgent(gateway, priced, funds);
+    const env = {
+      PGPASSWORD: await agent.token(),
+      PGHOST: "127.0.0.1",
+      PGPORT: String(proxy.port),
+      PGUSER: agent.wallet,
+      PGDATABASE: priced,
+      PGSSLMODE: sslmode,
+      PGCONNECT_TIMEOUT: "5",
+    };
+    return (await runProcess("/usr/bin/psql", ["-X", "-c", "SELECT 1"], { env })).stderr;
+  };
+
+  it("the limit it reached, even when it asked for TLS first, and how to fund an agent without funds", async () => {
+    const proxy = await proxyWith({ sessionsPerAddress: 1, exemptFromAddressLimit: () => false });
+    await open(proxy, priced, 1_000_000n);
+    for (const sslmode of ["prefer", "disable"])
+      expect(await psql(proxy, 1_000_000n, sslmode)).toContain(
+        "FATAL:  too many connections from this address: at most 1 (PGTOLL_PROXY_SESSIONS_PER_IP)",
+      );
+    const anyAddress = await proxyWith({});
+    const refused = await psql(anyAddress, 0n, "prefer");
+    expect(refused).toContain(`FATAL:  insufficient funds: 0.000000 USDC available with provider ${priced}`);
+    expect(refused).toContain("HINT:  fund it first: the provider's wallet is 0x");
   });
 });
 
