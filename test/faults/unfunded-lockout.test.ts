@@ -1,20 +1,14 @@
 import { spawn } from "node:child_process";
 import { loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import pg from "pg";
 import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAgentToken } from "../../src/proxy/agent-token.js";
-import {
-  createMetadataDatabase,
-  type OwnedTestDatabase,
-  runSql,
-  type TestDatabase,
-} from "../support/database.js";
+import { createMetadataDatabase, type OwnedTestDatabase, type TestDatabase } from "../support/database.js";
 import { createProviderDatabase } from "../support/gateway.js";
+import { remoteMcpClient, upstreamSessionsOf } from "../support/mcp-clients.js";
 import {
   creditAgent,
   type PgtollProcess,
@@ -101,14 +95,14 @@ async function fundedWorkload() {
   } finally {
     await client.end();
   }
-  const authorization = `Bearer ${await createAgentToken(fundedKey, providerId)}`;
-  const session = new Client({ name: "funded", version: "1" });
+  const token = await createAgentToken(fundedKey, providerId);
   started = performance.now();
-  await session.connect(
-    new StreamableHTTPClientTransport(new URL(`${pgtoll.httpUrl}/mcp?provider=${providerId}`), {
-      requestInit: { headers: { Authorization: authorization, "X-Forwarded-For": FUNDED_ADDRESS } },
-    }),
-    { timeout: GENEROUS_MS },
+  const { client: session } = await remoteMcpClient(
+    pgtoll.httpUrl,
+    providerId,
+    token,
+    FUNDED_ADDRESS,
+    GENEROUS_MS,
   );
   const mcpInitializeMs = performance.now() - started;
   try {
@@ -169,27 +163,21 @@ function startAttack() {
   };
 }
 
-async function upstreamSessionsOf(application: string): Promise<number> {
-  const rows = await runSql<{ n: number }>(
-    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = '${application}'`,
-    providerDb.adminUrl,
-  );
-  return rows[0]?.n ?? 0;
-}
-
 describe("wallets with no deposit cannot lock a funded agent out", () => {
   it(`${ATTACKERS} unfunded wallets on the wire and MCP: the funded agent's queries all succeed`, async () => {
     const quiet = await fundedWorkload();
     // The funded agent's MCP session gives its proxy session back once idle (PGTOLL_MCP_PROXY_IDLE_MS, 10 s).
-    await expect.poll(() => upstreamSessionsOf("pgtoll-mcp"), { timeout: 20_000, interval: 500 }).toBe(0);
+    await expect
+      .poll(() => upstreamSessionsOf(providerDb.adminUrl, "pgtoll-mcp"), { timeout: 20_000, interval: 500 })
+      .toBe(0);
 
     const attack = startAttack();
     let counts: Record<string, unknown> = {};
     try {
       await attack.ready();
       // No session of a wallet without funds reaches the provider's database, on either surface.
-      const attackerUpstream = await upstreamSessionsOf("attacker");
-      const mcpUpstream = await upstreamSessionsOf("pgtoll-mcp");
+      const attackerUpstream = await upstreamSessionsOf(providerDb.adminUrl, "attacker");
+      const mcpUpstream = await upstreamSessionsOf(providerDb.adminUrl, "pgtoll-mcp");
       const attacked = await fundedWorkload();
       counts = await attack.stop();
       console.log(

@@ -1,5 +1,4 @@
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { Hex } from "viem";
 import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
@@ -7,13 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { costOfRows } from "../../src/billing/cost.js";
 import { formatMicro } from "../../src/billing/money.js";
 import { createAgentToken } from "../../src/proxy/agent-token.js";
-import {
-  createMetadataDatabase,
-  type OwnedTestDatabase,
-  runSql,
-  type TestDatabase,
-} from "../support/database.js";
+import { createMetadataDatabase, type OwnedTestDatabase, type TestDatabase } from "../support/database.js";
 import { createProviderDatabase } from "../support/gateway.js";
+import { remoteMcpClient, upstreamSessionsOf } from "../support/mcp-clients.js";
 import {
   creditAgent,
   type PgtollProcess,
@@ -65,42 +60,23 @@ async function agent(funds: bigint): Promise<{ key: Hex; wallet: string }> {
   return { key, wallet };
 }
 
-/** An MCP session of `key` from `address` (as the load balancer reports it), with its transport to end it. */
+/** An MCP session of `key` from `address` (as the load balancer reports it). */
 async function session(key: Hex, address: string) {
-  const transport = new StreamableHTTPClientTransport(
-    new URL(`${pgtoll.httpUrl}/mcp?provider=${providerId}`),
-    {
-      requestInit: {
-        headers: {
-          Authorization: `Bearer ${await createAgentToken(key, providerId)}`,
-          "X-Forwarded-For": address,
-        },
-      },
-    },
+  const opened = await remoteMcpClient(
+    pgtoll.httpUrl,
+    providerId,
+    await createAgentToken(key, providerId),
+    address,
   );
-  const client = new Client({ name: "remote-sessions-test", version: "1" });
-  await client.connect(transport);
-  clients.push(client);
-  return {
-    client,
-    async end() {
-      await transport.terminateSession();
-      await client.close();
-    },
-  };
+  clients.push(opened.client);
+  return opened;
 }
 
 async function call(client: Client, name: string, args: Record<string, unknown> = {}) {
   return (await client.callTool({ name, arguments: args })) as CallToolResult;
 }
 
-const upstreamSessions = async () =>
-  (
-    await runSql<{ n: number }>(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'pgtoll-mcp'",
-      providerDb.adminUrl,
-    )
-  )[0]?.n;
+const upstreamSessions = () => upstreamSessionsOf(providerDb.adminUrl, "pgtoll-mcp");
 
 /** The status and JSON-RPC error of an `initialize` from `address`. */
 async function initialize(key: Hex, address: string) {

@@ -159,7 +159,10 @@ describe("node-postgres through the proxy", () => {
   });
 
   it("refuses a session to an agent that cannot pay a row, before any upstream session, saying how to fund", async () => {
-    const { providerId: other, walletAddress: wallet } = await registerPricedProvider(gateway, providerDb.url);
+    const { providerId: other, walletAddress: wallet } = await registerPricedProvider(
+      gateway,
+      providerDb.url,
+    );
     for (const funds of [0n, costOfRows(1, price) - 1n]) {
       const agent = await fundedTestAgent(gateway, other, funds);
       const error = await connect(agent, other).catch((e: unknown) => e);

@@ -7,11 +7,10 @@
  *
  * Usage: tsx lockout-attack.ts '{"httpUrl","proxyPort","providerId","wallets","retryMs","addresses":[...]}'
  */
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import pg from "pg";
 import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
 import { createAgentToken } from "../../src/proxy/agent-token.js";
+import { remoteMcpClient } from "./mcp-clients.js";
 
 const { httpUrl, proxyPort, providerId, wallets, retryMs, addresses } = JSON.parse(
   process.argv[2] ?? "{}",
@@ -62,12 +61,8 @@ async function wire(wallet: string, token: string): Promise<void> {
 async function mcp(address: string, token: string, tried: () => void): Promise<void> {
   let first = true;
   while (!stopping) {
-    const transport = new StreamableHTTPClientTransport(new URL(`${httpUrl}/mcp?provider=${providerId}`), {
-      requestInit: { headers: { Authorization: `Bearer ${token}`, "X-Forwarded-For": address } },
-    });
-    const client = new Client({ name: "attacker", version: "1" });
     try {
-      await client.connect(transport);
+      const { client } = await remoteMcpClient(httpUrl, providerId, token, address);
       counts.mcpHeld++;
       open.push(client);
       if (first) tried();
