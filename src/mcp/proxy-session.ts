@@ -1,11 +1,11 @@
 import pg from "pg";
-import Cursor from "pg-cursor";
 import type { Price } from "../billing/cost.js";
 import { parseMicro } from "../billing/money.js";
 import { jsonSafeTypes } from "../providers/json-safe-types.js";
 import { readFundsRefusal } from "../proxy/funds-refusal.js";
 import { priceFromSetting } from "../proxy/pgtoll-settings.js";
-import { SqlState } from "../proxy/proxy-errors.js";
+import { type AgentAccount, FundsRequiredError } from "./funds-required.js";
+import { readCapped, type StatementResult, showSetting } from "./statement-read.js";
 
 /** Where the wire proxy listens and who the session is for. */
 export interface ProxySessionOptions {
@@ -25,40 +25,6 @@ export interface ProxySessionOptions {
    * next call opens a new one. Unset: kept until closed. Warning: an open transaction block is rolled back.
    */
   idleMs?: number;
-}
-
-/** What the agent has with the provider, for the free tools. */
-export interface AgentAccount {
-  balanceMicro: bigint;
-  /** As `SHOW pgtoll.price` gives it (see priceFromSetting). */
-  price: Price;
-  depositAddress: string;
-}
-
-/**
- * The proxy refused to open a session because the agent cannot pay a row (PT402 at startup): no upstream
- * session was opened. The message carries the proxy's hint (how to fund).
- */
-export class FundsRequiredError extends Error {
-  override name = "FundsRequiredError";
-  readonly code = SqlState.insufficientFunds;
-  constructor(
-    message: string,
-    readonly account: AgentAccount,
-  ) {
-    super(message);
-  }
-}
-
-/** What one statement returned through the session. */
-export interface StatementResult {
-  fields: { name: string; dataTypeID: number }[];
-  rows: Record<string, unknown>[];
-  /** Rows returned, or for a write the rows it changed (PostgreSQL's command tag). */
-  rowCount: number;
-  /** The statement had more rows than it was allowed to return: it stopped at the cap. */
-  truncated: boolean;
-  command: string;
 }
 
 /** A statement that failed, with what it was charged all the same (rows delivered before a cut-off). */
@@ -254,35 +220,4 @@ export class ProxySession {
     this.#sessionCostMicro = 0n;
     return client;
   }
-}
-
-async function showSetting(client: pg.Client, name: string): Promise<string> {
-  const { rows } = await client.query<Record<string, string>>(`SHOW ${name}`);
-  return String(rows[0]?.[name]);
-}
-
-function readCapped(
-  client: pg.Client,
-  sql: string,
-  params: unknown[],
-  maxRows: number,
-): Promise<StatementResult> {
-  const cursor = client.query(new Cursor(sql, params, { types: jsonSafeTypes }));
-  return new Promise((resolve, reject) => {
-    cursor.read(maxRows, (error, rows, result) => {
-      if (error) return reject(error);
-      // Suspended at the cap (the portal is still open): there may be more rows. Done: the statement ended.
-      const truncated = (cursor as unknown as { state: string }).state === "idle";
-      const finish = () =>
-        resolve({
-          fields: (result.fields ?? []).map(({ name, dataTypeID }) => ({ name, dataTypeID })),
-          rows: rows as Record<string, unknown>[],
-          rowCount: truncated ? rows.length : (result.rowCount ?? rows.length),
-          truncated,
-          command: result.command ?? "",
-        });
-      if (!truncated) return finish();
-      cursor.close((closeError) => (closeError ? reject(closeError) : finish()));
-    });
-  });
 }

@@ -2,7 +2,8 @@ import { getBalance, type Queryable } from "../billing/ledger.js";
 import type { ProviderCache } from "../providers/provider-cache.js";
 import { formatPricePer1000Rows, priceFromSetting } from "../proxy/pgtoll-settings.js";
 import { agentFunding, type FundingTier } from "../proxy/session-funding.js";
-import type { AgentAccount, ProxySession } from "./proxy-session.js";
+import type { AgentAccount } from "./funds-required.js";
+import type { ProxySession } from "./proxy-session.js";
 
 /**
  * The remote MCP endpoint reads what the free tools answer from pgtoll's own database, so that they open no

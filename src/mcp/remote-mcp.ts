@@ -5,7 +5,6 @@ import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { listLedgerEntries } from "../billing/ledger.js";
 import { ProviderCache } from "../providers/provider-cache.js";
-import { agentOfToken, agentTokenExpiresAtMs } from "../proxy/agent-token.js";
 import { isQuotaRefusal, SessionQuota } from "../proxy/session-quota.js";
 import type { GatewayContext } from "../rest/context.js";
 import { HttpError } from "../rest/plugins/errors.js";
@@ -13,6 +12,7 @@ import { presentLedgerEntry } from "../rest/present.js";
 import { registerPgtollTools } from "./pgtoll-tools.js";
 import { ProxySession } from "./proxy-session.js";
 import { fundingTierOf, remoteAccount } from "./remote-account.js";
+import { remoteAuthentication, unauthorized } from "./remote-auth.js";
 import { refuseSession } from "./session-refusal.js";
 
 /** Where the MCP endpoint reaches this process's own wire proxy; the port is known once the proxy listens. */
@@ -58,14 +58,6 @@ interface RemoteSession {
   place: { release(): void };
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** 401 with the RFC 6750 challenge, so that a client knows to (re)authenticate with a bearer token. */
-function unauthorized(reply: FastifyReply, message: string, tokenSent: boolean) {
-  const error = tokenSent ? `, error="invalid_token", error_description="${message.replace(/"/g, "'")}"` : "";
-  return reply.code(401).header("WWW-Authenticate", `Bearer realm="pgtoll"${error}`).send({ error: message });
-}
-
 /**
  * `POST/GET/DELETE /mcp`: the pgtoll MCP tools over Streamable HTTP, sessions per the MCP specification
  * (`Mcp-Session-Id`). The agent is authenticated on every request by `Authorization: Bearer <agent token>`
@@ -107,53 +99,7 @@ export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOp
     await Promise.all([...sessions.keys()].map(closeSession));
   });
 
-  async function authenticate(request: FastifyRequest, reply: FastifyReply) {
-    const header = request.headers.authorization;
-    const token = typeof header === "string" && header.startsWith("Bearer ") ? header.slice(7).trim() : "";
-    const query = request.query as { provider?: string };
-    const providerId = String(query.provider ?? request.headers["x-pgtoll-provider"] ?? "").toLowerCase();
-    if (!token) {
-      unauthorized(
-        reply,
-        "missing agent token: send Authorization: Bearer <token from pgtoll agent-token>",
-        false,
-      );
-      return null;
-    }
-    if (!UUID.test(providerId))
-      throw new HttpError(
-        400,
-        "name the provider: /mcp?provider=<provider id> (or the X-Pgtoll-Provider header)",
-      );
-    // A session's own token, already verified, is not verified again on each of its requests.
-    const known = sessionOf(request);
-    const signer =
-      known?.token === token && known.providerId === providerId && Date.now() < agentTokenExpiresAtMs(token)
-        ? { ok: true as const, wallet: known.wallet }
-        : await agentOfToken(token, providerId);
-    if (!signer.ok) {
-      unauthorized(reply, `invalid agent token: ${signer.reason}`, true);
-      return null;
-    }
-    if (ctx.config.rateLimit) {
-      const hit = await ctx.rateLimitStore.hit(`mcp:${signer.wallet}`, 60_000).catch((error: unknown) => {
-        ctx.logger.warn({ err: error }, "rate-limit store unavailable; request let through");
-        return null;
-      });
-      if (hit && hit.count > options.perAgentPerMinute) {
-        const retryAfter = Math.max(1, Math.ceil((hit.resetAtMs - Date.now()) / 1000));
-        reply
-          .code(429)
-          .header("Retry-After", retryAfter)
-          .send({
-            error: `too many MCP requests from this agent: at most ${options.perAgentPerMinute} a minute`,
-            retryAfter,
-          });
-        return null;
-      }
-    }
-    return { wallet: signer.wallet, providerId, token };
-  }
+  const authenticate = remoteAuthentication(ctx, options.perAgentPerMinute, sessionOf);
 
   function openSession(
     agent: { wallet: string; providerId: string; token: string },

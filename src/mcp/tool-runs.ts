@@ -2,12 +2,8 @@ import { costOfRows } from "../billing/cost.js";
 import { formatMicro } from "../billing/money.js";
 import { SqlState } from "../proxy/proxy-errors.js";
 import { planRows, type QueryPlan } from "../rest/plan-rows.js";
-import {
-  type AgentAccount,
-  FundsRequiredError,
-  type ProxySession,
-  StatementFailure,
-} from "./proxy-session.js";
+import { type AgentAccount, FundsRequiredError } from "./funds-required.js";
+import { type ProxySession, StatementFailure } from "./proxy-session.js";
 
 /** A ledger entry as the gateway presents it (`GET /api/transactions/:wallet`). */
 export type LedgerEntryView = Record<string, unknown>;
