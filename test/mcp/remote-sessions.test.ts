@@ -79,13 +79,17 @@ async function call(client: Client, name: string, args: Record<string, unknown> 
 const upstreamSessions = () => upstreamSessionsOf(providerDb.adminUrl, "pgtoll-mcp");
 
 /** The status and JSON-RPC error of an `initialize` from `address`. */
-async function initialize(key: Hex, address: string) {
-  const response = await fetch(`${pgtoll.httpUrl}/mcp?provider=${providerId}`, {
+async function initialize(
+  key: Hex,
+  address: string,
+  { provider = providerId, accept = "application/json, text/event-stream" } = {},
+) {
+  const response = await fetch(`${pgtoll.httpUrl}/mcp?provider=${provider}`, {
     method: "POST",
     headers: {
       "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      authorization: `Bearer ${await createAgentToken(key, providerId)}`,
+      accept,
+      authorization: `Bearer ${await createAgentToken(key, provider)}`,
       "x-forwarded-for": address,
     },
     body: JSON.stringify({
@@ -163,8 +167,18 @@ describe("remote MCP sessions and the provider's upstream sessions", () => {
   it("limits sessions per address (429) and in total (503), with a share only funded agents may take", async () => {
     const opened: [Hex, string | null][] = [];
     try {
-      // Per address: two.
       const one = await agent(0n);
+      // An initialize the transport refuses (it does not accept an event stream) opens no session, and
+      // keeps no place; an unknown provider is 404.
+      for (let i = 0; i < 3; i++)
+        expect((await initialize(one.key, "203.0.113.1", { accept: "application/json" })).status).toBe(406);
+      expect(
+        await initialize(one.key, "203.0.113.1", { provider: "00000000-0000-4000-8000-000000000000" }),
+      ).toMatchObject({
+        status: 404,
+        body: { error: expect.stringMatching(/does not exist or has not set its pricing yet/) },
+      });
+      // Per address: two.
       for (let i = 0; i < 2; i++) {
         const answer = await initialize(one.key, "203.0.113.1");
         expect(answer.status).toBe(200);
