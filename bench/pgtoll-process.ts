@@ -70,6 +70,8 @@ export async function startPgtoll(options: PgtollProcessOptions): Promise<Pgtoll
     PGTOLL_HTTP_PORT: "0",
     PGTOLL_PROXY_PORT: "0",
     PGTOLL_RATE_LIMIT: "off",
+    // The benchmark's provider database is on its own cluster: the local one (loopback) or the one it was given.
+    PGTOLL_PROVIDER_HOSTS: "any",
     LOG_LEVEL: options.logLevel,
     ...options.env,
   });

@@ -15,6 +15,8 @@ describe("configuration", () => {
       databaseUrl: undefined,
       redisUrl: undefined,
       secretKey: undefined,
+      proxyMaxUnauthenticated: 1000,
+      proxyMaxUnauthenticatedPerAddress: 100,
     });
     expect(config.dataDir).toMatch(/\.pgtoll$/);
   });
@@ -40,6 +42,8 @@ describe("configuration", () => {
     [{ REDIS_URL: "http://x" }, "REDIS_URL"],
     [{ PGTOLL_RPC_URL: "nope" }, "PGTOLL_RPC_URL"],
     [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
+    [{ PGTOLL_PROXY_MAX_UNAUTHENTICATED: "0" }, "PGTOLL_PROXY_MAX_UNAUTHENTICATED"],
+    [{ PGTOLL_PROXY_MAX_UNAUTHENTICATED_PER_ADDRESS: "-1" }, "PGTOLL_PROXY_MAX_UNAUTHENTICATED_PER_ADDRESS"],
   ])("names the bad variable in %j", (env, variable) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(variable);

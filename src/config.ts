@@ -1,5 +1,6 @@
 import { resolve } from "node:path";
 import { formatMicro, parseMicro } from "./billing/money.js";
+import { type ProviderHostPolicy, parseProviderHosts } from "./providers/provider-hosts.js";
 
 /**
  * One configuration option: read from an environment variable, overridable by a CLI flag of the same
@@ -212,6 +213,20 @@ export const optionSpecs = {
     defaultText: "off",
     parse: onOff("PGTOLL_ALLOW_PRIVILEGED_PROVIDER_ROLES", false),
   },
+  providerHosts: {
+    env: "PGTOLL_PROVIDER_HOSTS",
+    description:
+      "Where provider databases may be, checked when a provider registers and at every connection to its database: comma-separated `public` (any address outside the loopback, private, link-local and reserved ranges), networks (`10.0.0.0/8`, `fd00::/8`), addresses, host names (allowed whatever they resolve to) or `any`. Unset: `public` under `pgtoll start`, `any` under `pgtoll dev`. Warning: registration is open to anyone, so each network listed is one anyone can make pgtoll connect to; list only those that hold provider databases.",
+    defaultText: "public",
+    parse: (raw: string | undefined): ProviderHostPolicy | undefined => {
+      if (raw === undefined || raw === "") return undefined;
+      try {
+        return parseProviderHosts(raw);
+      } catch (error) {
+        throw new ConfigError("PGTOLL_PROVIDER_HOSTS", (error as Error).message);
+      }
+    },
+  },
   restAgentAuth: {
     env: "PGTOLL_REST_AGENT_AUTH",
     description:
@@ -404,6 +419,20 @@ export const optionSpecs = {
     description: "Open wire-proxy client connections at most; further ones are refused with 53300.",
     defaultText: "10000",
     parse: integer("PGTOLL_PROXY_MAX_CONNECTIONS", 10_000, 1, 1_000_000),
+  },
+  proxyMaxUnauthenticated: {
+    env: "PGTOLL_PROXY_MAX_UNAUTHENTICATED",
+    description:
+      "Wire-proxy connections that have not finished authenticating, at most, from all addresses: a new one beyond it closes the one that has waited longest (honest clients authenticate in milliseconds), so idle connections cannot lock honest clients out.",
+    defaultText: "1000",
+    parse: integer("PGTOLL_PROXY_MAX_UNAUTHENTICATED", 1000, 1, 1_000_000),
+  },
+  proxyMaxUnauthenticatedPerAddress: {
+    env: "PGTOLL_PROXY_MAX_UNAUTHENTICATED_PER_ADDRESS",
+    description:
+      "Wire-proxy connections that have not finished authenticating from one client address (an IPv6 /64 counts as one), at most; further ones are refused at once (53300). Loopback is not capped. 0: no cap. **Warning:** behind a TCP load balancer every client has the balancer's address: set 0 there.",
+    defaultText: "100",
+    parse: integer("PGTOLL_PROXY_MAX_UNAUTHENTICATED_PER_ADDRESS", 100, 0, 1_000_000),
   },
   proxyStartupTimeoutMs: {
     env: "PGTOLL_PROXY_STARTUP_TIMEOUT_MS",

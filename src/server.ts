@@ -6,6 +6,7 @@ import { createChainVerifier } from "./billing/chain-verify.js";
 import { ChargeWriter } from "./billing/charge-writer.js";
 import { releaseExpiredReservations } from "./billing/ledger.js";
 import type { Config } from "./config.js";
+import { connectProjectCluster } from "./control/cluster.js";
 import { controlSettingsFrom, maintenanceUrl } from "./control/settings.js";
 import { lockDataDir } from "./db/data-dir-lock.js";
 import { type EmbeddedCluster, startEmbeddedCluster } from "./db/embedded.js";
@@ -13,6 +14,8 @@ import { migrate } from "./db/migrate.js";
 import { createMetadataPool } from "./db/pool.js";
 import { loadGuard } from "./guard/index.js";
 import type { Logger } from "./log.js";
+import { providerLookup } from "./providers/checked-connect.js";
+import { providerHostsIn } from "./providers/provider-hosts.js";
 import { createSecretBox, loadSecretKey } from "./providers/secret-box.js";
 import { UpstreamPools } from "./providers/upstream-pools.js";
 import { isLoopback } from "./proxy/loopback.js";
@@ -21,6 +24,7 @@ import { startProxyServer } from "./proxy/proxy-server.js";
 import { fundedShare } from "./proxy/session-funding.js";
 import { SessionRegistry } from "./proxy/session-registry.js";
 import { SettlementClock } from "./proxy/settlement-clock.js";
+import { UnauthenticatedConnections } from "./proxy/unauthenticated-connections.js";
 import { UpstreamSlots } from "./proxy/upstream-slots.js";
 import { createVerdictCache } from "./proxy/verdict-cache.js";
 import { buildApp } from "./rest/app.js";
@@ -110,11 +114,13 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     await loadGuard();
 
     const box = createSecretBox(await loadSecretKey(config.secretKey, config.dataDir));
+    const providerLookupFn = providerLookup(providerHostsIn(config));
     const upstream = new UpstreamPools({
       box,
       size: config.providerPoolSize,
       statementTimeoutMs: config.statementTimeoutMs,
       refuseSuperuser: !config.allowPrivilegedProviderRoles,
+      ...(providerLookupFn ? { lookup: providerLookupFn } : {}),
     });
     cleanups.push(() => upstream.closeAll());
     const verifier = createChainVerifier({
@@ -165,6 +171,9 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     cleanups.push(() => app.close());
     const address = await app.listen({ host: config.host, port: config.httpPort });
 
+    // The proxy's own connections to the cluster, apart from the management plane's (they may be another process's).
+    const endpointCluster = connectProjectCluster(management.clusterUrl, 2);
+    cleanups.push(() => endpointCluster.close());
     const proxy = await startProxyServer(
       {
         db,
@@ -180,15 +189,24 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         logger,
         check: createVerdictCache(),
         tls,
-        endpoints: { clusterUrl: management.clusterUrl, proxyHost: management.proxyHost },
+        endpoints: {
+          clusterUrl: management.clusterUrl,
+          proxyHost: management.proxyHost,
+          cluster: endpointCluster.admin,
+        },
         statementTimeoutMs: config.statementTimeoutMs,
         allowPrivilegedProviderRoles: config.allowPrivilegedProviderRoles,
+        ...(providerLookupFn ? { providerLookup: providerLookupFn } : {}),
         reservationTtlSeconds: config.reservationTtlSeconds,
         reserveRows: config.proxyReserveRows,
         reserveMaxRows: config.proxyReserveMaxRows,
         settlementClock: new SettlementClock(config.settleIntervalMs, chargeWriter),
         settleMaxMicro: config.settleMaxMicro,
         startupTimeoutMs: config.proxyStartupTimeoutMs,
+        unauthenticated: new UnauthenticatedConnections({
+          total: config.proxyMaxUnauthenticated,
+          perAddress: config.proxyMaxUnauthenticatedPerAddress,
+        }),
         maxConnections: config.proxyMaxConnections,
         sessionsPerAddress: config.proxySessionsPerIp,
         idleReleaseMs: 30_000,

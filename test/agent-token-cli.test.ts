@@ -18,7 +18,7 @@ describe.concurrent("pgtoll agent-token", () => {
     const { code, stdout, stderr } = await agentToken(["--provider", PROVIDER.toUpperCase()], KEY);
     expect(stderr).toBe("");
     expect(code).toBe(0);
-    expect(stdout).toMatch(/^pgtoll1\.\d+\.0x[0-9a-f]{130}\n$/);
+    expect(stdout).toMatch(/^pgtoll1\.\d+\.0x[0-9a-f]{40}\.0x[0-9a-f]{130}\n$/);
     expect(await verifyAgentToken(stdout.trim(), WALLET, PROVIDER)).toEqual({ ok: true });
   });
 

@@ -154,7 +154,7 @@ describe("pgtoll dev", () => {
     // A fresh token from the printed agent-token command, and the one-go psql line that uses it.
     const token = await sh(run.agentToken);
     expect(token.stderr).toBe("");
-    expect(token.stdout).toMatch(/^pgtoll1\.\d+\.0x[0-9a-f]{130}\n$/);
+    expect(token.stdout).toMatch(/^pgtoll1\.\d+\.0x[0-9a-f]{40}\.0x[0-9a-f]{130}\n$/);
     expect(await verifyAgentToken(token.stdout.trim(), run.wallet, run.providerId)).toEqual({ ok: true });
     const fresh = await sh(run.freshPsql, "SELECT count(*) FROM airports;\n");
     expect(fresh.stderr).toBe("");

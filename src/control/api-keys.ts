@@ -1,7 +1,9 @@
 import { hashApiKeyToken, newApiKeyToken } from "./api-key-token.js";
 import { forbidden, notFound, unauthorized } from "./control-error.js";
+import type { ControlPlane } from "./control-plane.js";
 import { membershipOf } from "./organizations.js";
 import type { PersonalPrincipal, Principal } from "./principal.js";
+import { revokeAccess } from "./revocation.js";
 import type { Queryable } from "./sql.js";
 
 export type ApiKeyKind = "personal" | "organization" | "project";
@@ -90,18 +92,22 @@ export async function listPersonalKeys(db: Queryable, userId: string): Promise<A
   return rows.map(toRecord);
 }
 
-/** Revokes one of the caller's own personal keys (404 for any other key). Revoking twice is harmless. */
-export async function revokePersonalKey(db: Queryable, userId: string, keyId: number): Promise<ApiKeyRecord> {
-  await db.query(
-    "UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 AND kind = 'personal' AND user_id = $2",
-    [keyId, userId],
-  );
-  const { rows } = await db.query(`${SELECT} WHERE k.id = $1 AND k.kind = 'personal' AND k.user_id = $2`, [
+/**
+ * Revokes one of the caller's own personal keys (404 for any other key). Revoking twice is harmless. What was
+ * made through the key ends with it: the passwords it was shown are rotated (revocation.ts).
+ */
+export async function revokePersonalKey(
+  plane: ControlPlane,
+  userId: string,
+  keyId: number,
+): Promise<ApiKeyRecord> {
+  return revokeKey(
+    plane,
     keyId,
-    userId,
-  ]);
-  if (!rows[0]) throw notFound(`API key ${keyId} not found`);
-  return toRecord(rows[0]);
+    "k.kind = 'personal' AND k.user_id = $2",
+    [userId],
+    `API key ${keyId} not found`,
+  );
 }
 
 /** 404 unless the user belongs to the organization; 403 when `needAdmin` and the user is only a member. */
@@ -160,24 +166,71 @@ export async function listOrganizationKeys(
   return rows.map(toRecord);
 }
 
-/** Revokes an organization or project-scoped key of the organization (administrators only). */
+/**
+ * Revokes an organization or project-scoped key of the organization (administrators only), and rotates the
+ * passwords it was shown (revocation.ts).
+ */
 export async function revokeOrganizationKey(
-  db: Queryable,
+  plane: ControlPlane,
   caller: PersonalPrincipal,
   orgId: string,
   keyId: number,
 ): Promise<ApiKeyRecord> {
-  await requireMembership(db, orgId, caller.userId, true);
-  await db.query(
-    "UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 AND kind <> 'personal' AND org_id = $2",
-    [keyId, orgId],
-  );
-  const { rows } = await db.query(`${SELECT} WHERE k.id = $1 AND k.kind <> 'personal' AND k.org_id = $2`, [
-    keyId,
-    orgId,
-  ]);
-  if (!rows[0]) throw notFound(`API key ${keyId} not found in organization ${orgId}`);
-  return toRecord(rows[0]);
+  await requireMembership(plane.db, orgId, caller.userId, true);
+  const missing = `API key ${keyId} not found in organization ${orgId}`;
+  return revokeKey(plane, keyId, "k.kind <> 'personal' AND k.org_id = $2", [orgId], missing);
+}
+
+/** Revokes the key `which` ($2…) selects (404 with `missing` otherwise); rotates the passwords it was shown. */
+function revokeKey(
+  plane: ControlPlane,
+  keyId: number,
+  which: string,
+  params: unknown[],
+  missing: string,
+): Promise<ApiKeyRecord> {
+  return revokeAccess(plane, async (db) => {
+    await db.query(
+      `UPDATE api_keys k SET revoked_at = coalesce(revoked_at, now()) WHERE k.id = $1 AND ${which}`,
+      [keyId, ...params],
+    );
+    const { rows } = await db.query(`${SELECT} WHERE k.id = $1 AND ${which}`, [keyId, ...params]);
+    if (!rows[0]) throw notFound(missing);
+    return { result: toRecord(rows[0]), scope: { keyIds: [keyId] } };
+  });
+}
+
+/**
+ * Which keys work: not revoked, and a project-scoped key only while its project belongs to its organization
+ * (on alias `k`).
+ */
+const KEY_WORKS = `k.revoked_at IS NULL
+  AND (k.kind <> 'project' OR EXISTS (SELECT 1 FROM projects p WHERE p.id = k.project_id AND p.org_id = k.org_id))`;
+const PRINCIPAL_COLUMNS = "k.id, k.kind, k.user_id, k.org_id, k.project_id, k.created_by";
+
+function toPrincipal(row: Row): Principal {
+  const keyId = Number(row.id);
+  switch (row.kind as ApiKeyKind) {
+    case "personal":
+      return { kind: "personal", keyId, userId: row.user_id as string, accountId: row.user_id as string };
+    case "organization":
+      return {
+        kind: "organization",
+        keyId,
+        orgId: row.org_id as string,
+        createdBy: row.created_by as string,
+        accountId: row.org_id as string,
+      };
+    default:
+      return {
+        kind: "project",
+        keyId,
+        orgId: row.org_id as string,
+        projectId: row.project_id as string,
+        createdBy: row.created_by as string,
+        accountId: row.org_id as string,
+      };
+  }
 }
 
 /**
@@ -188,34 +241,24 @@ export async function revokeOrganizationKey(
 export async function authenticateApiKey(db: Queryable, token: string, fromAddr: string): Promise<Principal> {
   const { rows } = await db.query(
     `UPDATE api_keys k SET last_used_at = now(), last_used_from_addr = $2
-     WHERE token_hash = $1 AND revoked_at IS NULL
-       AND (kind <> 'project' OR EXISTS (SELECT 1 FROM projects p WHERE p.id = k.project_id AND p.org_id = k.org_id))
-     RETURNING id, kind, user_id, org_id, project_id, created_by`,
+     WHERE token_hash = $1 AND ${KEY_WORKS} RETURNING ${PRINCIPAL_COLUMNS}`,
     [hashApiKeyToken(token), fromAddr],
   );
-  const row = rows[0];
-  if (!row)
+  if (!rows[0])
     throw unauthorized("invalid API key: it is unknown, revoked, or its project left the organization");
-  const keyId = Number(row.id);
-  switch (row.kind as ApiKeyKind) {
-    case "personal":
-      return { kind: "personal", keyId, userId: row.user_id, accountId: row.user_id };
-    case "organization":
-      return {
-        kind: "organization",
-        keyId,
-        orgId: row.org_id,
-        createdBy: row.created_by,
-        accountId: row.org_id,
-      };
-    default:
-      return {
-        kind: "project",
-        keyId,
-        orgId: row.org_id,
-        projectId: row.project_id,
-        createdBy: row.created_by,
-        accountId: row.org_id,
-      };
-  }
+  return toPrincipal(rows[0]);
+}
+
+/** The principal a key acts as while it works (as `authenticateApiKey` decides), or null. Records no use. */
+export async function principalOfKey(db: Queryable, keyId: number): Promise<Principal | null> {
+  const { rows } = await db.query(
+    `SELECT ${PRINCIPAL_COLUMNS} FROM api_keys k WHERE k.id = $1 AND ${KEY_WORKS}`,
+    [keyId],
+  );
+  return rows[0] ? toPrincipal(rows[0]) : null;
+}
+
+/** The user behind a principal: a personal key's owner, or the creator of an organization or project-scoped key. */
+export function userOf(principal: Principal): string {
+  return principal.kind === "personal" ? principal.userId : principal.createdBy;
 }

@@ -77,12 +77,7 @@ export async function mirrorContents(db: Queryable, project: ProjectRow, sourceI
       "SELECT physical_name FROM project_roles WHERE project_id = $1 AND name = $2",
       [project.id, database.ownerName],
     );
-    copies.push({
-      source: database.physicalName,
-      target,
-      owner: rows[0].physical_name as string,
-      label: `pgtoll ${project.id}/${targetId}/${database.name}`,
-    });
+    copies.push({ source: database.physicalName, target, owner: rows[0].physical_name as string });
   }
   return copies;
 }

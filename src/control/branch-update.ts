@@ -3,13 +3,15 @@ import type { BranchUpdateInput } from "./branch-inputs.js";
 import { changeProject } from "./change.js";
 import { conflict } from "./control-error.js";
 import type { ControlPlane } from "./control-plane.js";
+import { allowlistOf, endDisallowedSessions } from "./ip-allowlist.js";
 import { getBranch } from "./lookups.js";
 import { checkBranchName } from "./names.js";
 import type { Principal } from "./principal.js";
 import { sqlState } from "./sql.js";
 
 /**
- * Renames a branch, or changes its protection or expiry (metadata only: no operation). Setting an expiry, or
+ * Renames a branch, or changes its protection or expiry (metadata only; protecting it under an allowlist also
+ * ends the sessions the allowlist does not admit). Setting an expiry, or
  * protecting a branch that has one, is refused (409) where Neon refuses it (branch-expiry-rules.ts).
  */
 export async function updateBranch(
@@ -20,7 +22,7 @@ export async function updateBranch(
   input: BranchUpdateInput,
 ) {
   const expiresAt = parseExpiresAt(input.expires_at);
-  const { operations } = await changeProject(plane, principal, projectId, async (client) => {
+  const { operations } = await changeProject(plane, principal, projectId, async (client, { project }) => {
     const branch = await getBranch(client, projectId, branchId, true);
     const name = input.name === undefined ? branch.name : checkBranchName(input.name);
     const next = {
@@ -40,7 +42,9 @@ export async function updateBranch(
         throw conflict(`a branch named "${name}" already exists in this project`);
       throw error;
     }
-    return { result: undefined, planned: [] };
+    // A newly protected branch may fall under an allowlist for protected branches only.
+    const fenced = next.protected && !branch.protected && allowlistOf(project.settings) !== null;
+    return { result: undefined, planned: fenced ? [endDisallowedSessions(projectId)] : [] };
   });
   return { branch: await getBranch(plane.db, projectId, branchId), operations };
 }

@@ -9,6 +9,7 @@ import {
   scheduleOperations,
 } from "./operations.js";
 import type { Principal } from "./principal.js";
+import { holdAgainstRevocation } from "./revocation-lock.js";
 import { inTransaction } from "./sql.js";
 
 export interface Change<T> {
@@ -17,7 +18,8 @@ export interface Change<T> {
 }
 
 /**
- * The shape of every change to a project: in one transaction, check the caller's access, lock the project
+ * The shape of every change to a project: in one transaction, check the caller's access (and hold off
+ * revocations, see revocation-lock.ts), lock the project
  * (423 while earlier operations are in progress), change the metadata and schedule the operations that
  * bring the cluster in line; then run them, waiting up to the configured time, and return their status.
  */
@@ -28,6 +30,7 @@ export async function changeProject<T>(
   work: (client: pg.PoolClient, access: ProjectAccess) => Promise<Change<T>>,
 ): Promise<{ result: T; operations: OperationRow[] }> {
   const { result, ids } = await inTransaction(plane.db, async (client) => {
+    await holdAgainstRevocation(client, principal);
     const access = await projectFor(client, principal, projectId, true);
     await lockProjectForChange(client, projectId);
     const change = await work(client, access);

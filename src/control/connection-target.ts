@@ -2,6 +2,7 @@ import { projectFor } from "./access.js";
 import { notFound, preconditionFailed } from "./control-error.js";
 import type { ControlPlane } from "./control-plane.js";
 import { defaultBranch, endpointsOfBranch, getBranch, getDatabase, getEndpoint, getRole } from "./lookups.js";
+import { disclosePassword } from "./password-disclosures.js";
 import type { Principal } from "./principal.js";
 
 export interface ConnectionTargetQuery {
@@ -14,7 +15,7 @@ export interface ConnectionTargetQuery {
 /**
  * What `GET /projects/{id}/connection_uri` connects to: the branch (default: the default branch), the endpoint
  * (default: the branch's read_write one, else its first), a role of the branch with its password, and one of
- * the branch's databases.
+ * the branch's databases. The password is recorded as shown to the caller (password-disclosures.ts).
  */
 export async function connectionTarget(
   plane: ControlPlane,
@@ -42,7 +43,7 @@ export async function connectionTarget(
     branch,
     endpoint,
     role: role.name,
-    password: plane.box.open(role.passwordSealed),
+    password: await disclosePassword(plane, principal, projectId, role.name),
     database: database.name,
   };
 }

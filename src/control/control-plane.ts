@@ -5,6 +5,7 @@ import { BranchExpiry } from "./branch-expiry.js";
 import { connectProjectCluster, type ProjectCluster } from "./cluster.js";
 import { sampleConsumption } from "./consumption.js";
 import { processDropQueue } from "./drop-queue.js";
+import { forgetEndedSessions } from "./endpoint-session-records.js";
 import { InstanceLease } from "./instance-lease.js";
 import { adoptOrphanedOperations, OperationRunner } from "./operation-runner.js";
 import {
@@ -13,12 +14,14 @@ import {
   DEFAULT_OPERATION_WAIT_MS,
   DEFAULT_SWEEP_INTERVAL_MS,
 } from "./settings.js";
+import { isolateTenants } from "./tenant-isolation.js";
 
 /**
  * The management plane of one pgtoll process: the metadata database, the cluster that hosts projects, the
  * secret box that seals role passwords, and the runner of this process's operations. On start it takes over
  * the operations of processes that died (including this process's previous life), and keeps doing so, along
- * with finishing queued drops and deleting expired branches, every 10 seconds (`sweepIntervalMs`).
+ * with finishing queued drops, forgetting the session records of processes that died and deleting expired
+ * branches, every 10 seconds (`sweepIntervalMs`).
  */
 export class ControlPlane {
   /** When this process last sampled consumption (performance.now()); -Infinity: at the first sweep. */
@@ -59,6 +62,10 @@ export class ControlPlane {
       throw error;
     }
     const plane = new ControlPlane(db, cluster, box, settings, logger, lease);
+    // Before any operation runs: a pending one must find the roles under the names it reads.
+    await isolateTenants(db, cluster, logger).catch((error: unknown) =>
+      logger.error({ err: error }, "could not bring the cluster to the tenant-isolation layout"),
+    );
     await plane.sweep();
     plane.#sweeper = setInterval(
       () => void plane.sweep(),
@@ -93,6 +100,7 @@ export class ControlPlane {
       if (projects.length) this.logger.warn({ projects }, "took over the operations of a stopped process");
       for (const project of projects) void this.runner.kick(project);
       await processDropQueue(this.db, this.cluster);
+      await forgetEndedSessions(this.db, this.cluster.admin);
       await this.branchExpiry.sweep();
       const sampleEvery = this.settings.consumptionSampleMs ?? DEFAULT_CONSUMPTION_SAMPLE_MS;
       if (performance.now() - this.#lastSample >= sampleEvery) {

@@ -106,8 +106,17 @@ export const newEndpointId = () => `ep-${pick(ADJECTIVES)}-${pick(NOUNS)}-${rand
 /** The namespace of a project's PostgreSQL roles: `p` and six characters, so role names keep 55 bytes. */
 export const newRolePrefix = () => `p${randomString(6)}`;
 
-/** The real name of a branch's database on the cluster that hosts projects. */
+/**
+ * The real name of a branch's database on the cluster that hosts projects. Random, so that the list of databases
+ * every role can read (`pg_database`) names no project, branch or database of the API.
+ */
 export const newPhysicalDatabaseName = () => `pgtoll_db_${randomBytes(8).toString("hex")}`;
+
+/**
+ * The real name of a project role on the cluster. Random for the same reason (`pg_roles` is readable by every
+ * role): the name a project chose for a role is not seen by the other projects on the cluster.
+ */
+export const newPhysicalRoleName = () => `pgtoll_role_${randomBytes(8).toString("hex")}`;
 
 /** A role password: 24 characters of [A-Za-z0-9], about 143 bits. */
 export function newRolePassword(): string {

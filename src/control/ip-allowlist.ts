@@ -1,5 +1,6 @@
 import { BlockList, isIP } from "node:net";
 import { badRequest } from "./control-error.js";
+import type { PlannedOperation } from "./operations.js";
 
 /** A project's `settings.allowed_ips` (Neon's shape): who may open sessions to its endpoints. */
 export interface IpAllowlist {
@@ -91,4 +92,9 @@ export function addressAllowed(list: IpAllowlist | null, branchProtected: boolea
 /** What Neon answers a client its allowlist refuses. */
 export function ipNotAllowedMessage(address: string): string {
   return `This IP address ${plainAddress(address)} is not allowed to connect to this endpoint. Please add it to the allowed list (settings.allowed_ips of the project). Make sure to check for IPv4 or IPv6 addresses.`;
+}
+
+/** The operation that ends the project's open sessions its allowlist, as it is now, no longer admits. */
+export function endDisallowedSessions(projectId: string): PlannedOperation {
+  return { action: "apply_config", step: { kind: "end_disallowed_sessions", projectId } };
 }

@@ -2,11 +2,14 @@ import { badRequest } from "./control-error.js";
 
 const bytes = (value: string) => Buffer.byteLength(value, "utf8");
 
-/** PostgreSQL identifiers are at most 63 bytes; a role's real name also carries its project's prefix. */
+/**
+ * PostgreSQL identifiers are at most 63 bytes. A role name keeps to 63 less its project's role prefix and an
+ * underscore, the room real names once took (`<prefix>_<name>`), so that a name valid before is valid now.
+ */
 const MAX_IDENTIFIER_BYTES = 63;
 
-/** The real PostgreSQL name of a project role: `<project role prefix>_<name>`. */
-export function physicalRoleName(rolePrefix: string, name: string): string {
+/** The real name project roles had before they got random ones (tenant-isolation.ts renames such roles). */
+export function legacyPhysicalRoleName(rolePrefix: string, name: string): string {
   return `${rolePrefix}_${name}`;
 }
 

@@ -2,7 +2,7 @@ import type pg from "pg";
 import type { SecretBox } from "../providers/secret-box.js";
 import type { ProjectCluster } from "./cluster.js";
 import { processDropQueue, queueDrops } from "./drop-queue.js";
-import { endEndpointSessions } from "./endpoint-sessions.js";
+import { endEndpointSessions, endRoleSessions, endSessionsOutsideAllowlist } from "./endpoint-sessions.js";
 import { fenceDatabases } from "./fence.js";
 import type { Step } from "./operations.js";
 import {
@@ -68,9 +68,6 @@ async function markBranchReady(
   );
 }
 
-const label = (projectId: string, branchId: string, name: string) =>
-  `pgtoll ${projectId}/${branchId}/${name}`;
-
 /**
  * Executes one step. Every step converges when run again after a crash part-way (the runner re-runs the
  * operations of a process that died): roles and databases are created "if missing", copies start by dropping
@@ -88,12 +85,7 @@ export async function runStep(step: Step, ctx: StepContext): Promise<void> {
         );
       }
       for (const database of await branchDatabases(ctx, step.branchId)) {
-        await ensurePhysicalDatabase(
-          ctx.cluster,
-          database.physical_name,
-          database.owner,
-          label(database.project_id, step.branchId, database.name),
-        );
+        await ensurePhysicalDatabase(ctx.cluster, database.physical_name, database.owner);
         await restrictConnections(
           ctx.cluster,
           database.physical_name,
@@ -114,20 +106,14 @@ export async function runStep(step: Step, ctx: StepContext): Promise<void> {
         for (const child of children) {
           const source = parent.get(child.name);
           if (!source) throw new Error(`parent branch ${step.parentId} has no database ${child.name}`);
-          await copyPhysicalDatabase(
-            ctx.cluster,
-            source,
-            child.physical_name,
-            child.owner,
-            label(child.project_id, step.branchId, child.name),
-          );
+          await copyPhysicalDatabase(ctx.cluster, source, child.physical_name, child.owner);
         }
       } finally {
         await fence.release();
       }
       for (const child of children) {
-        if (step.initSource === "schema-only") await removeData(ctx.cluster, child.physical_name);
         await restrictConnections(ctx.cluster, child.physical_name, roles);
+        if (step.initSource === "schema-only") await removeData(ctx.cluster, child.physical_name);
       }
       await markBranchReady(ctx, step.branchId, fence);
       return;
@@ -141,7 +127,7 @@ export async function runStep(step: Step, ctx: StepContext): Promise<void> {
       );
       try {
         for (const copy of step.copies)
-          await copyPhysicalDatabase(ctx.cluster, copy.source, copy.target, copy.owner, copy.label);
+          await copyPhysicalDatabase(ctx.cluster, copy.source, copy.target, copy.owner);
       } finally {
         await fence.release();
       }
@@ -164,12 +150,7 @@ export async function runStep(step: Step, ctx: StepContext): Promise<void> {
       if (!rows[0]) return;
       const database = (await branchDatabases(ctx, rows[0].branch_id)).find((d) => d.name === rows[0].name)!;
       const roles = (await branchRoles(ctx, rows[0].branch_id)).map((role) => role.physical_name);
-      await ensurePhysicalDatabase(
-        ctx.cluster,
-        database.physical_name,
-        database.owner,
-        label(database.project_id, rows[0].branch_id, database.name),
-      );
+      await ensurePhysicalDatabase(ctx.cluster, database.physical_name, database.owner);
       await restrictConnections(ctx.cluster, database.physical_name, roles);
       return;
     }
@@ -206,8 +187,11 @@ export async function runStep(step: Step, ctx: StepContext): Promise<void> {
         "SELECT physical_name, password_sealed FROM project_roles WHERE project_id = $1 AND name = $2",
         [step.projectId, step.name],
       );
-      if (rows[0]?.password_sealed)
+      if (rows[0]?.password_sealed) {
         await setPhysicalPassword(ctx.cluster, rows[0].physical_name, ctx.box.open(rows[0].password_sealed));
+        // The old password opened these sessions: none outlives it, through pgtoll or not.
+        await endRoleSessions(ctx.cluster, rows[0].physical_name);
+      }
       return;
     }
     case "start_endpoint":
@@ -223,7 +207,10 @@ export async function runStep(step: Step, ctx: StepContext): Promise<void> {
            updated_at = clock_timestamp() WHERE id = $1`,
         [step.endpointId],
       );
-      await endEndpointSessions(ctx.cluster, step.endpointId);
+      await endEndpointSessions(ctx, step.endpointId);
+      return;
+    case "end_disallowed_sessions":
+      await endSessionsOutsideAllowlist(ctx, step.projectId);
       return;
     case "noop":
       return;

@@ -9,7 +9,7 @@ export type Step =
   | {
       kind: "restore_branch";
       branchId: string;
-      copies: { source: string; target: string; owner: string; label: string }[];
+      copies: { source: string; target: string; owner: string }[];
       /** The branch's databases before the restore, dropped once it is done (unless preserved). */
       replaced: string[];
     }
@@ -21,6 +21,8 @@ export type Step =
   | { kind: "set_password"; projectId: string; name: string }
   | { kind: "start_endpoint"; endpointId: string }
   | { kind: "suspend_endpoint"; endpointId: string }
+  /** Ends the sessions of the project's endpoints that its allowlist, as it is now, no longer admits. */
+  | { kind: "end_disallowed_sessions"; projectId: string }
   | { kind: "noop" };
 
 /** Neon's names for what an operation does (the `action` field). */

@@ -1,6 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { badRequest, conflict, notFound } from "./control-error.js";
+import type { ControlPlane } from "./control-plane.js";
 import { newOrganizationId } from "./ids.js";
+import { revokeAccess } from "./revocation.js";
 import type { Queryable } from "./sql.js";
 
 export type MemberRole = "admin" | "member";
@@ -149,15 +151,28 @@ export async function setMemberRole(
 
 /**
  * Removes a member (an admin removing anyone, or a member leaving). Access through the member's personal keys
- * to the organization's projects ends with it; the keys themselves keep working elsewhere. The last admin
- * cannot leave. Run it inside a transaction.
+ * to the organization's projects ends with it; the keys themselves keep working elsewhere. What the member made
+ * through the membership ends too: the organization and project-scoped keys it created are revoked, and the
+ * passwords of the organization's roles shown to those keys or to the member are rotated, which ends their
+ * sessions (revocation.ts). The last admin cannot leave.
  */
-export async function removeMember(db: Queryable, orgId: string, memberId: string): Promise<MemberWithUser> {
-  await db.query("SELECT id FROM organizations WHERE id = $1 FOR UPDATE", [orgId]);
-  const member = await getMember(db, orgId, memberId);
-  if (member.role === "admin" && (await adminCount(db, orgId)) === 1) {
-    throw conflict("the organization's last admin cannot be removed: make another member an admin first");
-  }
-  await db.query("DELETE FROM organization_members WHERE id = $1", [member.id]);
-  return member;
+export async function removeMember(
+  plane: ControlPlane,
+  orgId: string,
+  memberId: string,
+): Promise<MemberWithUser> {
+  return revokeAccess(plane, async (db) => {
+    await db.query("SELECT id FROM organizations WHERE id = $1 FOR UPDATE", [orgId]);
+    const member = await getMember(db, orgId, memberId);
+    if (member.role === "admin" && (await adminCount(db, orgId)) === 1) {
+      throw conflict("the organization's last admin cannot be removed: make another member an admin first");
+    }
+    await db.query("DELETE FROM organization_members WHERE id = $1", [member.id]);
+    const { rows: keys } = await db.query(
+      `UPDATE api_keys SET revoked_at = now()
+        WHERE org_id = $1 AND created_by = $2 AND kind <> 'personal' AND revoked_at IS NULL RETURNING id`,
+      [orgId, member.userId],
+    );
+    return { result: member, scope: { orgId, keyIds: keys.map((key) => Number(key.id)) } };
+  });
 }

@@ -1,4 +1,5 @@
 import type { ProjectCluster } from "./cluster.js";
+import { endRoleSessions } from "./endpoint-sessions.js";
 import { scramVerifier } from "./scram-verifier.js";
 import { quoteIdent, quoteLiteral } from "./sql.js";
 
@@ -31,8 +32,8 @@ export async function setPhysicalPassword(
 }
 
 /**
- * Detaches a role from some databases: what it owns there goes to the database's owner, its privileges there
- * are dropped, and it may no longer connect. Databases that no longer exist are skipped.
+ * Detaches a role from some databases: it may no longer connect, its sessions there end, what it owns there goes
+ * to the database's owner and its privileges there are dropped. Databases that no longer exist are skipped.
  */
 export async function detachPhysicalRole(
   cluster: ProjectCluster,
@@ -42,16 +43,23 @@ export async function detachPhysicalRole(
   const role = quoteIdent(physicalName);
   const { rowCount } = await cluster.admin.query("SELECT 1 FROM pg_roles WHERE rolname = $1", [physicalName]);
   if (!rowCount) return;
+  const owners = new Map<string, string>();
   for (const database of databases) {
     const { rows } = await cluster.admin.query(
       "SELECT pg_get_userbyid(datdba) AS owner FROM pg_database WHERE datname = $1",
       [database],
     );
     if (!rows[0]) continue;
+    owners.set(database, rows[0].owner);
     await cluster.admin.query(`REVOKE ALL ON DATABASE ${quoteIdent(database)} FROM ${role}`);
-    if (rows[0].owner === physicalName) continue;
+  }
+  // Once it may not connect again: its open sessions would otherwise keep working, and their locks would hold
+  // up REASSIGN OWNED.
+  await endRoleSessions(cluster, physicalName, [...owners.keys()]);
+  for (const [database, owner] of owners) {
+    if (owner === physicalName) continue;
     await cluster.withDatabase(database, async (client) => {
-      await client.query(`REASSIGN OWNED BY ${role} TO ${quoteIdent(rows[0].owner)}`);
+      await client.query(`REASSIGN OWNED BY ${role} TO ${quoteIdent(owner)}`);
       await client.query(`DROP OWNED BY ${role}`);
     });
   }

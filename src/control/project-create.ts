@@ -7,22 +7,19 @@ import {
   newBranchId,
   newEndpointId,
   newPhysicalDatabaseName,
+  newPhysicalRoleName,
   newProjectId,
   newRolePassword,
   newRolePrefix,
 } from "./ids.js";
 import { checkAllowedIps } from "./ip-allowlist.js";
 import { branchesOf, databasesOf, endpointsOfProject, rolesOf } from "./lookups.js";
-import {
-  checkBranchName,
-  checkDatabaseName,
-  checkProjectName,
-  checkRoleName,
-  physicalRoleName,
-} from "./names.js";
+import { checkBranchName, checkDatabaseName, checkProjectName, checkRoleName } from "./names.js";
 import { getOperations, type OperationRow, scheduleOperations } from "./operations.js";
 import type { Principal } from "./principal.js";
+import { insertProjectRole } from "./project-role-rows.js";
 import { loadProject } from "./projects.js";
+import { holdAgainstRevocation } from "./revocation-lock.js";
 import type { BranchRow, DatabaseRow, EndpointRow, ProjectRow, RoleRow } from "./rows.js";
 import { inTransaction, type Queryable } from "./sql.js";
 
@@ -110,6 +107,7 @@ export async function createProject(
   const endpointId = newEndpointId();
 
   const ids = await inTransaction(plane.db, async (client) => {
+    await holdAgainstRevocation(client, principal);
     const owner = await ownerFor(client, principal, input.org_id);
     const { rows: creator } = await client.query("SELECT name FROM users WHERE id = $1", [owner.creator]);
     await client.query(
@@ -135,10 +133,12 @@ export async function createProject(
        VALUES ($1, $2, $3, true, 'parent-data', 'init', 'ready', 'api', $4)`,
       [branchId, projectId, branchName, creator[0]?.name ?? ""],
     );
-    await client.query(
-      "INSERT INTO project_roles (project_id, name, physical_name, password_sealed) VALUES ($1, $2, $3, $4)",
-      [projectId, roleName, physicalRoleName(rolePrefix, roleName), plane.box.seal(password)],
-    );
+    await insertProjectRole(client, plane.box, principal, {
+      projectId,
+      name: roleName,
+      physicalName: newPhysicalRoleName(),
+      password,
+    });
     await client.query("INSERT INTO branch_roles (branch_id, project_id, name) VALUES ($1, $2, $3)", [
       branchId,
       projectId,

@@ -1,7 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { projectFor, requireAdmin } from "./access.js";
 import { badRequest, conflict, notFound } from "./control-error.js";
+import type { ControlPlane } from "./control-plane.js";
 import type { Principal } from "./principal.js";
+import { revokeAccess } from "./revocation.js";
 import { type Queryable, sqlState } from "./sql.js";
 
 /**
@@ -90,21 +92,26 @@ export async function grantPermission(
   }
 }
 
-/** Ends a grant; the user loses access at its next request. */
+/**
+ * Ends a grant: the user loses access at its next request, and the passwords it was shown of the project's roles
+ * (roles it created, revealed or reset) are rotated, which ends their sessions (revocation.ts).
+ */
 export async function revokePermission(
-  db: Queryable,
+  plane: ControlPlane,
   principal: Principal,
   projectId: string,
   permissionId: string,
 ): Promise<ProjectPermission> {
-  await adminProject(db, principal, projectId);
+  await adminProject(plane.db, principal, projectId);
   const hidden = notFound(`permission ${permissionId} not found`);
   if (!/^[0-9a-f-]{36}$/i.test(permissionId)) throw hidden;
-  const { rows } = await db.query(
-    `UPDATE project_permissions SET revoked_at = clock_timestamp()
-      WHERE id = $1 AND project_id = $2 AND revoked_at IS NULL RETURNING ${COLUMNS}`,
-    [permissionId, projectId],
-  );
-  if (!rows[0]) throw hidden;
-  return toPermission(rows[0]);
+  return revokeAccess(plane, async (client) => {
+    const { rows } = await client.query(
+      `UPDATE project_permissions SET revoked_at = clock_timestamp()
+        WHERE id = $1 AND project_id = $2 AND revoked_at IS NULL RETURNING ${COLUMNS}`,
+      [permissionId, projectId],
+    );
+    if (!rows[0]) throw hidden;
+    return { result: toPermission(rows[0]), scope: { projectIds: [projectId] } };
+  });
 }

@@ -4,7 +4,7 @@ import { changeProject } from "./change.js";
 import { forbidden, notFound } from "./control-error.js";
 import type { ControlPlane } from "./control-plane.js";
 import { processDropQueue, queueDrops } from "./drop-queue.js";
-import { checkAllowedIps } from "./ip-allowlist.js";
+import { allowlistOf, checkAllowedIps, endDisallowedSessions } from "./ip-allowlist.js";
 import { checkProjectName } from "./names.js";
 import { lockProjectForChange, type OperationRow } from "./operations.js";
 import type { Principal } from "./principal.js";
@@ -32,7 +32,10 @@ export async function getProject(
   return (await projectFor(db, principal, projectId)).project;
 }
 
-/** Renames the project or changes its settings (no operation is needed). */
+/**
+ * Renames the project or changes its settings. An allowlist that restricts more than before is followed by an
+ * operation that ends the sessions it no longer admits.
+ */
 export async function updateProject(
   plane: ControlPlane,
   principal: Principal,
@@ -60,7 +63,10 @@ export async function updateProject(
         JSON.stringify(endpointDefaults),
       ],
     );
-    return { result: undefined, planned: [] };
+    const restricts = allowlistOf(settings) !== null;
+    const changed =
+      JSON.stringify(settings.allowed_ips) !== JSON.stringify(access.project.settings.allowed_ips);
+    return { result: undefined, planned: restricts && changed ? [endDisallowedSessions(projectId)] : [] };
   });
   return { project: await loadProject(plane.db, projectId), operations };
 }

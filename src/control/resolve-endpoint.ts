@@ -1,6 +1,5 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { SecretBox } from "../providers/secret-box.js";
-import { endpointApplicationName } from "./endpoint-sessions.js";
 import { allowlistOf, type IpAllowlist } from "./ip-allowlist.js";
 import type { EndpointState, EndpointType } from "./rows.js";
 import type { Queryable } from "./sql.js";
@@ -36,8 +35,6 @@ export interface EndpointConnection {
    * check the client's against it (`passwordMatches`, or a SCRAM exchange), then log in upstream with it.
    */
   upstream: { host: string; port: number; database: string; user: string; password: string } | null;
-  /** Give the upstream session this application_name: suspending or deleting the endpoint ends such sessions. */
-  applicationName: string;
   /** The project's `settings.allowed_ips`, null when it restricts nothing; see `addressAllowed`. */
   ipAllowlist: IpAllowlist | null;
   branchProtected: boolean;
@@ -77,7 +74,6 @@ export async function resolveEndpoint(
     readOnly: row.type === "read_only",
     state: row.current_state as EndpointState,
     disabled: row.disabled as boolean,
-    applicationName: endpointApplicationName(row.id),
     ipAllowlist: allowlistOf(row.settings),
     branchProtected: row.branch_protected as boolean,
     rolePassword:
@@ -139,9 +135,4 @@ export function endpointIdFromHost(serverName: string, proxyHost: string): strin
   if (!name.endsWith(suffix)) return null;
   const label = name.slice(0, -suffix.length).replace(/-pooler$/, "");
   return /^ep-[a-z0-9-]{1,57}$/.test(label) ? label : null;
-}
-
-/** Records that a client connected through the endpoint: its `last_active` (and its project's `compute_last_active_at`). */
-export async function recordEndpointActivity(db: Queryable, endpointId: string): Promise<void> {
-  await db.query("UPDATE endpoints SET last_active = clock_timestamp() WHERE id = $1", [endpointId]);
 }

@@ -3,10 +3,13 @@ import { branchObjectKind, changeOnBranch } from "./branch-objects.js";
 import { conflict, preconditionFailed } from "./control-error.js";
 import type { ControlPlane } from "./control-plane.js";
 import { queueDrops } from "./drop-queue.js";
-import { newRolePassword } from "./ids.js";
+import { newPhysicalRoleName, newRolePassword } from "./ids.js";
 import { databasesOf, getBranch, getRole, rolesOf } from "./lookups.js";
-import { checkRoleName, physicalRoleName } from "./names.js";
+import { checkRoleName } from "./names.js";
+import { disclosePassword, recordDisclosure } from "./password-disclosures.js";
 import type { Principal } from "./principal.js";
+import { insertProjectRole } from "./project-role-rows.js";
+import { replacePassword } from "./role-password-rotation.js";
 
 const roles = branchObjectKind("role", rolesOf, getRole);
 
@@ -14,7 +17,7 @@ const roles = branchObjectKind("role", rolesOf, getRole);
 export const { list: listRoles, read: readRole } = roles;
 
 /**
- * Creates a role on the branch: a real PostgreSQL role, named `<project role prefix>_<name>` on the cluster,
+ * Creates a role on the branch: a real PostgreSQL role, with a random name on the cluster (ids.ts),
  * that may connect to the branch's databases. A role name is one role per project: when another branch of
  * the project already has it, this branch gets the same role (and password). Returns its password.
  */
@@ -33,24 +36,21 @@ export async function createRole(
       [branchId, name],
     );
     if (onBranch) throw conflict(`role ${name} already exists on branch ${branchId}`);
-    const { rows: existing } = await client.query(
-      "SELECT password_sealed, no_login FROM project_roles WHERE project_id = $1 AND name = $2",
+    const { rowCount: existing } = await client.query(
+      "SELECT 1 FROM project_roles WHERE project_id = $1 AND name = $2",
       [projectId, name],
     );
-    if (existing[0]) {
-      password = existing[0].password_sealed ? plane.box.open(existing[0].password_sealed) : undefined;
+    if (existing) {
+      const sealed = await recordDisclosure(client, principal, projectId, name, "revealed");
+      password = sealed === undefined ? undefined : plane.box.open(sealed);
     } else {
       password = input.no_login ? undefined : newRolePassword();
-      await client.query(
-        "INSERT INTO project_roles (project_id, name, physical_name, password_sealed, no_login) VALUES ($1, $2, $3, $4, $5)",
-        [
-          projectId,
-          name,
-          physicalRoleName(project.rolePrefix, name),
-          password ? plane.box.seal(password) : null,
-          input.no_login ?? false,
-        ],
-      );
+      await insertProjectRole(client, plane.box, principal, {
+        projectId,
+        name,
+        physicalName: newPhysicalRoleName(),
+        password,
+      });
     }
     await client.query("INSERT INTO branch_roles (branch_id, project_id, name) VALUES ($1, $2, $3)", [
       branchId,
@@ -101,7 +101,11 @@ export const deleteRole = roles.removal(async (client, role, { projectId, branch
   ];
 });
 
-/** The role's password (412 when the project does not store passwords, or the role cannot log in). */
+/**
+ * The role's password (412 when the project does not store passwords, or the role cannot log in). Any caller
+ * who may manage the project may read it; the disclosure is recorded, so that the password is rotated once that
+ * caller's access is taken away (revocation.ts).
+ */
 export async function revealPassword(
   plane: ControlPlane,
   principal: Principal,
@@ -114,13 +118,13 @@ export async function revealPassword(
   const role = await getRole(plane.db, branchId, name);
   if (!project.storePasswords)
     throw preconditionFailed(`project ${projectId} does not store passwords: reset the password instead`);
-  if (!role.passwordSealed) throw preconditionFailed(`role ${name} cannot log in: it has no password`);
-  return plane.box.open(role.passwordSealed);
+  return disclosePassword(plane, principal, projectId, role.name);
 }
 
 /**
- * Gives the role a new password, on the cluster too. A role is one PostgreSQL role per project, so the new
- * password holds on every branch that has it.
+ * Gives the role a new password, on the cluster too, and ends the role's sessions. A role is one PostgreSQL role
+ * per project, so the new password holds on every branch that has it. Like a reveal, the new password is
+ * recorded as shown to the caller.
  */
 export async function resetPassword(
   plane: ControlPlane,
@@ -129,22 +133,22 @@ export async function resetPassword(
   branchId: string,
   name: string,
 ) {
-  const password = newRolePassword();
-  const { operations } = await changeOnBranch(plane, principal, projectId, branchId, async (client) => {
-    const role = await getRole(client, branchId, name);
-    if (role.noLogin) throw preconditionFailed(`role ${name} cannot log in: it has no password`);
-    await client.query(
-      "UPDATE project_roles SET password_sealed = $3, updated_at = clock_timestamp() WHERE project_id = $1 AND name = $2",
-      [projectId, name, plane.box.seal(password)],
-    );
-    await client.query(
-      "UPDATE branch_roles SET updated_at = clock_timestamp() WHERE branch_id = $1 AND name = $2",
-      [branchId, name],
-    );
-    return {
-      result: undefined,
-      planned: [{ action: "apply_config", branchId, step: { kind: "set_password", projectId, name } }],
-    };
-  });
+  const { result: password, operations } = await changeOnBranch(
+    plane,
+    principal,
+    projectId,
+    branchId,
+    async (client) => {
+      const role = await getRole(client, branchId, name);
+      if (role.noLogin) throw preconditionFailed(`role ${name} cannot log in: it has no password`);
+      const { password, planned } = await replacePassword(client, plane.box, projectId, role.name);
+      await recordDisclosure(client, principal, projectId, role.name, "reset");
+      await client.query(
+        "UPDATE branch_roles SET updated_at = clock_timestamp() WHERE branch_id = $1 AND name = $2",
+        [branchId, name],
+      );
+      return { result: password, planned: [{ ...planned, branchId }] };
+    },
+  );
   return { role: await getRole(plane.db, branchId, name), password, operations };
 }

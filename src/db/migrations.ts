@@ -395,4 +395,70 @@ CREATE TABLE x402_payments (
 );
 `,
   },
+  {
+    version: 11,
+    name: "pricing: limits of agents' sessions the provider sets (rows written per statement, lock and idle timeouts)",
+    sql: `
+ALTER TABLE pricing
+  ADD COLUMN max_rows_written_per_statement integer NOT NULL DEFAULT 1000 CHECK (max_rows_written_per_statement > 0),
+  ADD COLUMN lock_timeout_ms integer NOT NULL DEFAULT 5000 CHECK (lock_timeout_ms > 0),
+  ADD COLUMN idle_in_transaction_timeout_ms integer NOT NULL DEFAULT 30000 CHECK (idle_in_transaction_timeout_ms > 0);
+`,
+  },
+  {
+    version: 12,
+    name: "management: the upstream backends of open endpoint sessions",
+    sql: `
+-- Written by the wire proxy once a session's upstream backend is up, deleted when the session ends. A backend
+-- is known by (pid, backend_start): a pid alone is reused by later backends, and application_name is the
+-- client's to change. Whatever takes access away (suspend, delete, restore, an allowlist) ends the sessions
+-- these rows name, whichever pgtoll process relays them. No foreign keys: a deleted endpoint's sessions must
+-- still be found.
+CREATE TABLE IF NOT EXISTS endpoint_sessions (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  backend_pid integer NOT NULL,
+  backend_start_us bigint NOT NULL,
+  endpoint_id text NOT NULL,
+  project_id text NOT NULL,
+  branch_id text NOT NULL,
+  physical_role text NOT NULL,
+  physical_database text NOT NULL,
+  client_addr text NOT NULL,
+  started_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX IF NOT EXISTS endpoint_sessions_endpoint_idx ON endpoint_sessions (endpoint_id);
+CREATE INDEX IF NOT EXISTS endpoint_sessions_project_idx ON endpoint_sessions (project_id);
+`,
+  },
+  {
+    version: 13,
+    name: "management: who created each role, and who each role's password was shown to",
+    sql: `
+-- A password changes generation each time it is replaced (reset, or rotated because access was taken away);
+-- a disclosure counts only while the role's password is still of the generation it showed.
+ALTER TABLE project_roles ADD COLUMN IF NOT EXISTS password_generation integer NOT NULL DEFAULT 0;
+ALTER TABLE project_roles ADD COLUMN IF NOT EXISTS created_by_user_id uuid;
+ALTER TABLE project_roles ADD COLUMN IF NOT EXISTS created_by_key_id bigint;
+
+-- Every time a role's password left pgtoll in an answer (project or role creation, reveal_password, a reset,
+-- a connection URI), the key it went to and that key's user (its owner, or for an organization or
+-- project-scoped key, its creator). When such a key can no longer reach the project (revoked, its user's share
+-- or membership gone, its project transferred), the password is rotated. api_key_id has no foreign key: a key
+-- is never deleted while its disclosures matter, and one that is gone counts as revoked.
+CREATE TABLE IF NOT EXISTS role_password_disclosures (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  project_id text NOT NULL,
+  role_name text NOT NULL,
+  password_generation integer NOT NULL,
+  api_key_id bigint NOT NULL,
+  user_id uuid NOT NULL,
+  how text NOT NULL CHECK (how IN ('created', 'revealed', 'reset')),
+  disclosed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  FOREIGN KEY (project_id, role_name) REFERENCES project_roles (project_id, name) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS role_password_disclosures_role_idx
+  ON role_password_disclosures (project_id, role_name, password_generation);
+CREATE INDEX IF NOT EXISTS role_password_disclosures_key_idx ON role_password_disclosures (api_key_id);
+`,
+  },
 ];

@@ -1,6 +1,7 @@
 import type { Config } from "../config.js";
 import { deriveDevAccounts, mintTokens } from "../devchain/index.js";
 import type { Logger } from "../log.js";
+import { ANY_PROVIDER_HOSTS } from "../providers/provider-hosts.js";
 import { createSecretBox, loadSecretKey } from "../providers/secret-box.js";
 import { AGENT_TOKEN_LIFETIME_S, createAgentToken } from "../proxy/agent-token.js";
 import { startServer } from "../server.js";
@@ -77,6 +78,8 @@ export async function startDevStack(
       startServer(
         {
           ...config,
+          // The dev stack's own sample database is on loopback, and so are the databases one tries it with.
+          providerHosts: config.providerHosts ?? ANY_PROVIDER_HOSTS,
           rpcUrl: plan.rpcUrl,
           tokenAddress: lower(plan.tokenAddress),
           minConfirmations: 1,

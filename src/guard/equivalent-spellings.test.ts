@@ -102,7 +102,7 @@ describe("statement kinds, whatever the spelling or nesting", () => {
   it.each([
     "select 1 ; ; select 2 ;",
     "/* leading */ SELECT 1",
-    "WITH i AS (INSERT INTO items (name) VALUES ('a') RETURNING id) SELECT * FROM i",
+    "WITH i AS (SELECT id FROM items) SELECT * FROM i",
     "INSERT INTO items (name) VALUES ('a') ON CONFLICT DO NOTHING",
     "START TRANSACTION ISOLATION LEVEL SERIALIZABLE, READ ONLY",
     "BEGIN; SAVEPOINT a; RELEASE SAVEPOINT a; ROLLBACK TO SAVEPOINT a; END",
@@ -173,13 +173,16 @@ describe("COPY", () => {
     ["allow", "COPY items TO STDOUT"],
     ["allow", "copy public.items (id, name) to stdout with (format csv, header)"],
     ["allow", "COPY (SELECT * FROM items WHERE id < 10) TO STDOUT"],
-    ["allow", "COPY (WITH d AS (DELETE FROM items WHERE id = 1 RETURNING *) SELECT * FROM d) TO STDOUT"],
+    [
+      "no-data-modifying-cte",
+      "COPY (WITH d AS (DELETE FROM items WHERE id = 1 RETURNING *) SELECT * FROM d) TO STDOUT",
+    ],
     ["no-copy-from", "COPY items FROM STDIN"],
     ["no-copy-from", "COPY items (name) FROM STDIN WITH (FORMAT csv)"],
     ["no-copy-file", "COPY items FROM '/tmp/items.csv'"],
     ["no-copy-file", "COPY (SELECT 1) TO '/tmp/x'"],
     ["no-copy-program", "COPY (SELECT 1) TO PROGRAM 'sh'"],
-    ["unbounded-update", "COPY (UPDATE items SET name = 'x' RETURNING *) TO STDOUT"],
+    ["no-data-modifying-cte", "COPY (UPDATE items SET name = 'x' WHERE id = 1 RETURNING *) TO STDOUT"],
     ["forbidden-function", "COPY (SELECT pg_read_file('/etc/passwd')) TO STDOUT"],
   ])("%s: %s", (rule, sql) => {
     expect(ruleOf(sql)).toBe(rule);

@@ -24,6 +24,12 @@ export const SUPERSEDED_CASES: readonly (GuardCase & { reason: string })[] = [
     verdict: "deny",
     reason: "row locks block the provider's own application (rule no-row-lock)",
   },
+  {
+    sql: "WITH d AS (DELETE FROM items WHERE id = 3 RETURNING *) SELECT * FROM d",
+    verdict: "deny",
+    reason:
+      "PostgreSQL does not report the rows a data-modifying CTE writes, so they could not be charged (rule no-data-modifying-cte)",
+  },
 ];
 
 /** Parses a cases file: one `{"verdict", "sql"}` object a line; a malformed line is an error naming it. */

@@ -1,4 +1,5 @@
 export { checkSql } from "./check-sql.js";
+export { isUtf8EncodingName } from "./client-encoding.js";
 export {
   FORBIDDEN_FUNCTION_PREFIXES,
   FORBIDDEN_FUNCTIONS,

@@ -3,6 +3,7 @@ import { checkActivityFunction } from "./other-sessions.js";
 import { checkCurrentSetting, checkRelationRead, ROW_LOCK_DENIAL } from "./sensitive-reads.js";
 import { checkStatement } from "./statement-rules.js";
 import type { Denial, GuardPolicy } from "./types.js";
+import { isWriteKind, NESTED_WRITE_DENIAL, placedWriteOf } from "./write-placement.js";
 
 /**
  * Walks a whole statement tree (iteratively, so no input can exhaust the stack) and applies the policy
@@ -14,6 +15,7 @@ import type { Denial, GuardPolicy } from "./types.js";
  * the SELECT INTO check looks for the `intoClause` field itself rather than at SelectStmt nodes.
  */
 export function findDenial(root: Record<string, unknown>, policy: GuardPolicy): Denial | null {
+  const placedWrite = placedWriteOf(root);
   const stack: unknown[] = [root];
   while (stack.length > 0) {
     const value = stack.pop();
@@ -28,6 +30,7 @@ export function findDenial(root: Record<string, unknown>, policy: GuardPolicy): 
       if (typeof child !== "object" || child === null) continue;
       const first = key.charCodeAt(0);
       if (first >= 65 && first <= 90 && !Array.isArray(child)) {
+        if (isWriteKind(key) && child !== placedWrite) return NESTED_WRITE_DENIAL;
         const denial = checkNode(key, child as Record<string, unknown>, policy);
         if (denial) return denial;
       } else if (key === "intoClause") {

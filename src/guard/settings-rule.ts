@@ -1,3 +1,4 @@
+import { isUtf8EncodingName } from "./client-encoding.js";
 import type { Denial, GuardPolicy } from "./types.js";
 
 /** `SET TRANSACTION ...` and `SET SESSION CHARACTERISTICS AS TRANSACTION ...`: isolation, read only, deferrable. */
@@ -29,7 +30,7 @@ export function checkSetting(set: Record<string, unknown>, policy: GuardPolicy):
 function isUtf8(args: unknown): boolean {
   if (!Array.isArray(args) || args.length !== 1) return false;
   const value = args[0]?.A_Const?.sval?.sval;
-  return typeof value === "string" && /^(utf-?8|unicode)$/i.test(value.replace(/_/g, ""));
+  return typeof value === "string" && isUtf8EncodingName(value);
 }
 
 function forbidden(message: string): Denial {

@@ -17,19 +17,31 @@ function only(sql: string): Omit<GuardedStatement, "sql"> {
   return metadata;
 }
 
-const row = { explainable: false, returnsRows: true, transactionControl: false };
-const plain = { explainable: false, returnsRows: false, transactionControl: false };
-const tx = { explainable: false, returnsRows: false, transactionControl: true };
+const row = { explainable: false, returnsRows: true, transactionControl: false, writes: false };
+const plain = { explainable: false, returnsRows: false, transactionControl: false, writes: false };
+const tx = { explainable: false, returnsRows: false, transactionControl: true, writes: false };
 
 describe("GuardedStatement metadata", () => {
   it.each([
     ["SELECT 1", { command: "SELECT", ...row, explainable: true }],
     ["VALUES (1)", { command: "SELECT", ...row, explainable: true }],
     ["TABLE items", { command: "SELECT", ...row, explainable: true }],
-    ["INSERT INTO items (name) VALUES ('a')", { command: "INSERT", ...plain, explainable: true }],
-    ["INSERT INTO items (name) VALUES ('a') RETURNING id", { command: "INSERT", ...row, explainable: true }],
-    ["UPDATE items SET name = 'b' WHERE id = 3", { command: "UPDATE", ...plain, explainable: true }],
-    ["DELETE FROM items WHERE id = 3 RETURNING *", { command: "DELETE", ...row, explainable: true }],
+    [
+      "INSERT INTO items (name) VALUES ('a')",
+      { command: "INSERT", ...plain, explainable: true, writes: true },
+    ],
+    [
+      "INSERT INTO items (name) VALUES ('a') RETURNING id",
+      { command: "INSERT", ...row, explainable: true, writes: true },
+    ],
+    [
+      "UPDATE items SET name = 'b' WHERE id = 3",
+      { command: "UPDATE", ...plain, explainable: true, writes: true },
+    ],
+    [
+      "DELETE FROM items WHERE id = 3 RETURNING *",
+      { command: "DELETE", ...row, explainable: true, writes: true },
+    ],
     ["EXPLAIN SELECT 1", { command: "EXPLAIN", ...row }],
     ["SHOW search_path", { command: "SHOW", ...row }],
     ["SET application_name = 'a'", { command: "SET", ...plain }],
@@ -42,7 +54,7 @@ describe("GuardedStatement metadata", () => {
     ["RELEASE s", { command: "RELEASE", ...tx }],
     ["ROLLBACK TO s", { command: "ROLLBACK", ...tx }],
     ["PREPARE q AS SELECT 1", { command: "PREPARE", ...plain }],
-    ["EXECUTE q", { command: "EXECUTE", ...row, explainable: true }],
+    ["EXECUTE q", { command: "EXECUTE", ...row, explainable: true, writes: true }],
     ["DEALLOCATE q", { command: "DEALLOCATE", ...plain }],
     ["DEALLOCATE ALL", { command: "DEALLOCATE ALL", ...plain }],
     ["DECLARE c CURSOR FOR SELECT 1", { command: "DECLARE CURSOR", ...plain, explainable: true }],
@@ -50,6 +62,10 @@ describe("GuardedStatement metadata", () => {
     ["MOVE 10 IN c", { command: "MOVE", ...plain }],
     ["CLOSE c", { command: "CLOSE CURSOR", ...plain }],
     ["COPY items TO STDOUT", { command: "COPY", ...row }],
+    ["COPY items TO STDOUT (FORMAT csv, HEADER)", { command: "COPY", ...row, copyHeader: true }],
+    ["COPY items TO STDOUT WITH CSV HEADER", { command: "COPY", ...row, copyHeader: true }],
+    ["COPY items TO STDOUT (HEADER off)", { command: "COPY", ...row }],
+    ["COPY items TO STDOUT (FORMAT binary)", { command: "COPY", ...row }],
   ])("%s", (sql, expected) => {
     expect(only(sql)).toEqual(expected);
   });

@@ -1,4 +1,5 @@
 import type { GuardedStatement } from "./types.js";
+import { isFalseOption } from "./write-placement.js";
 
 const TRANSACTION_TAGS: Record<string, string> = {
   TRANS_STMT_BEGIN: "BEGIN",
@@ -30,6 +31,7 @@ export function describeStatement(kind: string, body: Record<string, unknown>): 
       return meta(kind.slice(0, -4).toUpperCase(), {
         explainable: true,
         returnsRows: body.returningClause !== undefined || body.returningList !== undefined,
+        writes: true,
       });
     case "ExplainStmt":
       return meta("EXPLAIN", { returnsRows: true });
@@ -45,7 +47,7 @@ export function describeStatement(kind: string, body: Record<string, unknown>): 
     case "PrepareStmt":
       return meta("PREPARE", {});
     case "ExecuteStmt":
-      return meta("EXECUTE", { explainable: true, returnsRows: true });
+      return meta("EXECUTE", { explainable: true, returnsRows: true, writes: true });
     case "DeallocateStmt":
       return meta(body.isall === true ? "DEALLOCATE ALL" : "DEALLOCATE", {});
     case "DeclareCursorStmt":
@@ -54,8 +56,10 @@ export function describeStatement(kind: string, body: Record<string, unknown>): 
       return body.ismove === true ? meta("MOVE", {}) : meta("FETCH", { returnsRows: true });
     case "ClosePortalStmt":
       return meta(body.portalname === undefined ? "CLOSE CURSOR ALL" : "CLOSE CURSOR", {});
-    case "CopyStmt":
-      return meta("COPY", { returnsRows: body.is_from !== true });
+    case "CopyStmt": {
+      const copy = meta("COPY", { returnsRows: body.is_from !== true });
+      return hasHeaderLine(body.options) ? { ...copy, copyHeader: true } : copy;
+    }
     case "ConstraintsSetStmt":
       return meta("SET CONSTRAINTS", {});
     case "UnlistenStmt":
@@ -72,5 +76,23 @@ function meta(command: string, flags: Partial<Omit<Metadata, "command">>): Metad
     explainable: flags.explainable ?? false,
     returnsRows: flags.returnsRows ?? false,
     transactionControl: flags.transactionControl ?? false,
+    writes: flags.writes ?? false,
   };
+}
+
+/**
+ * Whether a COPY's options ask for a header line in text or CSV (binary has none). A value PostgreSQL might read
+ * as true counts as true: the header is then not charged as a row, so a doubt is in the agent's favour.
+ */
+function hasHeaderLine(options: unknown): boolean {
+  if (!Array.isArray(options)) return false;
+  let header = false;
+  let binary = false;
+  for (const option of options) {
+    const def = (option as { DefElem?: { defname?: unknown; arg?: unknown } }).DefElem;
+    if (def?.defname === "header") header = !isFalseOption(def.arg);
+    if (def?.defname === "format")
+      binary = (def.arg as { String?: { sval?: string } })?.String?.sval === "binary";
+  }
+  return header && !binary;
 }

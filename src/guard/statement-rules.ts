@@ -3,6 +3,7 @@ import { checkRelationRead, checkShow } from "./sensitive-reads.js";
 import { checkSetting } from "./settings-rule.js";
 import type { Denial, GuardPolicy } from "./types.js";
 import { targetNameOf, whereRestrictsTarget } from "./where-restriction.js";
+import { checkExplain } from "./write-placement.js";
 
 /**
  * The statement allowlist. Called for every statement node of the tree, top level or nested (CTE,
@@ -16,7 +17,6 @@ export function checkStatement(
 ): Denial | null {
   switch (kind) {
     case "SelectStmt": // SELECT INTO is caught by the walker (its intoClause can sit in a UNION branch)
-    case "ExplainStmt": // the explained statement is a nested node
     case "PrepareStmt": // so is the prepared one
     case "DeclareCursorStmt": // and the cursor's query
     case "ExecuteStmt": // runs a body checked at PREPARE (the proxy must guard protocol-level Parse too)
@@ -26,6 +26,8 @@ export function checkStatement(
     case "ConstraintsSetStmt":
     case "UnlistenStmt": // only ends this session's own listening; LISTEN itself is denied
       return null;
+    case "ExplainStmt": // the explained statement is a nested node
+      return checkExplain(body);
     case "VariableShowStmt":
       return checkShow(body);
     case "InsertStmt":

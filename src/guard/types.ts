@@ -17,6 +17,13 @@ export interface GuardedStatement {
   /** BEGIN / START TRANSACTION / COMMIT / ROLLBACK / SAVEPOINT / RELEASE / ROLLBACK TO. */
   transactionControl: boolean;
   /**
+   * True when running it may write rows whose count its CommandComplete reports: INSERT, UPDATE, DELETE, MERGE,
+   * and `EXECUTE` (the prepared body is not known here). Writes are paid for before they are committed.
+   */
+  writes: boolean;
+  /** For `COPY ... TO STDOUT` in text or CSV with a header line: the first CopyData is that line, not a row. */
+  copyHeader?: true;
+  /**
    * For `SHOW pgtoll.<name>`: the name (lower case, e.g. "pgtoll.balance"). The proxy answers these itself;
    * the provider's database has no such setting.
    */

@@ -2,7 +2,10 @@ import { randomUUID } from "node:crypto";
 import pg from "pg";
 import type { Price } from "../billing/cost.js";
 import type { Queryable } from "../billing/ledger.js";
+import { type AgentLimits, DEFAULT_AGENT_LIMITS } from "../billing/pricing.js";
 import { generateApiKey } from "./api-key.js";
+import { providerSocket } from "./checked-connect.js";
+import { allowedAddress, type ProviderHostPolicy, ProviderHostRefused } from "./provider-hosts.js";
 import { checkProviderRole, type ProviderRoleCheck } from "./provider-role.js";
 import type { SecretBox } from "./secret-box.js";
 
@@ -20,7 +23,7 @@ export interface ProviderWithSecrets extends Provider {
   apiKeyHash: Buffer;
 }
 
-export interface PricingRecord extends Price {
+export interface PricingRecord extends Price, AgentLimits {
   id: string;
   providerId: string;
   /** Agent sessions run with default_transaction_read_only=on: PostgreSQL refuses their writes. */
@@ -38,12 +41,18 @@ export class UpstreamConnectionError extends Error {
 }
 
 /**
- * Checks that a connection string is a PostgreSQL URL pgtoll can connect to, by connecting, and reads the
- * role's rights (the caller decides whether they are acceptable). Throws {@link UpstreamConnectionError} with
- * the reason; the message never contains the password.
+ * Checks that a connection string is a PostgreSQL URL pgtoll may and can connect to: its host is resolved once
+ * and every address checked against `policy` (provider-hosts.ts), then pgtoll connects to the checked address
+ * and reads the role's rights (the caller decides whether they are acceptable). Throws
+ * {@link UpstreamConnectionError} with the reason; the message never contains the password.
+ *
+ * Registration is open to anyone, so what it answers must not make pgtoll a port scanner: a host that cannot
+ * be resolved or reached, a closed port, a timeout and a server that does not speak PostgreSQL all get one
+ * message. Only a PostgreSQL server's own refusal (wrong password, unknown database, pg_hba) is passed on.
  */
 export async function verifyConnectionString(
   connectionString: string,
+  policy: ProviderHostPolicy,
   timeoutMs = 5000,
 ): Promise<ProviderRoleCheck> {
   let url: URL;
@@ -60,8 +69,20 @@ export async function verifyConnectionString(
     );
   }
   if (!url.hostname) throw new UpstreamConnectionError("connectionString must name a host");
+  const where = `${url.hostname}:${url.port || 5432}`;
+  const unreachable = new UpstreamConnectionError(
+    `could not connect to a PostgreSQL server at ${where} (check the host, the port and that it accepts connections from pgtoll)`,
+  );
+  let target: { address: string };
+  try {
+    target = await allowedAddress(policy, url.hostname);
+  } catch (error) {
+    if (error instanceof ProviderHostRefused) throw new UpstreamConnectionError(error.message);
+    throw unreachable;
+  }
   const client = new pg.Client({
     connectionString,
+    stream: providerSocket(target),
     connectionTimeoutMillis: timeoutMs,
     query_timeout: timeoutMs,
   });
@@ -70,10 +91,9 @@ export async function verifyConnectionString(
     await client.connect();
     return await checkProviderRole(client);
   } catch (error) {
-    const reason = (error as Error).message.replaceAll(url.password || "\u0000", "***");
-    throw new UpstreamConnectionError(
-      `could not connect to the database at ${url.hostname}:${url.port || 5432}: ${reason}`,
-    );
+    if (!(error instanceof pg.DatabaseError)) throw unreachable;
+    const reason = error.message.replaceAll(url.password || "\u0000", "***");
+    throw new UpstreamConnectionError(`the PostgreSQL server at ${where} refused the connection: ${reason}`);
   } finally {
     await client.end().catch(() => {});
   }
@@ -162,6 +182,9 @@ interface PricingRow {
   price_micro_per_1000_rows: bigint;
   markup_ppm: bigint;
   read_only: boolean;
+  max_rows_written_per_statement: number;
+  lock_timeout_ms: number;
+  idle_in_transaction_timeout_ms: number;
   created_at: Date;
   updated_at: Date;
 }
@@ -173,6 +196,9 @@ function toPricing(row: PricingRow): PricingRecord {
     priceMicroPer1000Rows: row.price_micro_per_1000_rows,
     markupPpm: row.markup_ppm,
     readOnly: row.read_only,
+    maxRowsWrittenPerStatement: row.max_rows_written_per_statement,
+    lockTimeoutMs: row.lock_timeout_ms,
+    idleInTransactionTimeoutMs: row.idle_in_transaction_timeout_ms,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
@@ -189,27 +215,46 @@ export function pricingChangeCount(db: Queryable): number {
   return pricingChanges.get(db) ?? 0;
 }
 
+/** What a pricing request may set beside the price; each one absent keeps its stored value (or its default). */
+export interface PricingSettings extends Partial<AgentLimits> {
+  readOnly?: boolean;
+}
+
 /**
- * Sets or replaces a provider's pricing; the record keeps its id and createdAt across updates. `readOnly`
- * undefined keeps the stored value (false for a new record).
+ * Sets or replaces a provider's pricing; the record keeps its id and createdAt across updates. A setting left
+ * undefined keeps the stored value (its default for a new record).
  */
 export async function setPricing(
   db: Queryable,
   providerId: string,
   price: Price,
-  readOnly?: boolean,
+  settings: PricingSettings = {},
 ): Promise<PricingRecord> {
   // Counted before and after: a cache filled while the statement runs can hold either price, so it must not last.
   pricingChanges.set(db, pricingChangeCount(db) + 1);
   const { rows } = await db
     .query<PricingRow>(
-      `INSERT INTO pricing AS p (id, provider_id, price_micro_per_1000_rows, markup_ppm, read_only)
-     VALUES ($1, $2, $3, $4, coalesce($5, false))
+      `INSERT INTO pricing AS p (id, provider_id, price_micro_per_1000_rows, markup_ppm, read_only,
+                                 max_rows_written_per_statement, lock_timeout_ms, idle_in_transaction_timeout_ms)
+     VALUES ($1, $2, $3, $4, coalesce($5, false), coalesce($6, ${DEFAULT_AGENT_LIMITS.maxRowsWrittenPerStatement}),
+             coalesce($7, ${DEFAULT_AGENT_LIMITS.lockTimeoutMs}), coalesce($8, ${DEFAULT_AGENT_LIMITS.idleInTransactionTimeoutMs}))
      ON CONFLICT (provider_id) DO UPDATE
        SET price_micro_per_1000_rows = excluded.price_micro_per_1000_rows, markup_ppm = excluded.markup_ppm,
-           read_only = coalesce($5, p.read_only), updated_at = now()
+           read_only = coalesce($5, p.read_only),
+           max_rows_written_per_statement = coalesce($6, p.max_rows_written_per_statement),
+           lock_timeout_ms = coalesce($7, p.lock_timeout_ms),
+           idle_in_transaction_timeout_ms = coalesce($8, p.idle_in_transaction_timeout_ms), updated_at = now()
      RETURNING *`,
-      [randomUUID(), providerId, price.priceMicroPer1000Rows, price.markupPpm, readOnly ?? null],
+      [
+        randomUUID(),
+        providerId,
+        price.priceMicroPer1000Rows,
+        price.markupPpm,
+        settings.readOnly ?? null,
+        settings.maxRowsWrittenPerStatement ?? null,
+        settings.lockTimeoutMs ?? null,
+        settings.idleInTransactionTimeoutMs ?? null,
+      ],
     )
     .finally(() => pricingChanges.set(db, pricingChangeCount(db) + 1));
   return toPricing(rows[0]!);
@@ -231,7 +276,9 @@ export async function findProviderForQuery(
             CASE WHEN pr.id IS NULL THEN NULL ELSE json_build_object(
               'id', pr.id, 'provider_id', pr.provider_id,
               'price_micro_per_1000_rows', pr.price_micro_per_1000_rows::text, 'markup_ppm', pr.markup_ppm::text,
-              'read_only', pr.read_only, 'created_at', pr.created_at, 'updated_at', pr.updated_at) END AS pricing
+              'read_only', pr.read_only, 'max_rows_written_per_statement', pr.max_rows_written_per_statement,
+              'lock_timeout_ms', pr.lock_timeout_ms, 'idle_in_transaction_timeout_ms', pr.idle_in_transaction_timeout_ms,
+              'created_at', pr.created_at, 'updated_at', pr.updated_at) END AS pricing
        FROM providers p LEFT JOIN pricing pr ON pr.provider_id = p.id WHERE p.id = $1`,
     [id],
   );

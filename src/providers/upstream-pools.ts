@@ -1,4 +1,6 @@
+import type { LookupFunction } from "node:net";
 import pg from "pg";
+import { providerSocket } from "./checked-connect.js";
 import { jsonSafeTypes } from "./json-safe-types.js";
 import { SUPERUSER_UPSTREAM_REFUSAL } from "./provider-role.js";
 import type { ProviderWithSecrets } from "./registry.js";
@@ -17,6 +19,11 @@ export interface UpstreamPoolOptions {
    * it registered. Off only with PGTOLL_ALLOW_PRIVILEGED_PROVIDER_ROLES.
    */
   refuseSuperuser: boolean;
+  /**
+   * How provider host names are resolved (checked-connect.ts): with PGTOLL_PROVIDER_HOSTS, each new connection
+   * resolves the name and checks the address it connects to. Unset: the system resolver, no check.
+   */
+  lookup?: LookupFunction;
 }
 
 /** Thrown by `pool.connect()` when the provider's role is a superuser and such sessions are refused. */
@@ -76,6 +83,7 @@ export class UpstreamPools {
       ...(readOnly ? { options: "-c default_transaction_read_only=on" } : {}),
       types: jsonSafeTypes,
       Client: ProviderClient,
+      stream: providerSocket({ lookup: this.options.lookup }),
       // A refused connection is ended by the pool and its error reaches the caller of connect().
       onConnect: (client) => {
         if (this.options.refuseSuperuser && (client as ProviderClient).isSuperuser)

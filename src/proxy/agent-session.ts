@@ -1,9 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { Socket } from "node:net";
-import type { Price } from "../billing/cost.js";
 import { findReadOnlySettingViolation } from "../guard/index.js";
 import { StatementShapes } from "../guard/statement-shape.js";
-import { findProviderForQuery } from "../providers/registry.js";
+import { findProviderForQuery, type PricingRecord } from "../providers/registry.js";
 import { verifyAgentToken } from "./agent-token.js";
 import type { Frame } from "./frame-reader.js";
 import { fundsRefusal } from "./funds-refusal.js";
@@ -64,13 +63,19 @@ export async function planAgentSession(
   const guard = price.readOnly ? readOnlyCheckOf(ctx) : ctx.check;
   return {
     slotKey: funding.tier === "funded" ? request.providerId : limitedSlotKey(request.providerId),
-    target: parseUpstreamTarget(ctx.box.open(found.provider.connectionSecret)),
+    target: {
+      ...parseUpstreamTarget(ctx.box.open(found.provider.connectionSecret)),
+      ...(ctx.providerLookup ? { lookup: ctx.providerLookup } : {}),
+    },
     parameters: {
       application_name: request.applicationName || "pgtoll",
       client_encoding: "UTF8",
       statement_timeout: String(ctx.statementTimeoutMs),
       ...request.settings,
-      // After the client's settings, so that none can replace it.
+      // After the client's settings, so that none can replace them (the guard refuses them at connect and in SET).
+      // No agent holds locks the provider's application waits for: not while idle in a transaction, nor for long.
+      lock_timeout: String(price.lockTimeoutMs),
+      idle_in_transaction_session_timeout: String(price.idleInTransactionTimeoutMs),
       ...(price.readOnly ? { default_transaction_read_only: "on" } : {}),
     },
     refuseSuperuser: !ctx.allowPrivilegedProviderRoles,
@@ -120,7 +125,7 @@ function startMeteredRelay(
   agentWallet: string,
   providerId: string,
   depositAddress: string,
-  price: Price,
+  price: PricingRecord,
   check: ProxyContext["check"],
   ctx: ProxyContext,
   early: Frame[],
@@ -152,6 +157,7 @@ function startMeteredRelay(
     check,
     status: upstream.status,
     idleReleaseMs: ctx.idleReleaseMs,
+    maxRowsWritten: price.maxRowsWrittenPerStatement,
     drainTimeoutMs: ctx.statementTimeoutMs + 5000,
     cancelUpstream: () => cancelUpstreamQuery(upstream),
     onEnd: (reason) => {

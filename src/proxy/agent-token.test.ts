@@ -1,6 +1,6 @@
 import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
 import { describe, expect, it } from "vitest";
-import { AGENT_TOKEN_LIFETIME_S, createAgentToken, verifyAgentToken } from "./agent-token.js";
+import { AGENT_TOKEN_LIFETIME_S, agentOfToken, createAgentToken, verifyAgentToken } from "./agent-token.js";
 
 const key = generatePrivateKey();
 const wallet = privateKeyToAddress(key);
@@ -9,7 +9,7 @@ const provider = "6f1c2a34-1111-4222-8333-444455556666";
 describe("agent tokens", () => {
   it("verifies a token signed by the wallet for the provider", async () => {
     const token = await createAgentToken(key, provider);
-    expect(token).toMatch(/^pgtoll1\.\d+\.0x[0-9a-f]{130}$/);
+    expect(token).toMatch(/^pgtoll1\.\d+\.0x[0-9a-f]{40}\.0x[0-9a-f]{130}$/);
     expect(await verifyAgentToken(token, wallet, provider)).toEqual({ ok: true });
     expect(await verifyAgentToken(token, wallet.toLowerCase(), provider.toUpperCase())).toEqual({ ok: true });
   });
@@ -43,5 +43,26 @@ describe("agent tokens", () => {
     ]) {
       expect((await verifyAgentToken(garbage, wallet, provider)).ok).toBe(false);
     }
+  });
+
+  it("names its wallet: a token is another provider's or another wallet's whatever address its signature recovers", async () => {
+    const token = await createAgentToken(key, provider);
+    expect(token.split(".")[2]).toBe(wallet.toLowerCase());
+    expect(await agentOfToken(token, provider)).toEqual({ ok: true, wallet: wallet.toLowerCase() });
+    const otherProvider = "00000000-0000-4000-8000-000000000000";
+    expect(await agentOfToken(token, otherProvider)).toMatchObject({
+      ok: false,
+      reason: /not signed by the wallet it names for this provider/,
+    });
+    const [prefix, issued, , signature] = token.split(".");
+    const other = privateKeyToAddress(generatePrivateKey()).toLowerCase();
+    const claimsOther = `${prefix}.${issued}.${other}.${signature}`;
+    expect((await agentOfToken(claimsOther, provider)).ok).toBe(false);
+    expect((await verifyAgentToken(claimsOther, wallet, provider)).ok).toBe(false);
+    expect((await verifyAgentToken(claimsOther, other, provider)).ok).toBe(false);
+    // without the wallet: accepted where the wallet is known (the proxy's user name), not where it is not
+    const unnamed = `${prefix}.${issued}.${signature}`;
+    expect(await verifyAgentToken(unnamed, wallet, provider)).toEqual({ ok: true });
+    expect(await agentOfToken(unnamed, provider)).toMatchObject({ ok: false, reason: /names no wallet/ });
   });
 });

@@ -3,13 +3,13 @@ import { privateKeyToAccount } from "viem/accounts";
 
 /**
  * Agent tokens: the password an agent presents to the wire proxy (and, with PGTOLL_REST_AGENT_AUTH=signature,
- * to the REST gateway). A token is `pgtoll1.<unix seconds>.<EIP-191 signature>` over the message
+ * to the REST gateway). A token is `pgtoll1.<unix seconds>.<wallet>.<EIP-191 signature>`, the signature over
  *
  *     pgtoll agent login
  *     provider: <provider id, lower case>
  *     issued: <unix seconds>
  *
- * signed with the wallet's key. It proves control of the wallet for one provider and expires
+ * made with the wallet's key. It proves control of the wallet for one provider and expires
  * `AGENT_TOKEN_LIFETIME_S` after it was issued. Warning: a token is a bearer credential for its lifetime;
  * send it only over TLS or loopback (the proxy enforces that).
  */
@@ -30,10 +30,9 @@ export async function createAgentToken(
   now = Date.now(),
 ): Promise<string> {
   const issuedAt = Math.floor(now / 1000);
-  const signature = await privateKeyToAccount(privateKey).signMessage({
-    message: agentLoginMessage(providerId, issuedAt),
-  });
-  return `${AGENT_TOKEN_PREFIX}.${issuedAt}.${signature}`;
+  const account = privateKeyToAccount(privateKey);
+  const signature = await account.signMessage({ message: agentLoginMessage(providerId, issuedAt) });
+  return `${AGENT_TOKEN_PREFIX}.${issuedAt}.${account.address.toLowerCase()}.${signature}`;
 }
 
 export type AgentTokenCheck = { ok: true } | { ok: false; reason: string };
@@ -57,31 +56,46 @@ export async function verifyAgentToken(
   providerId: string,
   now = Date.now(),
 ): Promise<AgentTokenCheck> {
-  const signer = await agentOfToken(token, providerId, now);
-  if (!signer.ok) return signer;
-  if (signer.wallet.toLowerCase() !== wallet.toLowerCase()) {
+  const read = await readToken(token, providerId, now);
+  if (!read.ok) return read;
+  const expected = wallet.toLowerCase();
+  if (read.signer !== expected || (read.named !== null && read.named !== expected)) {
     return { ok: false, reason: "the agent token was not signed by this wallet for this provider" };
   }
   return { ok: true };
 }
 
 /**
- * The wallet that signed `token` for `providerId`, when the token is well formed and within its validity
- * window: for a caller that has a bearer token and no wallet to check it against (the remote MCP endpoint).
- * Warning: a token signed for another provider yields some other address, not an error; only compare it.
+ * The wallet that signed `token` for `providerId`, for a caller that has a bearer token and no wallet to check
+ * it against (the remote MCP endpoint). The token must name its wallet: a signature checked against another
+ * provider's message still recovers some address, so only the wallet named in the token tells a token for this
+ * provider from one for another.
  */
 export async function agentOfToken(
   token: string,
   providerId: string,
   now = Date.now(),
 ): Promise<{ ok: true; wallet: string } | { ok: false; reason: string }> {
-  const parts = token.split(".");
-  if (
-    parts.length !== 3 ||
-    parts[0] !== AGENT_TOKEN_PREFIX ||
-    !/^\d{1,12}$/.test(parts[1] ?? "") ||
-    !/^0x[0-9a-fA-F]{130}$/.test(parts[2] ?? "")
-  ) {
+  const read = await readToken(token, providerId, now);
+  if (!read.ok) return read;
+  if (!read.named)
+    return { ok: false, reason: "the agent token names no wallet; make a new one with `pgtoll agent-token`" };
+  if (read.signer !== read.named)
+    return { ok: false, reason: "the agent token was not signed by the wallet it names for this provider" };
+  return { ok: true, wallet: read.signer };
+}
+
+/** Tokens name their wallet; a token without one (three parts) is still accepted where the wallet is known. */
+const TOKEN_SHAPE = /^pgtoll1\.(\d{1,12})\.(?:(0x[0-9a-fA-F]{40})\.)?(0x[0-9a-fA-F]{130})$/;
+
+/** A token's issue time checked, and the address its signature recovers for `providerId`, in lower case. */
+async function readToken(
+  token: string,
+  providerId: string,
+  now: number,
+): Promise<{ ok: true; signer: string; named: string | null } | { ok: false; reason: string }> {
+  const parts = TOKEN_SHAPE.exec(token);
+  if (!parts) {
     return {
       ok: false,
       reason: "the password is not a pgtoll agent token (make one with `pgtoll agent-token`)",
@@ -94,11 +108,11 @@ export async function agentOfToken(
   if (now >= expiresAtMs(issuedAt))
     return { ok: false, reason: "the agent token has expired; make a new one" };
   try {
-    const wallet = await recoverMessageAddress({
+    const signer = await recoverMessageAddress({
       message: agentLoginMessage(providerId, issuedAt),
-      signature: parts[2] as Hex,
+      signature: parts[3] as Hex,
     });
-    return { ok: true, wallet: wallet.toLowerCase() };
+    return { ok: true, signer: signer.toLowerCase(), named: parts[2]?.toLowerCase() ?? null };
   } catch {
     return { ok: false, reason: "the agent token's signature is malformed" };
   }

@@ -1,22 +1,18 @@
 import type { Socket } from "node:net";
-import { type SecureContext, TLSSocket } from "node:tls";
+import { TLSSocket } from "node:tls";
 import { endpointIdFromHost } from "../control/resolve-endpoint.js";
 import { PROVIDER_ROLE_DOCS, SUPERUSER_UPSTREAM_REFUSAL } from "../providers/provider-role.js";
 import { planAgentSession } from "./agent-session.js";
 import { planEndpointSession } from "./endpoint-session.js";
 import { isLoopback } from "./loopback.js";
 import type { ProxyContext } from "./proxy-context.js";
-import { errorFrame, SqlState, StartupRefusal } from "./proxy-errors.js";
-import {
-  encodeGSSENCResponse,
-  encodeNegotiateProtocolVersion,
-  encodeSSLResponse,
-  encodeTerminate,
-} from "./serializer.js";
+import { errorFrame, SqlState, StartupRefusal, UnansweredClose } from "./proxy-errors.js";
+import { closeRefused } from "./refused-socket.js";
+import { encodeNegotiateProtocolVersion, encodeTerminate } from "./serializer.js";
 import { readCleartextPassword } from "./session-auth.js";
 import type { SessionPlan } from "./session-plan.js";
+import { negotiate } from "./startup-negotiation.js";
 import { isEndpointStartup, parseEndpointRequest, parseSessionRequest } from "./startup-options.js";
-import type { StartupPacket } from "./startup-parser.js";
 import { StartupStream } from "./startup-stream.js";
 import { connectUpstream, type UpstreamSession, UpstreamStartupError } from "./upstream-connection.js";
 import { SlotTimeoutError } from "./upstream-slots.js";
@@ -26,11 +22,21 @@ export type { ProxyContext } from "./proxy-context.js";
 /**
  * One client connection, start to end: encryption negotiation, startup, authentication (an agent token, or a
  * branch role's password for a management API endpoint), the upstream session, then the session's relay.
- * Any refusal before the relay is a FATAL ErrorResponse and a close.
+ * A refusal before the relay is a FATAL ErrorResponse and a close, or a close without a word where PostgreSQL
+ * says nothing either (UnansweredClose); a refused socket is gone within a second (closeRefused).
  */
 export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<void> {
   raw.setNoDelay(true);
   raw.on("error", () => {});
+  const authenticated = ctx.unauthenticated.admit(raw.remoteAddress, () => {
+    ctx.metrics.sessionsRefused.labels("evicted").inc();
+    stream.socket.destroy();
+  });
+  if (!authenticated) {
+    refuseTooManyFrom(raw, ctx);
+    return;
+  }
+  raw.once("close", authenticated);
   const stream = new StartupStream(raw);
   const deadline = setTimeout(() => {
     ctx.metrics.sessionsRefused.labels("startup_timeout").inc();
@@ -39,7 +45,12 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
   let releaseSlot: (() => void) | undefined;
   try {
     const startup = await negotiate(stream, ctx);
-    if (!startup) return;
+    if (!startup) {
+      clearTimeout(deadline);
+      stream.abandon();
+      closeRefused(stream.socket);
+      return;
+    }
     const endpoints = ctx.endpoints;
     const serverName = stream.serverName;
     const namedEndpoint =
@@ -53,7 +64,7 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
     if (startup.protocol.minor > 0 || Object.keys(startup.protocolOptions).length > 0) {
       stream.socket.write(encodeNegotiateProtocolVersion(0, Object.keys(startup.protocolOptions)));
     }
-    stream.startFrames(startup.rest);
+    stream.startMessages(startup.rest);
 
     if (!(stream.socket instanceof TLSSocket) && !isLoopback(raw.remoteAddress)) {
       throw new StartupRefusal(
@@ -67,6 +78,7 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
       endpointRequest && endpoints
         ? await planEndpointSession(endpointRequest, stream, { ...ctx, endpoints }, raw.remoteAddress ?? "")
         : await planAgentSession(agentRequest!, await readCleartextPassword(stream), ctx);
+    authenticated();
 
     releaseSlot = await acquireSlot(ctx, plan.slotKey);
     const upstream = await openUpstream(plan, ctx);
@@ -74,38 +86,55 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
     if (stream.closed) {
       upstream.socket.end(encodeTerminate());
       upstream.socket.destroy();
-      const message = "the client closed the connection during startup";
-      throw new StartupRefusal(SqlState.protocolViolation, message, "client_gone");
+      throw new UnansweredClose("the client closed the connection during startup", "client_gone");
     }
     const client = stream.socket;
-    const early = stream.detach();
+    stream.detach();
     const slot = releaseSlot;
     releaseSlot = undefined;
-    plan.start(client, upstream, early, slot);
+    plan.start(client, upstream, [], slot);
   } catch (error) {
     clearTimeout(deadline);
     releaseSlot?.();
-    // Read on, or the client's own close would never be noticed and the socket would stay open.
-    stream.socket.resume();
-    const refusal =
-      error instanceof StartupRefusal
-        ? error
-        : new StartupRefusal(
-            SqlState.protocolViolation,
-            `invalid startup: ${(error as Error).message}`,
-            "protocol",
-          );
-    if (refusal.reason !== "client_gone") {
-      ctx.logger.debug({ reason: refusal.reason, err: error }, "session refused");
-      stream.socket.end(
-        errorFrame(refusal.sqlState, refusal.message, {
-          fatal: true,
-          ...(refusal.hint ? { hint: refusal.hint } : {}),
-        }),
-      );
-    }
-    ctx.metrics.sessionsRefused.labels(refusal.reason).inc();
+    stream.abandon();
+    refuse(stream.socket, error, ctx);
   }
+}
+
+/** Ends a connection that will not be served: with a FATAL saying why, or without a word (UnansweredClose). */
+function refuse(socket: Socket, error: unknown, ctx: ProxyContext): void {
+  if (error instanceof UnansweredClose) {
+    ctx.logger.debug({ reason: error.reason, err: error }, "connection closed during startup");
+    ctx.metrics.sessionsRefused.labels(error.reason).inc();
+    closeRefused(socket);
+    return;
+  }
+  const refusal =
+    error instanceof StartupRefusal
+      ? error
+      : new StartupRefusal(
+          SqlState.protocolViolation,
+          `invalid startup: ${(error as Error).message}`,
+          "protocol",
+        );
+  ctx.logger.debug({ reason: refusal.reason, err: error }, "session refused");
+  ctx.metrics.sessionsRefused.labels(refusal.reason).inc();
+  closeRefused(
+    socket,
+    errorFrame(refusal.sqlState, refusal.message, {
+      fatal: true,
+      ...(refusal.hint ? { hint: refusal.hint } : {}),
+    }),
+  );
+}
+
+/** An address already has its fill of connections authenticating: refused before a byte of this one is read. */
+function refuseTooManyFrom(raw: Socket, ctx: ProxyContext): void {
+  ctx.metrics.sessionsRefused.labels("too_many_unauthenticated").inc();
+  const limit = ctx.unauthenticated.limits.perAddress;
+  const from = raw.remoteAddress ?? "this address";
+  const message = `too many connections from ${from} are authenticating (at most ${limit} at once)`;
+  closeRefused(raw, errorFrame(SqlState.tooManyConnections, message, { fatal: true }));
 }
 
 async function acquireSlot(ctx: ProxyContext, key: string): Promise<() => void> {
@@ -136,67 +165,4 @@ async function openUpstream(plan: SessionPlan, ctx: ProxyContext): Promise<Upstr
     );
   }
   return upstream;
-}
-
-type StartupMessage = Extract<StartupPacket, { kind: "startup" }>;
-
-/** SSL and GSS negotiation and cancel requests, up to the StartupMessage; null when the connection is done. */
-async function negotiate(stream: StartupStream, ctx: ProxyContext): Promise<StartupMessage | null> {
-  for (;;) {
-    const packet = await stream.nextPacket();
-    switch (packet.kind) {
-      case "sslRequest":
-      case "gssencRequest":
-        // Bytes sent before the encryption handshake could be injected by a man in the middle (CVE-2021-23214).
-        if (packet.rest.length > 0)
-          throw new StartupRefusal(
-            SqlState.protocolViolation,
-            "unexpected data after an encryption request",
-            "protocol",
-          );
-        if (packet.kind === "gssencRequest" || !ctx.tls) {
-          stream.socket.write(
-            packet.kind === "gssencRequest" ? encodeGSSENCResponse(false) : encodeSSLResponse(false),
-          );
-          continue;
-        }
-        stream.socket.write(encodeSSLResponse(true));
-        await upgradeToTls(stream, ctx.tls);
-        continue;
-      case "cancelRequest":
-        ctx.registry.cancel(packet.processId, packet.secretKey);
-        stream.socket.end();
-        return null;
-      case "startup":
-        return packet;
-      case "unsupportedProtocol":
-        throw new StartupRefusal(
-          SqlState.featureNotSupported,
-          `unsupported frontend protocol ${packet.protocol.major}.${packet.protocol.minor}: pgtoll speaks 3.0`,
-          "protocol_version",
-        );
-      case "tlsHandshake":
-        throw new StartupRefusal(
-          SqlState.protocolViolation,
-          "direct TLS is not supported; use sslnegotiation=postgres",
-          "protocol",
-        );
-      case "malformed":
-        throw new StartupRefusal(SqlState.protocolViolation, packet.reason, "protocol");
-      default:
-        throw new StartupRefusal(SqlState.protocolViolation, "unexpected startup packet", "protocol");
-    }
-  }
-}
-
-function upgradeToTls(stream: StartupStream, secureContext: SecureContext): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const secure = new TLSSocket(stream.socket, { isServer: true, secureContext });
-    secure.on("error", () => {});
-    stream.upgrade(secure);
-    secure.once("secure", () => resolve());
-    secure.once("error", (error) =>
-      reject(new StartupRefusal(SqlState.protocolViolation, `TLS handshake failed: ${error.message}`, "tls")),
-    );
-  });
 }

@@ -41,6 +41,11 @@ export class EndpointRelay {
 
   start(early: Frame[]): void {
     const { client, upstream } = this.options;
+    // Either side may have gone while the session was being admitted: its close has been and gone.
+    if (client.destroyed || upstream.destroyed) {
+      this.#end("gone before the relay started");
+      return;
+    }
     client.on("close", () => this.#end("client closed"));
     upstream.on("close", () => this.#end("upstream closed"));
     upstream.on("error", () => {});

@@ -1,33 +1,21 @@
 import type { Socket } from "node:net";
-import { addressAllowed, ipNotAllowedMessage } from "../control/ip-allowlist.js";
-import {
-  type EndpointConnection,
-  type EndpointRefusalReason,
-  passwordMatches,
-  recordEndpointActivity,
-  resolveEndpoint,
-} from "../control/resolve-endpoint.js";
+import { type EndpointConnection, passwordMatches } from "../control/resolve-endpoint.js";
 import { findReadOnlySettingViolation, loadGuard } from "../guard/index.js";
+import {
+  admitEndpointSession,
+  type EndpointContext,
+  endpointRefusal,
+  findEndpoint,
+} from "./endpoint-admission.js";
 import { EndpointRelay } from "./endpoint-relay.js";
 import type { Frame } from "./frame-reader.js";
-import type { EndpointRouting, ProxyContext } from "./proxy-context.js";
-import { SqlState, StartupRefusal } from "./proxy-errors.js";
+import { errorFrame, SqlState, StartupRefusal } from "./proxy-errors.js";
+import { encodeTerminate } from "./serializer.js";
 import { authenticateWithScram, passwordFailed, readCleartextPassword } from "./session-auth.js";
 import { registerCancelKey, type SessionPlan, welcomeMessage } from "./session-plan.js";
 import type { EndpointRequest } from "./startup-options.js";
 import type { StartupStream } from "./startup-stream.js";
 import { parseUpstreamTarget, type UpstreamSession } from "./upstream-connection.js";
-
-/** SQLSTATE of each reason an endpoint refuses a connection after the password was right. */
-const REFUSAL_CODES: Record<EndpointRefusalReason, string> = {
-  suspended: "57P03", // cannot_connect_now
-  disabled: "57P03",
-  starting: "57P03",
-  branch_not_ready: "57P03",
-  unknown_role: SqlState.invalidPassword,
-  no_login: SqlState.invalidAuthorization,
-  unknown_database: SqlState.invalidCatalogName,
-};
 
 /**
  * Neon's fallback for clients that can send neither SNI nor `options`: the password field carries
@@ -40,15 +28,16 @@ export function splitEndpointPassword(password: string): { endpointId: string; p
 
 /**
  * A session to a management API endpoint, authenticated with the branch role's password. The upstream
- * session logs in to the branch's database as the role's real PostgreSQL role, tagged with the endpoint's
- * application_name (suspending or deleting the endpoint ends it). Read-only endpoints start it with
- * `default_transaction_read_only=on` and relay through {@link EndpointRelay}'s read-only checks; read_write
- * endpoints relay bytes as they are, unmetered (the database is the owner's own).
+ * session logs in to the branch's database as the role's real PostgreSQL role, with the client's own
+ * application_name; once it is up, its backend is recorded (endpoint-admission.ts), which is how whatever
+ * takes access away finds and ends it. Read-only endpoints start it with `default_transaction_read_only=on`
+ * and relay through {@link EndpointRelay}'s read-only checks; read_write endpoints relay bytes as they are,
+ * unmetered (the database is the owner's own).
  */
 export async function planEndpointSession(
   request: EndpointRequest,
   stream: StartupStream,
-  ctx: ProxyContext & { endpoints: EndpointRouting },
+  ctx: EndpointContext,
   /** The client's address as the proxy's socket sees it (the TCP peer: the wire proxy has no forwarding header). */
   clientAddress: string,
 ): Promise<SessionPlan> {
@@ -56,14 +45,7 @@ export async function planEndpointSession(
   const connection = request.endpointId
     ? await authenticateWithScramFor(request, find(request.endpointId), stream)
     : await authenticateWithEndpointPassword(request, find, stream);
-  if (connection.refusal || !connection.upstream) {
-    const reason = connection.refusal?.reason ?? "unknown_role";
-    throw new StartupRefusal(
-      REFUSAL_CODES[reason],
-      connection.refusal?.message ?? "refused",
-      `endpoint_${reason}`,
-    );
-  }
+  if (connection.refusal || !connection.upstream) throw endpointRefusal(connection);
   const settings = { ...request.settings };
   if (connection.readOnly) {
     await loadGuard();
@@ -72,7 +54,6 @@ export async function planEndpointSession(
       if (denial) throw new StartupRefusal("25006", denial.message, "read_only_setting");
     }
   }
-  await recordEndpointActivity(ctx.db, connection.endpointId);
   const { host, port, database, user, password: upstreamPassword } = connection.upstream;
   return {
     slotKey: `endpoint:${connection.endpointId}`,
@@ -86,13 +67,14 @@ export async function planEndpointSession(
     },
     parameters: {
       ...settings,
-      application_name: connection.applicationName,
       ...(connection.readOnly ? { default_transaction_read_only: "on" } : {}),
     },
     // The owner's own branch role, created by the management plane without superuser.
     refuseSuperuser: false,
-    start: (client, upstream, early, releaseSlot) =>
-      startEndpointRelay(client, upstream, connection, ctx, early, releaseSlot),
+    start: (client, upstream, early, releaseSlot) => {
+      const admission = admitEndpointSession(request, connection, ctx, clientAddress, upstream.processId);
+      startEndpointRelay({ client, upstream, connection, ctx, early, releaseSlot }, admission);
+    },
   };
 }
 
@@ -126,58 +108,59 @@ async function authenticateWithEndpointPassword(
   return connection;
 }
 
-/**
- * The endpoint and what its session needs, before any password is checked: a client the project's IP allowlist
- * refuses learns nothing about the role or its password (28000, as PostgreSQL refuses a host pg_hba does not
- * list, with Neon's message).
- */
-async function findEndpoint(
-  request: EndpointRequest,
-  endpointId: string,
-  ctx: ProxyContext & { endpoints: EndpointRouting },
-  clientAddress: string,
-): Promise<EndpointConnection> {
-  const connection = await resolveEndpoint(ctx.db, ctx.box, ctx.endpoints.clusterUrl, endpointId, {
-    role: request.role,
-    database: request.database,
-  });
-  if (!connection) {
-    throw new StartupRefusal(
-      SqlState.connectionRejected,
-      `endpoint ${endpointId} does not exist`,
-      "unknown_endpoint",
-    );
-  }
-  if (!addressAllowed(connection.ipAllowlist, connection.branchProtected, clientAddress))
-    throw new StartupRefusal(
-      SqlState.invalidAuthorization,
-      ipNotAllowedMessage(clientAddress),
-      "ip_not_allowed",
-    );
-  return connection;
+interface StartedSession {
+  client: Socket;
+  upstream: UpstreamSession;
+  connection: EndpointConnection;
+  ctx: EndpointContext;
+  early: Frame[];
+  releaseSlot: () => void;
 }
 
-function startEndpointRelay(
-  client: Socket,
-  upstream: UpstreamSession,
-  connection: EndpointConnection,
-  ctx: ProxyContext,
-  early: Frame[],
-  releaseSlot: () => void,
-): void {
-  const key = registerCancelKey(ctx.registry, upstream);
-  const log = ctx.logger.child({ session: key.processId, endpointId: connection.endpointId });
-  const relay = new EndpointRelay({
-    client,
-    upstream: upstream.socket,
-    endpointId: connection.endpointId,
-    readOnly: connection.readOnly,
-    onEnd: (reason) => {
-      log.debug({ reason }, "endpoint session ended");
-      key.unregister();
-      releaseSlot();
-    },
-  });
-  client.write(welcomeMessage(upstream, key));
-  relay.start(early);
+/** Relays the session once `admission` lets it in; refuses it (FATAL) otherwise. */
+function startEndpointRelay(session: StartedSession, admission: Promise<() => Promise<void>>): void {
+  const { client, upstream, connection, ctx, early, releaseSlot } = session;
+  upstream.socket.on("error", () => {});
+  admission
+    .then(
+      (forget) => {
+        const key = registerCancelKey(ctx.registry, upstream);
+        const log = ctx.logger.child({ session: key.processId, endpointId: connection.endpointId });
+        const relay = new EndpointRelay({
+          client,
+          upstream: upstream.socket,
+          endpointId: connection.endpointId,
+          readOnly: connection.readOnly,
+          onEnd: (reason) => {
+            log.debug({ reason }, "endpoint session ended");
+            key.unregister();
+            releaseSlot();
+            forget().catch((error) => log.warn({ err: error }, "could not forget the endpoint session"));
+          },
+        });
+        client.write(welcomeMessage(upstream, key));
+        relay.start(early);
+      },
+      (error: unknown) => {
+        const refusal =
+          error instanceof StartupRefusal
+            ? error
+            : new StartupRefusal(
+                SqlState.connectionFailure,
+                `the session to endpoint ${connection.endpointId} could not be recorded: ${(error as Error).message}`,
+                "record_failed",
+              );
+        ctx.logger.debug({ reason: refusal.reason, err: error }, "session refused");
+        ctx.metrics.sessionsRefused.labels(refusal.reason).inc();
+        upstream.socket.end(encodeTerminate());
+        releaseSlot();
+        client.resume();
+        client.end(errorFrame(refusal.sqlState, refusal.message, { fatal: true }));
+      },
+    )
+    .catch((error: unknown) => {
+      ctx.logger.error({ err: error }, "endpoint session failed to start");
+      client.destroy();
+      upstream.socket.destroy();
+    });
 }

@@ -1,6 +1,5 @@
 import { networkInterfaces } from "node:os";
 import { isLoopback } from "./loopback.js";
-import { clientAddress } from "./session-quota.js";
 
 /**
  * Whether a peer address is this host's own (loopback, or an address of one of its interfaces): the remote MCP
@@ -9,6 +8,6 @@ import { clientAddress } from "./session-quota.js";
 export function ownHostAddresses(): (address: string) => boolean {
   const own = new Set<string>();
   for (const list of Object.values(networkInterfaces()))
-    for (const entry of list ?? []) own.add(clientAddress(entry.address));
-  return (address) => isLoopback(address) || own.has(clientAddress(address));
+    for (const entry of list ?? []) own.add(entry.address.toLowerCase());
+  return (address) => isLoopback(address) || own.has(address.toLowerCase().replace(/^::ffff:(?=\d+\.)/, ""));
 }

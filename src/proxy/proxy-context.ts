@@ -1,3 +1,4 @@
+import type { LookupFunction } from "node:net";
 import type { SecureContext } from "node:tls";
 import type pg from "pg";
 import type { Logger } from "pino";
@@ -7,6 +8,7 @@ import type { SecretBox } from "../providers/secret-box.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import type { SessionRegistry } from "./session-registry.js";
 import type { SettlementClock } from "./settlement-clock.js";
+import type { UnauthenticatedConnections } from "./unauthenticated-connections.js";
 import type { UpstreamSlots } from "./upstream-slots.js";
 
 /** How the proxy reaches the management API's endpoints (see `src/control`). */
@@ -15,6 +17,11 @@ export interface EndpointRouting {
   clusterUrl: string;
   /** An endpoint's host is `<endpoint_id>.<proxyHost>`: the TLS server name routes on it. */
   proxyHost: string;
+  /**
+   * A small superuser pool on that cluster: it reads each session's backend start time, which with the backend's
+   * pid is how the management plane finds the session to end it (control/endpoint-session-records.ts).
+   */
+  cluster: Pick<pg.Pool, "query">;
 }
 
 /** Everything a proxied session needs, shared by all sessions of one proxy server. */
@@ -36,6 +43,8 @@ export interface ProxyContext {
   statementTimeoutMs: number;
   /** Agent sessions may run as a superuser provider role (PGTOLL_ALLOW_PRIVILEGED_PROVIDER_ROLES). */
   allowPrivilegedProviderRoles: boolean;
+  /** Resolves and checks providers' host names (PGTOLL_PROVIDER_HOSTS, checked-connect.ts); unset: no check. */
+  providerLookup?: LookupFunction;
   reservationTtlSeconds: number;
   /** A session's first hold, in rows' worth of its price (PGTOLL_PROXY_RESERVE_ROWS). */
   reserveRows: number;
@@ -47,6 +56,11 @@ export interface ProxyContext {
   settleMaxMicro: bigint;
   /** Startup (TLS, authentication, upstream connect) must finish within this. */
   startupTimeoutMs: number;
+  /**
+   * Connections that have not authenticated yet, capped in all and per address (PGTOLL_PROXY_MAX_UNAUTHENTICATED,
+   * PGTOLL_PROXY_MAX_UNAUTHENTICATED_PER_ADDRESS). Warning: one instance per listener; sessions count themselves.
+   */
+  unauthenticated: UnauthenticatedConnections;
   /** Client connections at most (PGTOLL_PROXY_MAX_CONNECTIONS); default 10 000. */
   maxConnections?: number;
   /**

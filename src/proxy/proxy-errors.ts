@@ -9,6 +9,8 @@ export const SqlState = {
   insufficientPrivilege: "42501",
   readOnlyTransaction: "25006",
   syntaxError: "42601",
+  invalidParameterValue: "22023",
+  programLimitExceeded: "54000",
   invalidPassword: "28P01",
   invalidAuthorization: "28000",
   invalidCatalogName: "3D000",
@@ -50,5 +52,21 @@ export class StartupRefusal extends Error {
   ) {
     super(message);
     this.name = "StartupRefusal";
+  }
+}
+
+/**
+ * A connection that ends during startup without an answer, as PostgreSQL ends one whose startup packet it cannot
+ * read (it only logs it): the client is gone, or sent what cannot be framed as a startup packet (a Terminate from a
+ * client that ended before it started, garbage, a bad length word). Logged at debug level, never answered.
+ */
+export class UnansweredClose extends Error {
+  constructor(
+    message: string,
+    /** Metric label for `pgtoll_proxy_sessions_refused_total`. */
+    readonly reason: string,
+  ) {
+    super(message);
+    this.name = "UnansweredClose";
   }
 }

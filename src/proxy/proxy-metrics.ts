@@ -12,6 +12,8 @@ export interface ProxyTally {
   bytesFromClient: number;
   bytesFromUpstream: number;
   rowsRelayed: number;
+  /** Writes rolled back because the balance did not pay for them or they wrote more rows than allowed. */
+  writesUndone: number;
   /** From forwarding a query or Execute to its completion. */
   upstreamLatency: LatencyTally;
 }
@@ -27,6 +29,7 @@ export function createProxyMetrics(registry: Registry) {
     bytesFromClient: 0,
     bytesFromUpstream: 0,
     rowsRelayed: 0,
+    writesUndone: 0,
     upstreamLatency: new LatencyTally(LATENCY_BUCKETS),
   };
   return {
@@ -98,10 +101,14 @@ export function createProxyMetrics(registry: Registry) {
       help: "Micro-USDC charged for proxied statements",
       registers,
     }),
-    unpaidMicro: new Counter({
-      name: "pgtoll_proxy_unpaid_micro_usdc_total",
-      help: "Cost of writes beyond what the agent's balance could cover (not charged: balances never go negative)",
+    writesUndone: new Counter({
+      name: "pgtoll_proxy_writes_rolled_back_total",
+      help: "Writes rolled back before they committed: unpaid, or more rows than the provider allows per statement",
       registers,
+      collect() {
+        if (tally.writesUndone > 0) this.inc(tally.writesUndone);
+        tally.writesUndone = 0;
+      },
     }),
   };
 }

@@ -4,6 +4,8 @@ import type { Logger } from "pino";
 import { isLedgerUnavailable } from "../billing/ledger-availability.js";
 import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
 import { readyForQueryStatusOf, type TransactionStatus, writeCountOf } from "./backend-messages.js";
+import { isBinaryCopy, isBinaryCopyTrailer } from "./copy-framing.js";
+import { boundedNotice, withheldError } from "./database-notices.js";
 import {
   FRAME_HEADER_LENGTH,
   FRONTEND_MAX_FRAME_LENGTH,
@@ -30,22 +32,58 @@ import {
   standInQuery,
   unknownSettingError,
 } from "./pgtoll-settings.js";
+import { ProtocolViolationError } from "./protocol-violation-error.js";
 import { errorFrame, SqlState } from "./proxy-errors.js";
 import type { ProxyMetrics, ProxyTally } from "./proxy-metrics.js";
 import { encodeReadyForQuery, encodeTerminate } from "./serializer.js";
 import type { SessionMeter } from "./session-meter.js";
+import {
+  BEGIN_QUERY,
+  COMMIT_QUERY,
+  FLUSH,
+  LIMITED_WRITE_EXECUTE,
+  planWrites,
+  ROLLBACK_QUERY,
+  unpaidWriteError,
+  writeLimitError,
+} from "./write-transactions.js";
+
+/** A simple query in flight. */
+interface SimpleUnit {
+  kind: "simple";
+  statements: readonly GuardedStatement[];
+  index: number;
+  started: number;
+  /** It holds a write: the client waits for it to be paid for (or undone) before anything else is sent. */
+  writes: boolean;
+  /** The proxy opened a transaction around it (see write-transactions.ts) and ends it at its ReadyForQuery. */
+  wrapped: boolean;
+  /** A write of it was not paid for, or wrote too many rows: its transaction must not commit. */
+  failed: boolean;
+  /** A wrapped query's last CommandComplete, relayed once its COMMIT succeeded (PostgreSQL commits first). */
+  held?: Buffer;
+}
 
 /** What the relay expects the upstream to answer next, in order. */
 type Unit =
-  | { kind: "simple"; statements: readonly GuardedStatement[]; index: number; started: number }
-  | { kind: "execute"; sql: string; started: number }
-  | { kind: "refused"; error: Buffer }
+  | SimpleUnit
+  | { kind: "execute"; sql: string; started: number; writes: boolean }
+  /** A refused message's stand-in: its error is replaced by `error` (or swallowed when there is none). */
+  | { kind: "refused"; error?: Buffer }
   /** A `SHOW pgtoll.<name>` sent upstream as its stand-in: its row and tag are replaced by the value. */
   | { kind: "setting"; name: string }
-  | { kind: "sync" };
+  | { kind: "sync" }
+  /**
+   * A statement the proxy sent itself: BEGIN before a wrapped write, COMMIT or ROLLBACK after it ("end", which
+   * relays `held` or the COMMIT's `error`), or a stand-in that aborts the transaction of an unpaid write.
+   */
+  | { kind: "injected"; role: "begin" | "end" | "abort"; held?: Buffer; error?: Buffer };
 
-/** Commands whose CommandComplete count is the number of rows written (they are not free). */
-const WRITE_COMMANDS = new Set(["INSERT", "UPDATE", "DELETE", "MERGE"]);
+/** The COPY being relayed: its header line (text or CSV) and binary trailer are framing, not rows. */
+interface CopyOut {
+  headerPending: boolean;
+  binary: boolean;
+}
 
 export interface RelayDeps {
   client: Socket;
@@ -61,6 +99,8 @@ export interface RelayDeps {
   status: TransactionStatus;
   /** After this long idle outside a transaction the session gives back its unspent reservation. */
   idleReleaseMs: number;
+  /** Most rows one statement may write (the provider's `maxRowsWrittenPerStatement`); more is rolled back. */
+  maxRowsWritten: number;
   /** How long a closing session waits for the upstream to finish what was forwarded (default 15 s). */
   drainTimeoutMs?: number;
   onEnd(reason: string): void;
@@ -91,6 +131,14 @@ export class Relay {
   /** Prepared statements and portals that are a `SHOW pgtoll.<name>`, by name: the setting's name. */
   readonly #settingStatements = new Map<string, string>();
   readonly #settingPortals = new Map<string, string>();
+  /** Prepared statements and portals that write, by name. */
+  readonly #writeStatements = new Set<string>();
+  readonly #writePortals = new Set<string>();
+  /** The write the client's frames wait for: resolved once `unit` has left the queue (paid, or undone). */
+  #pendingWrite: { unit: Unit; resolve: () => void } | undefined;
+  /** A write query waits for everything before it to be answered, to know whether a transaction is open. */
+  #onDrained: (() => void) | undefined;
+  #copy: CopyOut | undefined;
   readonly #client: Direction = {
     side: "client",
     reader: new FrameReader({ maxFrameLength: FRONTEND_MAX_FRAME_LENGTH }),
@@ -195,8 +243,9 @@ export class Relay {
 
   /**
    * Ends the client's side of the session. With nothing upstream the session ends now; otherwise the
-   * upstream gets Terminate after what was forwarded and is read to its end, so that a write that ran is
-   * charged (writes are not free) and rows handed to the client are charged, bounded by `drainTimeoutMs`.
+   * upstream gets Terminate after what was forwarded and is read to its end, bounded by `drainTimeoutMs`: a
+   * COMMIT the proxy sent completes, and a write whose client went away before it was answered is rolled back by
+   * the Terminate (the proxy commits a write only after it is paid, and never for a client that is gone).
    */
   #close(how: "terminated" | "gone", reason: string): void {
     if (this.#ended || this.#closing === "gone") return;
@@ -231,13 +280,10 @@ export class Relay {
     this.#closing = how;
   }
 
-  /** Whether a unit still upstream may be a write, whose affected rows are charged when it completes. */
+  /** Whether a unit still upstream may write or commit: the upstream is then read to its end, not dropped. */
   #mayWrite(unit: Unit): boolean {
-    const mayWrite = (statement: GuardedStatement) => isWrite(statement) || statement.command === "EXECUTE";
-    if (unit.kind === "simple") return unit.statements.slice(unit.index).some(mayWrite);
-    if (unit.kind !== "execute" || unit.sql === "") return false;
-    const verdict = this.deps.check(unit.sql);
-    return verdict.kind !== "allow" || verdict.statements.some(mayWrite);
+    if (unit.kind === "simple" || unit.kind === "execute") return unit.writes;
+    return unit.kind === "injected";
   }
 
   /** Stops relaying; the session closes both sockets. Idempotent. */
@@ -251,6 +297,11 @@ export class Relay {
     clearTimeout(this.#drainTimer);
     this.#client.frames.clear();
     this.#upstream.frames.clear();
+    // Whatever waits for the upstream is let go: the passes see the session ended and stop.
+    this.#pendingWrite?.resolve();
+    this.#pendingWrite = undefined;
+    this.#onDrained?.();
+    this.#onDrained = undefined;
     this.deps.onEnd(reason);
   }
 
@@ -292,11 +343,28 @@ export class Relay {
       }
       frames.clear();
       if (fromClient) this.#flushToUpstream();
-      else this.#flushToClient();
+      else {
+        this.#flushToClient();
+        this.#releaseWaiters();
+      }
     } catch (error) {
       this.#protocolFailure(direction.side, error as Error);
     }
     direction.busy = false;
+  }
+
+  /** Lets the client's frames go on once the write they wait for, or the queue a write query waits for, is done. */
+  #releaseWaiters(): void {
+    const pending = this.#pendingWrite;
+    if (pending && !this.#units.includes(pending.unit)) {
+      this.#pendingWrite = undefined;
+      pending.resolve();
+    }
+    if (this.#onDrained && this.#units.length === 0) {
+      const drained = this.#onDrained;
+      this.#onDrained = undefined;
+      drained();
+    }
   }
 
   /** Pauses the direction's socket until `waiting` settles, then carries on with its next frame. */
@@ -350,11 +418,14 @@ export class Relay {
         }
         this.#statements.set(parse.name, parse.sql);
         if (this.#settingStatements.size > 0) this.#settingStatements.delete(parse.name);
+        if (verdict.statements.some(isWrite)) this.#writeStatements.add(parse.name);
+        else if (this.#writeStatements.size > 0) this.#writeStatements.delete(parse.name);
         const setting = settingOf(verdict.statements);
         if (setting !== undefined)
           return void this.#parseSetting(parse.name, setting, verdict.statements.length);
-        this.#toUpstream.pushRange(buffer, start, end);
-        return;
+        // The server parses and analyses it: nothing reaches the provider's database unfunded.
+        if (this.deps.meter.canStart) return void this.#toUpstream.pushRange(buffer, start, end);
+        return this.#forwardFunded(buffer, start, end);
       }
       case FrontendCode.Bind: {
         const bind = decodeBindTarget(payloadOf(buffer, start, end));
@@ -364,22 +435,31 @@ export class Relay {
           if (setting === undefined) this.#settingPortals.delete(bind.portal);
           else this.#settingPortals.set(bind.portal, setting);
         }
-        this.#toUpstream.pushRange(buffer, start, end);
-        return;
+        if (this.#writeStatements.has(bind.statement)) this.#writePortals.add(bind.portal);
+        else if (this.#writePortals.size > 0) this.#writePortals.delete(bind.portal);
+        // Binding plans the statement (and may evaluate its functions): funded first too.
+        if (this.deps.meter.canStart) return void this.#toUpstream.pushRange(buffer, start, end);
+        return this.#forwardFunded(buffer, start, end);
       }
       case FrontendCode.Execute: {
-        const { portal } = decodeExecute(payloadOf(buffer, start, end));
+        const { portal, maxRows } = decodeExecute(payloadOf(buffer, start, end));
         const setting = this.#settingPortals.size > 0 ? this.#settingPortals.get(portal) : undefined;
         if (setting !== undefined) {
           this.#units.push({ kind: "setting", name: setting });
           this.#toUpstream.pushRange(buffer, start, end);
           return;
         }
-        if (this.deps.meter.canStart) return void this.#forwardExecute(portal, buffer, start, end);
+        const writes = this.#writePortals.size > 0 && this.#writePortals.has(portal);
+        if (writes && maxRows > 0) return void this.#refuse(LIMITED_WRITE_EXECUTE, false);
+        if (this.deps.meter.canStart) {
+          this.#forwardExecute(portal, writes, buffer, start, end);
+          return writes ? this.#awaitExecutedWrite() : undefined;
+        }
         return this.deps.meter.topUp(1).then(
           (ok) => {
-            if (ok) this.#forwardExecute(portal, buffer, start, end);
-            else this.#refuse(insufficientFunds(0), false);
+            if (!ok) return this.#refuse(insufficientFunds(0), false);
+            this.#forwardExecute(portal, writes, buffer, start, end);
+            return writes ? this.#awaitExecutedWrite() : undefined;
           },
           (error: unknown) => this.#refuseWithoutLedger(error, false),
         );
@@ -393,9 +473,11 @@ export class Relay {
         if (target.kind === "S") {
           this.#statements.delete(target.name);
           this.#settingStatements.delete(target.name);
+          this.#writeStatements.delete(target.name);
         } else {
           this.#portals.delete(target.name);
           this.#settingPortals.delete(target.name);
+          this.#writePortals.delete(target.name);
         }
         this.#toUpstream.pushRange(buffer, start, end);
         return;
@@ -412,10 +494,17 @@ export class Relay {
       case FrontendCode.Terminate:
         this.#close("terminated", "client terminated");
         return;
-      default:
-        // Describe, Flush, CopyData/CopyDone/CopyFail and the rest pass through; the upstream judges them.
+      case FrontendCode.Describe:
+      case FrontendCode.Flush:
+      case FrontendCode.CopyData:
+      case FrontendCode.CopyDone:
+      case FrontendCode.CopyFail:
+        // No SQL in them, and no data back: the upstream judges them.
         this.#toUpstream.pushRange(buffer, start, end);
         return;
+      default:
+        // As PostgreSQL does; nothing unknown reaches the provider's database.
+        throw new ProtocolViolationError(`invalid frontend message type ${code}`);
     }
   }
 
@@ -430,7 +519,9 @@ export class Relay {
     const { statements } = verdict;
     const setting = settingOf(statements);
     if (setting !== undefined) return this.#querySetting(setting, statements.length);
-    if (this.deps.meter.canStart || statements.every((s) => !s.returnsRows && !isWrite(s)))
+    if (statements.some(isWrite)) return this.#onWriteQuery(statements, buffer, start, end);
+    // Every statement reaching the database is funded first; a ROLLBACK (no data, and the way out) is not held up.
+    if (this.deps.meter.canStart || statements.every(isRollback))
       return void this.#forwardQuery(statements, buffer, start, end);
     return this.deps.meter.topUp(1).then(
       (ok) => {
@@ -441,14 +532,94 @@ export class Relay {
     );
   }
 
+  /**
+   * A simple query that writes. It waits until everything before it is answered (whether a transaction is open
+   * decides how it runs: write-transactions.ts), is funded, and is sent; the client's next frames then wait until
+   * its writes are paid for, or undone.
+   */
+  async #onWriteQuery(
+    statements: readonly GuardedStatement[],
+    buffer: Buffer,
+    start: number,
+    end: number,
+  ): Promise<void> {
+    if (this.#units.length > 0) await new Promise<void>((resolve) => (this.#onDrained = resolve));
+    if (this.#ended || this.#closing) return;
+    const plan = planWrites(statements, this.#status);
+    if (typeof plan === "object") return this.#refuse(plan.refusal, true);
+    if (!this.deps.meter.canStart) {
+      let funded: boolean;
+      try {
+        funded = await this.deps.meter.topUp(1);
+      } catch (error) {
+        return this.#refuseWithoutLedger(error, true);
+      }
+      if (!funded) return this.#refuse(insufficientFunds(0), true);
+    }
+    const wrapped = plan === "wrap";
+    if (wrapped) {
+      this.#units.push({ kind: "injected", role: "begin" });
+      this.#toUpstream.push(BEGIN_QUERY);
+    }
+    const unit: SimpleUnit = {
+      kind: "simple",
+      statements,
+      index: 0,
+      started: performance.now(),
+      writes: true,
+      wrapped,
+      failed: false,
+    };
+    this.#units.push(unit);
+    this.#toUpstream.pushRange(buffer, start, end);
+    return this.#awaitWrite();
+  }
+
+  /** Sends what is queued and holds the client's next frames until the last unit queued (a write) is done. */
+  #awaitWrite(): Promise<void> {
+    const unit = this.#units[this.#units.length - 1]!;
+    this.#flushToUpstream();
+    return new Promise<void>((resolve) => (this.#pendingWrite = { unit, resolve }));
+  }
+
+  /** {@link #awaitWrite} for an Execute: the server answers it only at a Flush or Sync, so a Flush follows. */
+  #awaitExecutedWrite(): Promise<void> {
+    this.#toUpstream.push(FLUSH);
+    return this.#awaitWrite();
+  }
+
+  /** Forwards a client frame once the hold pays for a row: nothing reaches the provider's database unfunded. */
+  #forwardFunded(buffer: Buffer, start: number, end: number): Promise<void> {
+    return this.deps.meter.topUp(1).then(
+      (ok) => {
+        if (ok) this.#toUpstream.pushRange(buffer, start, end);
+        else this.#refuse(insufficientFunds(0), false);
+      },
+      (error: unknown) => this.#refuseWithoutLedger(error, false),
+    );
+  }
+
   // No closure on the per-statement path: each would cost an allocation (and, under tsx, a name).
   #forwardQuery(statements: readonly GuardedStatement[], buffer: Buffer, start: number, end: number): void {
-    this.#units.push({ kind: "simple", statements, index: 0, started: performance.now() });
+    this.#units.push({
+      kind: "simple",
+      statements,
+      index: 0,
+      started: performance.now(),
+      writes: false,
+      wrapped: false,
+      failed: false,
+    });
     this.#toUpstream.pushRange(buffer, start, end);
   }
 
-  #forwardExecute(portal: string, buffer: Buffer, start: number, end: number): void {
-    this.#units.push({ kind: "execute", sql: this.#portals.get(portal) ?? "", started: performance.now() });
+  #forwardExecute(portal: string, writes: boolean, buffer: Buffer, start: number, end: number): void {
+    this.#units.push({
+      kind: "execute",
+      sql: this.#portals.get(portal) ?? "",
+      started: performance.now(),
+      writes,
+    });
     this.#toUpstream.pushRange(buffer, start, end);
   }
 
@@ -518,15 +689,25 @@ export class Relay {
   #handleUpstreamFrame(code: number, buffer: Buffer, start: number, end: number): Promise<void> | undefined {
     switch (code) {
       case BackendCode.DataRow:
-      case BackendCode.CopyData:
         return this.#onRow(buffer, start, end);
+      case BackendCode.CopyData:
+        if (this.#copy && this.#isCopyFraming(buffer, start, end)) {
+          if (!this.#dropsRows()) this.#toClient.pushRange(buffer, start, end);
+          return;
+        }
+        return this.#onRow(buffer, start, end);
+      case BackendCode.CopyOutResponse:
+        this.#onCopyOut(buffer, start, end);
+        return;
       case BackendCode.CommandComplete:
         return this.#onStatementEnd(buffer, start, end, writeCountOf(buffer, start, end));
       case BackendCode.PortalSuspended:
       case BackendCode.EmptyQueryResponse:
         return this.#onStatementEnd(buffer, start, end, null);
       case BackendCode.ErrorResponse:
-        this.#onError(buffer, start, end);
+        return this.#onError(buffer, start, end);
+      case BackendCode.NoticeResponse:
+        this.#onNotice(buffer, start, end);
         return;
       case BackendCode.ReadyForQuery:
         this.#onReady(buffer, start, end);
@@ -590,13 +771,39 @@ export class Relay {
     );
   }
 
+  #onCopyOut(buffer: Buffer, start: number, end: number): void {
+    const statement = this.#runningStatement();
+    this.#copy = { headerPending: statement?.copyHeader === true, binary: isBinaryCopy(buffer, start) };
+    if (!this.#cutOff) this.#toClient.pushRange(buffer, start, end);
+  }
+
+  /** Whether a CopyData frame is the COPY's header line or binary trailer: relayed, not charged as a row. */
+  #isCopyFraming(buffer: Buffer, start: number, end: number): boolean {
+    const copy = this.#copy!;
+    if (copy.headerPending) {
+      copy.headerPending = false;
+      return true;
+    }
+    return copy.binary && isBinaryCopyTrailer(buffer, start, end);
+  }
+
+  /** The statement the upstream is answering, when the relay knows it. */
+  #runningStatement(): GuardedStatement | undefined {
+    const head = this.#units[0];
+    if (head?.kind === "simple") return head.statements[head.index];
+    if (head?.kind !== "execute" || head.sql === "") return undefined;
+    const verdict = this.deps.check(head.sql);
+    return verdict.kind === "allow" ? verdict.statements[0] : undefined;
+  }
+
   /**
    * The balance ran out mid-result (or the ledger could not be reached to fund more): charge what was delivered,
-   * tell the client, cancel the rest.
+   * tell the client, cancel the rest. A write cut off in its RETURNING rows is not committed.
    */
   async #cutOffResult(error?: Buffer): Promise<void> {
     this.#cutOff = true;
     const head = this.#units[0];
+    if (head?.kind === "simple" && head.writes) head.failed = true;
     const delivered = this.deps.meter.statementRows;
     await this.deps.meter.endStatement(delivered, sqlOf(head), "cutOff");
     this.#tally.cutOff++;
@@ -612,25 +819,112 @@ export class Relay {
     written: number | null,
   ): Promise<void> | undefined {
     const head = this.#units[0];
+    // BEGIN, COMMIT or ROLLBACK the proxy sent: not the client's.
+    if (head?.kind === "injected") return;
+    this.#copy = undefined;
     if (this.#cutOff) {
-      if (head?.kind === "execute") this.#units.shift();
+      if (head?.kind === "execute") {
+        this.#units.shift();
+        // The cancel came too late and the write completed: it must not commit at the client's Sync.
+        if (head.writes && written !== null) this.#abortExtendedWrite();
+      }
       return;
     }
     if (head?.kind === "setting") return this.#endSetting(head.name);
     const counted = this.deps.meter.statementRows;
-    const rows = written !== null ? Math.max(written, counted) : counted;
     const sql = sqlOf(head);
+    const last = head?.kind === "simple" && head.index === head.statements.length - 1;
     if (head?.kind === "simple") head.index++;
     else if (head?.kind === "execute") {
       this.#tally.upstreamLatency.observe((performance.now() - head.started) / 1000);
       this.#units.shift();
     }
-    const costly = this.deps.meter.endStatement(rows, sql);
-    this.#toClient.pushRange(buffer, start, end);
-    // The charge is queued (group commit); only a write that outgrew the reservation waits for the ledger.
-    return costly?.then((result) => {
-      if (result.unpaidMicro > 0n) this.deps.metrics.unpaidMicro.inc(Number(result.unpaidMicro));
-    });
+    if (written !== null) return this.#endWrite(head, written, counted, sql, buffer, start, end, last);
+    // MOVE answers a count: it is charged as one row.
+    if (counted === 0 && isMoveTag(buffer, start)) {
+      if (this.deps.meter.allowRows(1) === 0) return this.#cutOffResult();
+      const waiting = this.deps.meter.endStatement(1, sql);
+      this.#relayComplete(head, buffer, start, end, last);
+      return waiting;
+    }
+    // The charge is queued (group commit); the session waits only at the cost bound (session-meter.ts).
+    const waiting = this.deps.meter.endStatement(counted, sql);
+    this.#relayComplete(head, buffer, start, end, last);
+    return waiting;
+  }
+
+  /**
+   * Relays a CommandComplete; the last one of a wrapped query is kept until its COMMIT succeeded, as PostgreSQL
+   * commits a query's implicit transaction before it reports the query's last statement complete.
+   */
+  #relayComplete(head: Unit | undefined, buffer: Buffer, start: number, end: number, last: boolean): void {
+    if (last && head?.kind === "simple" && head.wrapped) head.held = Buffer.from(buffer.subarray(start, end));
+    else this.#toClient.pushRange(buffer, start, end);
+  }
+
+  /**
+   * A write completed, uncommitted: it is charged if the balance pays for its rows and it wrote no more than the
+   * provider allows, and otherwise undone (the client gets the error in place of its count). A write whose
+   * client is gone is not charged: its transaction is never committed.
+   */
+  #endWrite(
+    head: Unit | undefined,
+    written: number,
+    delivered: number,
+    sql: string,
+    buffer: Buffer,
+    start: number,
+    end: number,
+    last: boolean,
+  ): Promise<void> | undefined {
+    const { meter, maxRowsWritten } = this.deps;
+    if (this.#closing === "gone") {
+      if (delivered > 0) void meter.endStatement(delivered, sql, "failed");
+      return;
+    }
+    const rows = written > delivered ? written : delivered;
+    if (rows > maxRowsWritten) {
+      if (delivered > 0) void meter.endStatement(delivered, sql, "failed");
+      this.#failWrite(head, writeLimitError(rows, maxRowsWritten));
+      return;
+    }
+    const paid = meter.endWrite(rows, delivered, sql);
+    if (paid === true) return void this.#relayComplete(head, buffer, start, end, last);
+    return paid.then(
+      (ok) => {
+        if (ok) this.#relayComplete(head, buffer, start, end, last);
+        else this.#failWrite(head, unpaidWriteError(rows));
+      },
+      (error: unknown) => {
+        if (!isLedgerUnavailable(error)) throw error;
+        this.deps.logger.warn({ err: error }, "the ledger is unavailable: write rolled back");
+        if (delivered > 0) void meter.endStatement(delivered, sql, "failed");
+        this.#failWrite(head, ledgerUnavailable());
+      },
+    );
+  }
+
+  /**
+   * Undoes a write that must not commit. In a simple query the client gets `error` now and the rest of the
+   * query's answers are dropped; at its ReadyForQuery the proxy rolls back (or aborts the client's transaction
+   * block). In the extended protocol a stand-in that fails is sent at once (the client's next frames wait for
+   * this write): the upstream aborts the transaction and skips to Sync, as after a failed statement.
+   */
+  #failWrite(head: Unit | undefined, error: Buffer): void {
+    this.#tally.writesUndone++;
+    if (head?.kind === "simple") {
+      head.failed = true;
+      this.#cutOff = true;
+      this.#toClient.push(error);
+      return;
+    }
+    this.#abortExtendedWrite(error);
+  }
+
+  #abortExtendedWrite(error?: Buffer): void {
+    this.#units.push(error ? { kind: "refused", error } : { kind: "refused" });
+    this.#toUpstream.push(refusedParse);
+    this.#flushToUpstream();
   }
 
   /** The stand-in of `SHOW pgtoll.<name>` completed upstream: the client gets the value instead. */
@@ -645,26 +939,73 @@ export class Relay {
     );
   }
 
-  #onError(buffer: Buffer, start: number, end: number): void {
+  /**
+   * An ErrorResponse. The proxy's own stand-ins' errors are replaced or swallowed; the database's is relayed with
+   * its text bounded (database-notices.ts) and charged as one row, or, if the balance cannot pay for that row,
+   * with its text withheld.
+   */
+  #onError(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
     const head = this.#units[0];
     if (head?.kind === "refused") {
       this.#units.shift();
-      this.#toClient.push(head.error);
+      if (head.error) this.#toClient.push(head.error);
       this.#dropUntilSync();
       return;
     }
-    if (this.#cutOff) {
+    if (head?.kind === "injected") {
+      // A COMMIT that failed (a deferred constraint) tells the client why; an abort's stand-in fails on purpose.
+      if (head.role === "end")
+        head.error =
+          this.deps.meter.allowRows(1) === 1
+            ? this.#chargedError(buffer, start, end)
+            : withheldError(buffer, start, end);
+      return;
+    }
+    if (this.#cutOff || this.#closing === "gone") {
       if (head?.kind === "execute") this.#units.shift();
       this.#dropUntilSync();
       return;
     }
-    if (head?.kind === "simple" || head?.kind === "execute") {
-      const rows = this.deps.meter.statementRows;
-      if (rows > 0) void this.deps.meter.endStatement(rows, sqlOf(head), "failed");
-      if (head.kind === "execute") this.#units.shift();
-    }
+    if (this.deps.meter.allowRows(1) === 1)
+      return void this.#relayError(head, boundedNotice(buffer, start, end));
+    return this.deps.meter.topUp(1).then(
+      (ok) => {
+        const paid = ok && this.deps.meter.allowRows(1) === 1;
+        this.#relayError(head, paid ? boundedNotice(buffer, start, end) : withheldError(buffer, start, end));
+      },
+      (error: unknown) => {
+        if (!isLedgerUnavailable(error)) throw error;
+        this.#relayError(head, withheldError(buffer, start, end));
+      },
+    );
+  }
+
+  /** An error's text as the client receives it, its one row charged at once (no statement is running). */
+  #chargedError(buffer: Buffer, start: number, end: number): Buffer {
+    void this.deps.meter.endStatement(this.deps.meter.statementRows, "COMMIT", "failed");
+    return boundedNotice(buffer, start, end);
+  }
+
+  /** Ends the failed statement (its rows and the error's row charged) and relays `error`. */
+  #relayError(head: Unit | undefined, error: Buffer): void {
+    const rows = this.deps.meter.statementRows;
+    if (rows > 0) void this.deps.meter.endStatement(rows, sqlOf(head), "failed");
+    if (head?.kind === "execute") this.#units.shift();
     this.#dropUntilSync();
-    this.#toClient.pushRange(buffer, start, end);
+    this.#toClient.push(error);
+  }
+
+  /**
+   * A NoticeResponse. Within a statement it is database text like an error's: bounded and charged as one row,
+   * and dropped when the hold does not pay for it (a client needs no notice). One that arrives between
+   * statements (the server's own) is bounded and free; those answering the proxy's own statements are dropped.
+   */
+  #onNotice(buffer: Buffer, start: number, end: number): void {
+    const head = this.#units[0];
+    if (this.#cutOff || this.#closing === "gone" || head?.kind === "injected" || head?.kind === "refused")
+      return;
+    if (head !== undefined && this.deps.meter.allowRows(1) === 0) return;
+    this.#toClient.push(boundedNotice(buffer, start, end));
   }
 
   /** After an error the upstream skips the rest of the batch up to Sync: so do our expectations. */
@@ -675,16 +1016,68 @@ export class Relay {
 
   #onReady(buffer: Buffer, start: number, end: number): void {
     const now = performance.now();
-    // ReadyForQuery closes the oldest simple query or Sync-terminated batch.
-    while (this.#units.length > 0) {
-      const head = this.#units.shift()!;
-      if (head.kind === "simple") this.#tally.upstreamLatency.observe((now - head.started) / 1000);
-      if (head.kind === "simple" || head.kind === "sync") break;
+    const status = readyForQueryStatusOf(buffer, start, end);
+    const head = this.#units[0];
+    if (head?.kind === "injected") {
+      this.#units.shift();
+      this.#endInjected(head, status, buffer, start, end, now);
+      return;
     }
-    this.#status = readyForQueryStatusOf(buffer, start, end);
+    // ReadyForQuery closes the oldest simple query or Sync-terminated batch.
+    let closed: SimpleUnit | undefined;
+    while (this.#units.length > 0) {
+      const unit = this.#units.shift()!;
+      if (unit.kind === "simple") {
+        this.#tally.upstreamLatency.observe((now - unit.started) / 1000);
+        closed = unit;
+        break;
+      }
+      if (unit.kind === "sync") break;
+    }
+    this.#status = status;
     this.#cutOff = false;
+    if (closed?.writes && !this.#closing) {
+      // The writes are paid for (or failed): the proxy ends its own transaction, or aborts the client's.
+      if (closed.wrapped) {
+        const failed = closed.failed || status === "E";
+        this.#inject(
+          { kind: "injected", role: "end", held: closed.held },
+          failed ? ROLLBACK_QUERY : COMMIT_QUERY,
+        );
+        return;
+      }
+      if (closed.failed && status === "T") {
+        this.#inject({ kind: "injected", role: "abort" }, refusedQuery);
+        return;
+      }
+    }
     this.#toClient.pushRange(buffer, start, end);
-    if (this.#status === "I" && this.#units.length === 0) this.#becameIdle(now);
+    if (status === "I" && this.#units.length === 0) this.#becameIdle(now);
+  }
+
+  /** Sends a statement of the proxy's own that the write the client waits for now depends on. */
+  #inject(unit: Extract<Unit, { kind: "injected" }>, query: Buffer): void {
+    this.#units.push(unit);
+    if (this.#pendingWrite) this.#pendingWrite.unit = unit;
+    this.#toUpstream.push(query);
+    this.#flushToUpstream();
+  }
+
+  /** The proxy's own statement is answered: the client gets the held tag or the COMMIT's error, then its status. */
+  #endInjected(
+    unit: Extract<Unit, { kind: "injected" }>,
+    status: TransactionStatus,
+    buffer: Buffer,
+    start: number,
+    end: number,
+    now: number,
+  ): void {
+    if (unit.role === "begin") return;
+    if (unit.error) this.#toClient.push(unit.error);
+    else if (unit.held) this.#toClient.push(unit.held);
+    this.#status = status;
+    this.#toClient.pushRange(buffer, start, end);
+    if (status === "I" && this.#units.length === 0) this.#becameIdle(now);
   }
 
   #becameIdle(now: number): void {
@@ -733,7 +1126,22 @@ function payloadOf(buffer: Buffer, start: number, end: number): Buffer {
 }
 
 function isWrite(statement: GuardedStatement): boolean {
-  return WRITE_COMMANDS.has(statement.command);
+  return statement.writes;
+}
+
+function isRollback(statement: GuardedStatement): boolean {
+  return statement.command === "ROLLBACK";
+}
+
+/** Whether the CommandComplete frame at `start` is a MOVE's ("MOVE n"). */
+function isMoveTag(buffer: Buffer, start: number): boolean {
+  // M O V E
+  return (
+    buffer[start + 5] === 0x4d &&
+    buffer[start + 6] === 0x4f &&
+    buffer[start + 7] === 0x56 &&
+    buffer[start + 8] === 0x45
+  );
 }
 
 function sqlOf(unit: Unit | undefined): string {

@@ -279,6 +279,10 @@ export function encodeSync(): Buffer {
   return emptyMessage(FrontendCode.Sync);
 }
 
+export function encodeFlush(): Buffer {
+  return emptyMessage(FrontendCode.Flush);
+}
+
 export function encodeTerminate(): Buffer {
   return emptyMessage(FrontendCode.Terminate);
 }

@@ -1,4 +1,5 @@
 import { TLSSocket } from "node:tls";
+import type { ExpectedMessage } from "./auth-message-reader.js";
 import { decodePasswordMessage, decodeSASLInitialResponse, decodeSASLResponse } from "./frontend-messages.js";
 import { FrontendCode } from "./message-codes.js";
 import { SqlState, StartupRefusal } from "./proxy-errors.js";
@@ -15,7 +16,7 @@ import { serverEndPointBinding } from "./tls-server-end-point.js";
 /** Asks for the password in clear text (the channel is TLS or loopback) and reads it. */
 export async function readCleartextPassword(stream: StartupStream): Promise<string> {
   stream.socket.write(encodeAuthenticationCleartextPassword());
-  const answer = await nextAuthFrame(stream);
+  const answer = await stream.nextMessage(PASSWORD_MESSAGE);
   return decodePasswordMessage(answer.payload);
 }
 
@@ -33,13 +34,15 @@ export async function authenticateWithScram(
   const scram = new ScramServer({ password, channelBinding: binding });
   try {
     stream.socket.write(encodeAuthenticationSASL(scram.mechanisms));
-    const initial = decodeSASLInitialResponse((await nextAuthFrame(stream)).payload);
+    const initial = decodeSASLInitialResponse((await stream.nextMessage(SASL_RESPONSE)).payload);
     const serverFirst = await scram.serverFirstMessage(
       initial.mechanism,
       initial.data?.toString("utf8") ?? "",
     );
     stream.socket.write(encodeAuthenticationSASLContinue(serverFirst));
-    const clientFinal = decodeSASLResponse((await nextAuthFrame(stream)).payload).toString("utf8");
+    const clientFinal = decodeSASLResponse((await stream.nextMessage(SASL_RESPONSE)).payload).toString(
+      "utf8",
+    );
     const serverFinal = scram.verifyClientFinal(clientFinal);
     if (serverFinal === null) throw passwordFailed(user);
     stream.socket.write(encodeAuthenticationSASLFinal(serverFinal));
@@ -50,17 +53,28 @@ export async function authenticateWithScram(
   }
 }
 
-/** The next password / SASL message; the socket is paused after it so nothing more is buffered meanwhile. */
-async function nextAuthFrame(stream: StartupStream) {
-  stream.socket.resume();
-  const answer = await stream.nextFrame();
-  // Nothing more is read until the relay starts: a client cannot make us buffer while it waits for a slot.
-  stream.socket.pause();
-  if (answer.code !== FrontendCode.PasswordMessage) {
-    throw new StartupRefusal(SqlState.protocolViolation, "expected a password message", "protocol");
-  }
-  return answer;
-}
+/**
+ * Longest password accepted, in bytes: what clients send here is an agent token (`pgtoll1.<issued>.<signature>`,
+ * at most 153 bytes) or a branch role's password, 24 characters, possibly as `endpoint=<id>;<password>` (under
+ * 100 bytes). PostgreSQL takes up to 65 535; nothing longer than this can be right here.
+ */
+export const MAX_PASSWORD_LENGTH = 1000;
+
+/** PostgreSQL's cap on a SCRAM message (PG_MAX_SASL_MESSAGE_LENGTH); SCRAM's own are a few hundred bytes. */
+export const MAX_SASL_MESSAGE_LENGTH = 1024;
+
+const PASSWORD_MESSAGE: ExpectedMessage = {
+  code: FrontendCode.PasswordMessage,
+  // The password and its NUL terminator.
+  maxBodyLength: MAX_PASSWORD_LENGTH + 1,
+  name: "password message",
+};
+
+const SASL_RESPONSE: ExpectedMessage = {
+  code: FrontendCode.PasswordMessage,
+  maxBodyLength: MAX_SASL_MESSAGE_LENGTH,
+  name: "SASL response",
+};
 
 /** The one answer to a wrong password or an unknown role, as PostgreSQL gives it. */
 export function passwordFailed(user: string): StartupRefusal {

@@ -11,7 +11,6 @@ import {
   settleReservation,
   voidReservation,
 } from "../billing/ledger.js";
-import { isLedgerUnavailable } from "../billing/ledger-availability.js";
 import { QueuedCharges } from "../billing/queued-charges.js";
 import type { StatementShapes } from "../guard/statement-shape.js";
 import type { SettlementClock } from "./settlement-clock.js";
@@ -241,43 +240,42 @@ export class SessionMeter {
   }
 
   /**
-   * Ends the running statement: charges `rowCount` rows (the DataRows delivered, or a write's affected count)
-   * to the settlement window. Synchronous unless the cost exceeds what is held, which only a write can do: then
-   * the reservation is grown, and if the balance cannot cover the cost the agent is charged what it has and the
-   * promise reports the shortfall.
+   * Ends the running statement: charges `rowCount` rows to the settlement window. The rows are within the hold
+   * (each was allowed by `allowRows`), so this is synchronous, unless the window reached the cost bound while an
+   * earlier one is still being written: then the promise is what the session waits for.
    */
-  endStatement(
-    rowCount: number,
-    sql: string,
-    outcome?: StatementOutcome,
-  ): Promise<{ unpaidMicro: bigint }> | undefined {
-    const cost = this.#costOf(rowCount);
-    if (cost > this.#unspent) return this.#endCostlyStatement(cost, rowCount, sql, outcome);
-    return this.#charge(cost, 0n, rowCount, sql, outcome)?.then(() => ({ unpaidMicro: 0n }));
+  endStatement(rowCount: number, sql: string, outcome?: StatementOutcome): Promise<void> | undefined {
+    let cost = this.#costOf(rowCount);
+    // Every row was allowed from the hold; a larger count would be a bug, and is not charged beyond the hold.
+    if (cost > this.#unspent) cost = this.#unspent;
+    return this.#charge(cost, rowCount, sql, outcome);
   }
 
-  async #endCostlyStatement(
-    cost: bigint,
-    rowCount: number,
-    sql: string,
-    outcome: StatementOutcome | undefined,
-  ): Promise<{ unpaidMicro: bigint }> {
-    if (this.#ahead) await this.#ahead;
+  /**
+   * Ends a write that has run but is not committed: charges `rowCount` rows (its affected count, or its RETURNING
+   * rows if more) when the hold, grown as far as the balance allows, pays for them, and answers true. When the
+   * balance cannot pay, nothing of the write is charged (only `delivered`, the RETURNING rows the client already
+   * received within the hold) and the answer is false: the caller rolls the write back. A ledger that cannot be
+   * reached rejects the promise; the caller rolls back then too. Synchronous (`true`) when the hold covers it.
+   */
+  endWrite(rowCount: number, delivered: number, sql: string): true | Promise<boolean> {
+    const cost = this.#costOf(rowCount);
     if (cost <= this.#unspent) {
-      await this.#charge(cost, 0n, rowCount, sql, outcome);
-      return { unpaidMicro: 0n };
+      const waiting = this.#charge(cost, rowCount, sql);
+      return waiting ? waiting.then(() => true) : true;
     }
-    try {
-      await this.#holdMore(cost - this.#unspent);
-    } catch (error) {
-      // The write ran: with the ledger unreachable it is charged what the hold covers, the rest recorded unpaid.
-      if (!isLedgerUnavailable(error)) throw error;
+    return this.#endCostlyWrite(cost, rowCount, delivered, sql);
+  }
+
+  async #endCostlyWrite(cost: bigint, rowCount: number, delivered: number, sql: string): Promise<boolean> {
+    if (this.#ahead) await this.#ahead;
+    if (cost > this.#unspent) await this.#holdMore(cost - this.#unspent);
+    if (cost > this.#unspent) {
+      await this.endStatement(delivered, sql, "failed");
+      return false;
     }
-    // The balance never goes below zero: what it cannot cover is recorded, not charged.
-    const charged = cost > this.#unspent ? this.#unspent : cost;
-    const unpaidMicro = cost - charged;
-    await this.#charge(charged, unpaidMicro, rowCount, sql, outcome);
-    return { unpaidMicro };
+    await this.#charge(cost, rowCount, sql);
+    return true;
   }
 
   /** Adds up to `missingMicro` to the hold (or takes a first hold), as much as the balance allows. */
@@ -307,13 +305,7 @@ export class SessionMeter {
    * reached the cost bound while an earlier window of the session is still being written: what a crash can leave
    * uncharged stays within the window being written and the open one.
    */
-  #charge(
-    cost: bigint,
-    unpaidMicro: bigint,
-    rows: number,
-    sql: string,
-    outcome?: StatementOutcome,
-  ): Promise<void> | undefined {
+  #charge(cost: bigint, rows: number, sql: string, outcome?: StatementOutcome): Promise<void> | undefined {
     this.#statementRows = 0;
     if (this.#free) return;
     this.#unspent -= cost;
@@ -323,14 +315,13 @@ export class SessionMeter {
       this.options.clock.atNextTick(this.#settleOnTick);
     }
     const window = this.#window;
-    window.add(sql, rows, cost, unpaidMicro, outcome);
+    window.add(sql, rows, cost, outcome);
     if (cost > 0n) this.options.onCharge?.(cost);
     let waiting: Promise<void> | undefined;
     if (window.costMicro >= this.options.settleMaxMicro) {
       this.options.clock.tickEarly();
       if (this.#charges.unwritten > 1) waiting = this.#charges.allButOneSettled();
-    } else if (unpaidMicro > 0n || outcome === "cutOff" || window.distinctTexts >= MAX_WINDOW_TEXTS)
-      this.settle();
+    } else if (outcome === "cutOff" || window.distinctTexts >= MAX_WINDOW_TEXTS) this.settle();
     this.#updateLimit();
     this.#extendAhead(false);
     return waiting;

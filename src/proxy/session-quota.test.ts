@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { clientAddress, isQuotaRefusal, SessionQuota } from "./session-quota.js";
+import { isQuotaRefusal, SessionQuota } from "./session-quota.js";
 
 function taken(place: ReturnType<SessionQuota["take"]>): { release(): void } {
   if (isQuotaRefusal(place)) throw new Error(`refused: ${place.scope}`);
@@ -7,13 +7,14 @@ function taken(place: ReturnType<SessionQuota["take"]>): { release(): void } {
 }
 
 describe("sessions per address and in total", () => {
-  it("counts an IPv4 address and its IPv6-mapped form as one client", () => {
-    expect(clientAddress("::ffff:10.1.2.3")).toBe("10.1.2.3");
-    expect(clientAddress("::ffff:abcd")).toBe("::ffff:abcd");
+  it("counts an IPv4 address and its IPv6-mapped form as one client, and an IPv6 /64 as one", () => {
     const quota = new SessionQuota({ perAddress: 1, total: 10 });
     taken(quota.take("10.1.2.3"));
     expect(quota.take("::ffff:10.1.2.3")).toEqual({ scope: "address", limit: 1 });
     taken(quota.take("10.1.2.4"));
+    taken(quota.take("2001:db8:1:2::5"));
+    expect(quota.take("2001:db8:1:2:ffff::9")).toEqual({ scope: "address", limit: 1 });
+    taken(quota.take("2001:db8:1:3::5"));
   });
 
   it("gives a place back once, however often release is called", () => {

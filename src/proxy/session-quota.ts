@@ -1,4 +1,4 @@
-import { isIPv4 } from "node:net";
+import { addressKey } from "./unauthenticated-connections.js";
 
 export interface SessionQuotaOptions {
   /** Sessions per client address at most; 0: no limit per address. */
@@ -17,12 +17,6 @@ export interface QuotaRefusal {
   limit: number;
 }
 
-/** `::ffff:10.0.0.1` and `10.0.0.1` are one client. */
-export function clientAddress(address: string | undefined): string {
-  const plain = address ?? "";
-  return plain.startsWith("::ffff:") && isIPv4(plain.slice(7)) ? plain.slice(7) : plain;
-}
-
 /**
  * Open sessions per client address and in total (wire-proxy connections, remote MCP sessions), with a share of
  * the total kept for funded sessions. Counts live in this process: behind a load balancer each process holds
@@ -38,11 +32,12 @@ export class SessionQuota {
   /** A place for a session from `address`, and the function that gives it back (once); or the limit reached. */
   take(rawAddress: string | undefined, funded = true): { release(): void } | QuotaRefusal {
     const { perAddress, total } = this.options;
-    const address = clientAddress(rawAddress);
+    // One client as the caps on unauthenticated connections count one: an IPv4 address or an IPv6 /64.
+    const address = addressKey(rawAddress);
     const unfundedCap = total - Math.min(total, this.options.reservedForFunded ?? 0);
     if (this.#total >= total) return { scope: "total", limit: total };
     if (!funded && this.#unfunded >= unfundedCap) return { scope: "unfunded", limit: unfundedCap };
-    const limited = perAddress > 0 && !this.options.exempt?.(address);
+    const limited = perAddress > 0 && !this.options.exempt?.(rawAddress ?? "");
     const mine = this.#perAddress.get(address) ?? 0;
     if (limited && mine >= perAddress) return { scope: "address", limit: perAddress };
     this.#total++;

@@ -30,17 +30,15 @@ interface ShapeTally extends Tally {
 export class SettlementWindow {
   readonly openedAt = new Date();
   costMicro = 0n;
-  unpaidMicro = 0n;
   statements = 0;
   rows = 0;
   failed = 0;
   cutOff = false;
   readonly #byText = new Map<string, Tally>();
 
-  /** Adds one statement: `costMicro` is what it was charged, `unpaidMicro` what the balance could not cover. */
-  add(sql: string, rows: number, costMicro: bigint, unpaidMicro: bigint, outcome?: StatementOutcome): void {
+  /** Adds one statement: `costMicro` is what it was charged. */
+  add(sql: string, rows: number, costMicro: bigint, outcome?: StatementOutcome): void {
     this.costMicro += costMicro;
-    this.unpaidMicro += unpaidMicro;
     this.statements++;
     this.rows += rows;
     if (outcome === "failed") this.failed++;
@@ -116,7 +114,6 @@ export class SettlementWindow {
     }
     if (this.failed > 0) metadata.failedStatements = this.failed;
     if (this.cutOff) metadata.cutOff = true;
-    if (this.unpaidMicro > 0n) metadata.unpaidMicro = this.unpaidMicro.toString();
     return metadata;
   }
 }

@@ -53,3 +53,51 @@ describe("startup routing", () => {
     expect(() => parseSessionRequest({ user: "bob", database: provider })).toThrow(/wallet/);
   });
 });
+
+describe("an agent's client encoding at connect time", () => {
+  it.each([
+    ["the startup parameter", { client_encoding: "SJIS" }],
+    ["-c in options", { options: "-c client_encoding=SJIS" }],
+    ["--name=value in options", { options: "--client-encoding=BIG5" }],
+    ["a server encoding", { options: "-c client_encoding=LATIN1" }],
+  ])("refuses anything but UTF8 given as %s", (_how, extra) => {
+    expect(() => parseSessionRequest({ user: wallet, database: provider, ...extra })).toThrow(
+      /client_encoding ".+" is not allowed: pgtoll agent sessions are UTF8/,
+    );
+  });
+
+  it.each(["standard_conforming_strings=off", "backslash_quote=on", "escape_string_warning=off"])(
+    "refuses %s, which changes how the server lexes statement text",
+    (option) => {
+      expect(() =>
+        parseSessionRequest({ user: wallet, database: provider, options: `-c ${option}` }),
+      ).toThrow(/at connect time is not allowed/);
+    },
+  );
+
+  it("accepts UTF8 in any spelling, and SQL_ASCII (no conversion), leaving the upstream on UTF8", () => {
+    for (const value of ["UTF8", "utf-8", "Unicode", "SQL_ASCII"]) {
+      const request = parseSessionRequest({
+        user: wallet,
+        database: provider,
+        client_encoding: value,
+        options: `-c client_encoding=${value}`,
+      });
+      expect(request.settings).toEqual({});
+    }
+  });
+});
+
+describe("an agent's application_name", () => {
+  it("is the startup parameter, else -c in options, else the fallback, as PostgreSQL and libpq settle it", () => {
+    const request = (extra: Record<string, string>) =>
+      parseSessionRequest({ user: wallet, database: provider, ...extra });
+    expect(request({ application_name: "a", options: "-c application_name=b" }).applicationName).toBe("a");
+    expect(
+      request({ options: "-c application_name=b", fallback_application_name: "c" }).applicationName,
+    ).toBe("b");
+    expect(request({ fallback_application_name: "c" })).toMatchObject({ applicationName: "c", settings: {} });
+    expect(request({ options: "-c fallback_application_name=d" }).applicationName).toBe("d");
+    expect(request({}).applicationName).toBe("");
+  });
+});

@@ -1,5 +1,6 @@
 import { normalizeAddress } from "../billing/address.js";
-import { SETTABLE_PARAMETERS } from "../guard/index.js";
+import { isUtf8EncodingName, SETTABLE_PARAMETERS } from "../guard/index.js";
+import { clientApplicationName, withClientApplicationName } from "./client-application-name.js";
 import { SqlState, StartupRefusal } from "./proxy-errors.js";
 
 /** Startup parameters libpq and drivers send that are not settings, or that the proxy decides itself. */
@@ -10,6 +11,7 @@ const NOT_SETTINGS = new Set([
   "replication",
   "client_encoding",
   "application_name",
+  "fallback_application_name",
 ]);
 const SETTABLE = new Set(SETTABLE_PARAMETERS.map((name) => name.toLowerCase()));
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -20,6 +22,7 @@ export interface SessionRequest {
   providerId: string;
   /** Settings forwarded in the upstream startup message (allowlisted only). */
   settings: Record<string, string>;
+  /** The client's application_name (startup parameter, `-c` in options, or its fallback); "" for none. */
   applicationName: string;
 }
 
@@ -29,7 +32,7 @@ export interface EndpointRequest {
   endpointId: string | undefined;
   role: string;
   database: string;
-  /** Settings the client asked for at connect time (startup parameters and `-c` options). */
+  /** Settings the client asked for at connect time (startup parameters and `-c` options), application_name included. */
   settings: Record<string, string>;
 }
 
@@ -112,8 +115,19 @@ export function parseSessionRequest(params: Record<string, string>): SessionRequ
       "bad_database",
     );
   }
+  checkAgentEncoding(params.client_encoding);
   const settings: Record<string, string> = {};
+  const named: Record<string, string> = {};
   for (const [name, value] of pairs) {
+    if (name === "application_name" || name === "fallback_application_name") {
+      named[name] = value;
+      continue;
+    }
+    if (name.toLowerCase() === "client_encoding") {
+      // Dropped once checked: the upstream session is always UTF8.
+      checkAgentEncoding(value);
+      continue;
+    }
     if (!SETTABLE.has(name.toLowerCase())) {
       throw new StartupRefusal(
         SqlState.insufficientPrivilege,
@@ -127,8 +141,23 @@ export function parseSessionRequest(params: Record<string, string>): SessionRequ
     agentWallet,
     providerId: providerId.toLowerCase(),
     settings,
-    applicationName: params.application_name ?? "",
+    applicationName: clientApplicationName(params, named) ?? "",
   };
+}
+
+/**
+ * An agent session is UTF8 end to end (the guard reads the statement bytes as UTF-8), so a client encoding given
+ * at connect time must be UTF8. SQL_ASCII, which libpq sends from a C locale, converts nothing either way and is
+ * taken as UTF8; anything else is refused, whether a startup parameter or `-c client_encoding=` in `options`.
+ */
+function checkAgentEncoding(value: string | undefined): void {
+  if (value === undefined || isUtf8EncodingName(value)) return;
+  if (value.toLowerCase().replace(/[^a-z0-9]/g, "") === "sqlascii") return;
+  throw new StartupRefusal(
+    SqlState.invalidParameterValue,
+    `client_encoding "${value}" is not allowed: pgtoll agent sessions are UTF8 (set client_encoding to UTF8)`,
+    "forbidden_setting",
+  );
 }
 
 /**
@@ -157,6 +186,6 @@ export function parseEndpointRequest(
     endpointId: endpointId ?? serverNameEndpoint ?? undefined,
     role,
     database: params.database || role,
-    settings,
+    settings: withClientApplicationName(params, settings),
   };
 }

@@ -94,13 +94,19 @@ describe("parseStartupPacket", () => {
     ["length above 10000", packet(196608, Buffer.alloc(0), MAX_STARTUP_PACKET_LENGTH + 1)],
     ["SSLRequest with a body", packet(80877103, Buffer.alloc(4))],
     ["cancel key too short", packet(80877102, Buffer.alloc(6))],
+    ["Terminate", Buffer.from([0x58, 0, 0, 0, 4])],
+  ])("calls %s malformed (not a startup packet)", (_name, bytes) => {
+    expect(parseStartupPacket(bytes).kind).toBe("malformed");
+  });
+
+  it.each([
     ["parameters without terminator", packet(196608, Buffer.from("user\0bob\0"))],
     ["value missing its NUL", packet(196608, Buffer.from("user\0bob"))],
     ["bytes after the terminator", packet(196608, Buffer.from("user\0bob\0\0x"))],
     ["empty body", packet(196608)],
     ["invalid UTF-8", packet(196608, Buffer.from([0x75, 0, 0xff, 0, 0]))],
-  ])("calls %s malformed", (_name, bytes) => {
-    expect(parseStartupPacket(bytes).kind).toBe("malformed");
+  ])("calls %s a bad layout", (_name, bytes) => {
+    expect(parseStartupPacket(bytes).kind).toBe("badLayout");
   });
 
   it("rejects a bad length from the first 4 bytes, before the rest arrives", () => {

@@ -35,6 +35,9 @@ export type StartupPacket =
     }
   /** Not 3.x and not a known special code: report it in an ErrorResponse, then close. */
   | { kind: "unsupportedProtocol"; protocol: ProtocolVersion; rest: Buffer }
+  /** A 3.x StartupMessage whose parameters are not laid out right: PostgreSQL answers it (FATAL 08P01). */
+  | { kind: "badLayout"; reason: string }
+  /** Not a startup packet at all (a bad length word, say): PostgreSQL only logs it and closes without a word. */
   | { kind: "malformed"; reason: string };
 
 const incomplete: StartupPacket = { kind: "incomplete" };
@@ -42,7 +45,7 @@ const incomplete: StartupPacket = { kind: "incomplete" };
 /**
  * Reads the first packet of `buffer` (packets before the first typed message have no type byte:
  * int32 length, int32 code, body). Never throws on bad input: a peer that sends garbage gets a
- * `malformed` result, which PostgreSQL answers by closing the connection.
+ * `malformed` result, which PostgreSQL answers by closing the connection without a word.
  *
  * Warning: after `sslRequest`/`gssencRequest`, a non-empty `rest` means the client sent bytes before
  * the encryption handshake; treat them as an attack (CVE-2021-23214) and close, do not parse them.
@@ -98,9 +101,9 @@ function parseStartupParams(body: Buffer, protocol: ProtocolVersion, rest: Buffe
   while (offset < body.length && body[offset] !== 0) {
     const nameEnd = body.indexOf(0, offset);
     const valueEnd = nameEnd < 0 ? -1 : body.indexOf(0, nameEnd + 1);
-    if (valueEnd < 0) return { kind: "malformed", reason: "startup packet parameter is not NUL-terminated" };
+    if (valueEnd < 0) return { kind: "badLayout", reason: "startup packet parameter is not NUL-terminated" };
     if (!isUtf8(body.subarray(offset, valueEnd))) {
-      return { kind: "malformed", reason: "startup packet parameter is not valid UTF-8" };
+      return { kind: "badLayout", reason: "startup packet parameter is not valid UTF-8" };
     }
     const name = body.toString("utf8", offset, nameEnd);
     const value = body.toString("utf8", nameEnd + 1, valueEnd);
@@ -109,7 +112,7 @@ function parseStartupParams(body: Buffer, protocol: ProtocolVersion, rest: Buffe
     offset = valueEnd + 1;
   }
   if (offset !== body.length - 1) {
-    return { kind: "malformed", reason: "invalid startup packet layout: expected terminator as last byte" };
+    return { kind: "badLayout", reason: "invalid startup packet layout: expected terminator as last byte" };
   }
   return { kind: "startup", protocol, params, protocolOptions, rest };
 }

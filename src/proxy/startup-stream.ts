@@ -1,19 +1,26 @@
 import type { Socket } from "node:net";
 import { TLSSocket } from "node:tls";
-import { FRONTEND_MAX_FRAME_LENGTH, type Frame, FrameReader } from "./frame-reader.js";
-import { SqlState, StartupRefusal } from "./proxy-errors.js";
+import { AuthMessageReader, type ExpectedMessage } from "./auth-message-reader.js";
+import type { Frame } from "./frame-reader.js";
+import { SqlState, StartupRefusal, UnansweredClose } from "./proxy-errors.js";
 import { type StartupPacket, StartupReader } from "./startup-parser.js";
 
-/** Reads startup-phase packets and then typed frames from a socket, with a deadline for the whole phase. */
+/**
+ * Reads startup-phase packets and then authentication messages from a socket. After the StartupMessage it reads
+ * only while a message is awaited, and only that message: one of the wrong type or over its cap ends the startup
+ * from its header.
+ */
 export class StartupStream {
   #startup = new StartupReader();
-  #frames = new FrameReader({ maxFrameLength: FRONTEND_MAX_FRAME_LENGTH });
-  #pendingFrames: Frame[] = [];
+  #messages = new AuthMessageReader();
+  /** The message being awaited, until it is complete. */
+  #expected: ExpectedMessage | null = null;
+  #message: Frame | undefined;
   #waiter: (() => void) | null = null;
   #closed = false;
-  #mode: "startup" | "frames" = "startup";
+  #mode: "startup" | "messages" = "startup";
   #packets: StartupPacket[] = [];
-  /** A malformed frame (bad length word) ends the startup; thrown by the next `nextFrame`. */
+  /** A bad message header ends the startup; thrown by the next `nextMessage`. */
   #failure: Error | undefined;
 
   constructor(public socket: Socket) {
@@ -25,7 +32,8 @@ export class StartupStream {
       const packet = this.#startup.feed(chunk);
       if (packet.kind !== "incomplete") this.#packets.push(packet);
     } else {
-      this.#feedFrames(chunk);
+      this.#messages.feed(chunk);
+      this.#check();
     }
     this.#wake();
   };
@@ -46,15 +54,18 @@ export class StartupStream {
     socket.removeListener("close", this.#onClose);
   }
 
-  #feedFrames(chunk: Buffer): void {
+  /** Takes the awaited message once it is complete; pauses the socket then, or on a bad header. */
+  #check(): void {
+    if (!this.#expected) return;
     try {
-      // Copies: the frames outlive this chunk.
-      this.#frames.feed(chunk, ({ code, payload, frame }) =>
-        this.#pendingFrames.push({ code, payload: Buffer.from(payload), frame: Buffer.from(frame) }),
-      );
+      this.#message = this.#messages.take(this.#expected);
+      if (!this.#message) return;
     } catch (error) {
       this.#failure ??= error as Error;
     }
+    this.#expected = null;
+    // Nothing more is read until the next message is asked for: a client cannot make us buffer meanwhile.
+    this.socket.pause();
   }
 
   #wake(): void {
@@ -71,11 +82,7 @@ export class StartupStream {
         throw new StartupRefusal(SqlState.protocolViolation, this.#failure.message, "protocol");
       }
       if (this.#closed)
-        throw new StartupRefusal(
-          SqlState.protocolViolation,
-          "the client closed the connection during startup",
-          "client_gone",
-        );
+        throw new UnansweredClose("the client closed the connection during startup", "client_gone");
       await new Promise<void>((resolve) => (this.#waiter = resolve));
     }
   }
@@ -84,14 +91,23 @@ export class StartupStream {
     return this.#until(() => this.#packets.shift());
   }
 
-  /** Switches to typed messages (after the StartupMessage), keeping bytes that came with it. */
-  startFrames(rest: Buffer): void {
-    this.#mode = "frames";
-    if (rest.length > 0) this.#feedFrames(rest);
+  /** Switches to authentication messages (after the StartupMessage), keeping bytes that came with it. */
+  startMessages(rest: Buffer): void {
+    this.#mode = "messages";
+    this.socket.pause();
+    if (rest.length > 0) this.#messages.feed(rest);
   }
 
-  nextFrame(): Promise<Frame> {
-    return this.#until(() => this.#pendingFrames.shift());
+  /** Reads the next message, which must be `expected`; the socket is read only until it is complete. */
+  nextMessage(expected: ExpectedMessage): Promise<Frame> {
+    this.#expected = expected;
+    this.#check();
+    if (this.#expected) this.socket.resume();
+    return this.#until(() => {
+      const message = this.#message;
+      this.#message = undefined;
+      return message;
+    });
   }
 
   /** Whether the client's socket closed (a paused socket notices only once it is read again). */
@@ -114,10 +130,24 @@ export class StartupStream {
     this.#attach(secure);
   }
 
-  /** Frames already read past the password message, for the relay. */
-  detach(): Frame[] {
+  /**
+   * Stops reading for good and forgets what was read: the connection will not be served (see `closeRefused`).
+   * Nothing the client sends from now on reaches this stream.
+   */
+  abandon(): void {
+    this.#release(this.socket);
+    this.#packets = [];
+    this.#messages = new AuthMessageReader();
+  }
+
+  /**
+   * Hands the socket over, paused, with what the client sent past its authentication put back in front of its
+   * next reads (a pipelined query, say): the relay reads it first.
+   */
+  detach(): void {
     this.#release(this.socket);
     this.socket.pause();
-    return this.#pendingFrames.splice(0);
+    const rest = this.#messages.rest();
+    if (rest.length > 0 && !this.socket.readableEnded) this.socket.unshift(rest);
   }
 }

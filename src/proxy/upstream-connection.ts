@@ -1,4 +1,4 @@
-import { connect, type Socket } from "node:net";
+import { connect, type LookupFunction, type Socket } from "node:net";
 import { type TLSSocket, connect as tlsConnect } from "node:tls";
 import { parse as parseConnectionString } from "pg-connection-string";
 import {
@@ -28,6 +28,8 @@ export interface UpstreamTarget {
   database: string;
   /** sslmode require/verify-*: TLS is mandatory; prefer: tried, plain if refused; disable: never. */
   ssl: "disable" | "prefer" | "require" | "verify";
+  /** How the host name is resolved (a provider's: checked against PGTOLL_PROVIDER_HOSTS); unset: the system's. */
+  lookup?: LookupFunction;
 }
 
 export function parseUpstreamTarget(connectionString: string): UpstreamTarget {
@@ -76,7 +78,11 @@ export class UpstreamStartupError extends Error {
 
 function openSocket(target: UpstreamTarget, timeoutMs: number): Promise<Socket | TLSSocket> {
   return new Promise((resolve, reject) => {
-    const socket = connect({ host: target.host, port: target.port });
+    const socket = connect({
+      host: target.host,
+      port: target.port,
+      ...(target.lookup ? { lookup: target.lookup } : {}),
+    });
     socket.setNoDelay(true);
     const timer = setTimeout(() => {
       socket.destroy();

@@ -88,6 +88,7 @@ describe("createVerdictCache", () => {
             explainable: true,
             returnsRows: true,
             transactionControl: false,
+            writes: false,
           },
         ],
       });

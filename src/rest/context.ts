@@ -43,6 +43,7 @@ export interface GatewayContext {
     | "trustProxy"
     | "restAgentAuth"
     | "allowPrivilegedProviderRoles"
+    | "providerHosts"
   >;
   db: pg.Pool;
   box: SecretBox;

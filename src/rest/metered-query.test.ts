@@ -23,6 +23,10 @@ beforeAll(async () => {
   ({ providerId, apiKey } = await registerPricedProvider(gateway, providerDb.url));
   provider = new pg.Pool({ connectionString: providerDb.url, max: 2 });
   await provider.query("CREATE SEQUENCE tickets");
+  // A provider's function that writes: a SELECT calling it writes without being a write statement.
+  await provider.query(
+    "CREATE FUNCTION add_items(marker text, n int) RETURNS SETOF int LANGUAGE sql AS $$ INSERT INTO items (name) SELECT marker FROM generate_series(1, n) RETURNING id $$",
+  );
 });
 afterAll(async () => {
   await provider?.end();
@@ -104,11 +108,7 @@ describe("POST /api/query: reads in one round trip", () => {
   it("rolls back a data-modifying SELECT whose result cannot be paid for", async () => {
     const agent = await fundedAgent(2_000n); // 2 rows
     const marker = `cte-${agent.slice(2, 10)}`;
-    const res = await query(
-      agent,
-      "WITH added AS (INSERT INTO items (name) SELECT $1 FROM generate_series(1, 3) RETURNING id) SELECT id FROM added",
-      [marker],
-    );
+    const res = await query(agent, "SELECT add_items($1, 3) AS id", [marker]);
     expect(res.statusCode).toBe(402);
     const { rows } = await provider.query("SELECT count(*)::int AS n FROM items WHERE name = $1", [marker]);
     expect(rows[0].n).toBe(0);
@@ -153,6 +153,79 @@ describe("POST /api/query: pricing", () => {
         url: `/api/providers/${providerId}/pricing`,
         headers: { "x-api-key": apiKey },
         payload: { basePricePer1000Rows: 1, markupMultiplier: 1 },
+      });
+    }
+  });
+});
+
+describe("POST /api/query: nothing from the database leaves unpaid", () => {
+  it("bounds the database's error text to 256 bytes and charges it as one row", async () => {
+    const agent = await fundedAgent(10_000n);
+    const res = await query(agent, "SELECT (json_agg(i)::text)::int FROM items i");
+    expect(res.statusCode).toBe(400);
+    const { error, code } = res.json();
+    expect(code).toBe("22P02");
+    expect(Buffer.byteLength(error)).toBeLessThan(400);
+    expect(error).toMatch(
+      /^the database refused the statement: invalid input syntax for type integer: .*… \(SQLSTATE 22P02\)$/s,
+    );
+    expect((await settled(agent)).balanceMicro).toBe(10_000n - 1_000n);
+    const [entry] = await listLedgerEntries(gateway.ctx.db, agent, { providerId, limit: 1 });
+    expect(entry).toMatchObject({
+      type: "query",
+      amountMicro: -1_000n,
+      metadata: { rowCount: 1, failed: true },
+    });
+  });
+
+  it("needs a row's worth of balance before anything runs", async () => {
+    const agent = await fundedAgent(999n);
+    const res = await query(agent, "SELECT (json_agg(i)::text)::int FROM items i");
+    expect(res.statusCode).toBe(402);
+    expect((await settled(agent)).balanceMicro).toBe(999n);
+  });
+
+  it("refuses EXPLAIN ANALYZE of a write and data-modifying CTEs, changing nothing", async () => {
+    const agent = await fundedAgent(1_000_000n);
+    const before = (await provider.query("SELECT sum(length(name))::int AS n FROM items")).rows[0].n;
+    for (const sql of [
+      "EXPLAIN ANALYZE UPDATE items SET name = name || 'x' WHERE id > 0",
+      "WITH u AS (UPDATE items SET name = name || 'x' WHERE id > 0 RETURNING 1) SELECT count(*) FROM u",
+    ]) {
+      const res = await query(agent, sql);
+      expect(res.statusCode, sql).toBe(403);
+    }
+    expect((await provider.query("SELECT sum(length(name))::int AS n FROM items")).rows[0].n).toBe(before);
+    expect((await settled(agent)).balanceMicro).toBe(1_000_000n);
+  });
+
+  it("rolls back a write above the provider's rows written per statement, uncharged", async () => {
+    const agent = await fundedAgent(1_000_000n);
+    const set = await gateway.app.inject({
+      method: "POST",
+      url: `/api/providers/${providerId}/pricing`,
+      headers: { "x-api-key": apiKey },
+      payload: { basePricePer1000Rows: 1, markupMultiplier: 1, maxRowsWrittenPerStatement: 10 },
+    });
+    expect(set.statusCode).toBe(200);
+    try {
+      const res = await query(agent, "UPDATE items SET name = 'all of them' WHERE id = id");
+      expect(res.statusCode).toBe(403);
+      expect(res.json().error).toMatch(
+        /wrote \d+ rows, more than the provider allows in one statement \(10\)/,
+      );
+      const { rows } = await provider.query(
+        "SELECT count(*)::int AS n FROM items WHERE name = 'all of them'",
+      );
+      expect(rows[0].n).toBe(0);
+      expect((await query(agent, "UPDATE items SET name = name WHERE id <= 10")).statusCode).toBe(200);
+      expect((await settled(agent)).balanceMicro).toBe(1_000_000n - 10_000n);
+    } finally {
+      await gateway.app.inject({
+        method: "POST",
+        url: `/api/providers/${providerId}/pricing`,
+        headers: { "x-api-key": apiKey },
+        payload: { basePricePer1000Rows: 1, markupMultiplier: 1, maxRowsWrittenPerStatement: 1000 },
       });
     }
   });

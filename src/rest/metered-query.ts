@@ -2,6 +2,7 @@ import { performance } from "node:perf_hooks";
 import type pg from "pg";
 import { costOfRows, type Price } from "../billing/cost.js";
 import { isLedgerUnavailable } from "../billing/ledger-availability.js";
+import type { AgentLimits } from "../billing/pricing.js";
 import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
 import { PrivilegedUpstreamError } from "../providers/upstream-pools.js";
 import type { EstimateCache } from "./estimate-cache.js";
@@ -16,7 +17,8 @@ export interface MeteredQueryRequest {
   providerId: string;
   sql: string;
   params?: unknown[];
-  price: Price;
+  /** The provider's price and the limits it sets on agents (rows written per statement, lock timeout). */
+  price: Price & Pick<AgentLimits, "maxRowsWrittenPerStatement" | "lockTimeoutMs">;
 }
 
 export interface MeteredQueryResult {
@@ -88,13 +90,25 @@ export async function runMeteredQuery(
       // Before running something must be available; what the statement is expected to cost is asked for.
       const only = statements.length === 1 ? statements[0]! : undefined;
       const expectedRows = (only && deps.estimates.get(request.providerId, only.sql)) || 1;
+      // At least a row's worth: nothing reaches the provider's database unfunded, and an error costs a row.
       const covered = await funds
-        .cover(1n, costOfRows(expectedRows, request.price))
+        .cover(costOfRows(1, request.price), costOfRows(expectedRows, request.price))
         .catch(ledgerUnavailable("so the query was not run"));
       if (!covered) throw new QueryError(402, "insufficient balance: deposit funds with this provider first");
     }
     const started = performance.now();
-    const outcome = await runOnProvider(deps, statements, request, funds);
+    const outcome = await runOnProvider(deps, statements, request, funds).catch(async (error: unknown) => {
+      if (funds && error instanceof QueryError && error.databaseText)
+        await funds
+          .charge(costOfRows(1, request.price), {
+            sql: request.sql,
+            rowCount: 1,
+            source: "rest",
+            failed: true,
+          })
+          .catch(ledgerUnavailable("so the error is withheld (it was not charged)"));
+      throw error;
+    });
     const executionMs = performance.now() - started;
     const actualCostMicro = costOfRows(outcome.rowCount, request.price);
     await funds
@@ -140,7 +154,7 @@ async function runOnProvider(
       const { params, providerId, price } = request;
       return await executeInTransaction(
         client,
-        deps,
+        { ...deps, maxRowsWritten: price.maxRowsWrittenPerStatement, lockTimeoutMs: price.lockTimeoutMs },
         statements,
         params,
         deps.estimates,

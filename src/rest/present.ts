@@ -22,6 +22,9 @@ export function presentPricing(pricing: PricingRecord) {
     basePricePer1000Rows: microToNumber(pricing.priceMicroPer1000Rows),
     markupMultiplier: microToNumber(pricing.markupPpm),
     readOnly: pricing.readOnly,
+    maxRowsWrittenPerStatement: pricing.maxRowsWrittenPerStatement,
+    lockTimeoutMs: pricing.lockTimeoutMs,
+    idleInTransactionTimeoutMs: pricing.idleInTransactionTimeoutMs,
     createdAt: pricing.createdAt.toISOString(),
     updatedAt: pricing.updatedAt.toISOString(),
   };

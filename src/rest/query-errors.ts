@@ -1,3 +1,5 @@
+import { boundText } from "../billing/message-bounds.js";
+
 /** Failures of a metered query, each with the HTTP status the gateway answers it with. */
 export class QueryError extends Error {
   constructor(
@@ -7,6 +9,8 @@ export class QueryError extends Error {
     readonly sqlState?: string,
     /** With a 402 after the statement ran: what its result costs (a top-up offer asks for at least that). */
     readonly costMicro?: bigint,
+    /** The message carries the database's own text: it is bounded, and charged as one row. */
+    readonly databaseText = false,
   ) {
     super(message);
     this.name = "QueryError";
@@ -60,9 +64,28 @@ export function upstreamQueryError(error: unknown, statementTimeoutMs: number): 
       code,
     );
   }
-  const detail = pgError.message ?? String(error);
-  if (!code) return new QueryError(500, `query execution failed: ${detail}`);
+  if (!code) return new QueryError(500, `query execution failed: ${pgError.message ?? String(error)}`);
+  const mismatch = code === "08P01" ? paramsMismatch(pgError.message ?? "") : null;
+  if (mismatch) return new QueryError(400, mismatch, code);
+  // The database's text can carry data (a failed cast quotes its whole input): bounded, and charged as a row.
+  const detail = boundText(pgError.message ?? "");
   const status = statusForSqlState(code);
   const what = status === 500 ? "query execution failed" : "the database refused the statement";
-  return new QueryError(status, `${what}: ${detail} (SQLSTATE ${code})`, code);
+  return new QueryError(status, `${what}: ${detail} (SQLSTATE ${code})`, code, undefined, true);
+}
+
+const plural = (count: number, word: string) => `${count} ${word}${count === 1 ? "" : "s"}`;
+
+/**
+ * The agent's message for PostgreSQL's refusal of a Bind whose value count differs from the statement's
+ * placeholder count, or null for any other protocol violation. It is the only protocol violation an agent's
+ * request can cause (pgtoll writes every other message itself), so it is the agent's fault: a 400.
+ */
+function paramsMismatch(message: string): string | null {
+  const match =
+    /^bind message supplies (\d+) parameters, but prepared statement "[^"]*" requires (\d+)$/.exec(message);
+  if (!match) return null;
+  const [given, wanted] = [Number(match[1]), Number(match[2])];
+  const range = wanted > 1 ? `$1 to $${wanted}` : "$1";
+  return `params has ${plural(given, "value")} but the statement has ${plural(wanted, "placeholder")}${wanted ? ` (${range})` : ""}: give one value per placeholder`;
 }

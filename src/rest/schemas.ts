@@ -48,6 +48,16 @@ export const Pricing = Type.Object({
   basePricePer1000Rows: Type.Number(),
   markupMultiplier: Type.Number(),
   readOnly: Type.Boolean({ description: "agents' sessions are read-only (an extension of the spec)" }),
+  maxRowsWrittenPerStatement: Type.Integer({
+    description: "a statement writing more rows is rolled back (an extension of the spec)",
+  }),
+  lockTimeoutMs: Type.Integer({
+    description: "lock_timeout of agents' statements, ms (an extension of the spec)",
+  }),
+  idleInTransactionTimeoutMs: Type.Integer({
+    description:
+      "an agent idle this long inside a transaction is disconnected, ms (an extension of the spec)",
+  }),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });
@@ -61,6 +71,24 @@ export const PricingBody = Type.Object({
     Type.Boolean({
       description:
         "true: agents' sessions run with default_transaction_read_only=on, so PostgreSQL refuses every write. Omitted: unchanged (false at first).",
+    }),
+  ),
+  maxRowsWrittenPerStatement: Type.Optional(
+    Type.Integer({
+      description:
+        "1 to 10000000: a statement of an agent that writes more rows is rolled back and not charged. Omitted: unchanged (1000 at first).",
+    }),
+  ),
+  lockTimeoutMs: Type.Optional(
+    Type.Integer({
+      description:
+        "1 to 600000: PostgreSQL's lock_timeout for agents' statements, so that none waits long on the provider's locks. Omitted: unchanged (5000 at first).",
+    }),
+  ),
+  idleInTransactionTimeoutMs: Type.Optional(
+    Type.Integer({
+      description:
+        "1000 to 3600000: PostgreSQL's idle_in_transaction_session_timeout for agents' wire sessions, so that no idle agent holds locks. Omitted: unchanged (30000 at first).",
     }),
   ),
 });

@@ -10,6 +10,10 @@ import { type PipelineStep, runPipeline } from "./upstream-pipeline.js";
 export interface TransactionRunSettings {
   rowCap: number;
   statementTimeoutMs: number;
+  /** A statement that writes more rows is rolled back with the whole request (403). */
+  maxRowsWritten: number;
+  /** The transaction's lock_timeout: an agent's write does not wait long on the provider's locks. */
+  lockTimeoutMs: number;
 }
 
 /** Commands after which the pooled session must be reset before another agent uses it. */
@@ -45,7 +49,9 @@ export async function executeInTransaction(
     }
     if (SESSION_STATE_COMMANDS.has(statement.command)) changedSession = true;
     const remaining = settings.rowCap - outcome.rowCount;
-    const steps: PipelineStep[] = began ? [] : [{ text: "BEGIN" }];
+    const steps: PipelineStep[] = began
+      ? []
+      : [{ text: "BEGIN" }, { text: `SET LOCAL lock_timeout = ${Math.trunc(settings.lockTimeoutMs)}` }];
     steps.push({ text: statement.sql, values: params, maxRows: remaining + 1 });
     began = true;
     const results = await withStatementTimer(client, settings.statementTimeoutMs, runPipeline(client, steps));
@@ -57,6 +63,12 @@ export async function executeInTransaction(
       );
     }
     const rowCount = Math.max(result.rows.length, result.rowCount ?? 0);
+    if (statement.writes && (result.rowCount ?? 0) > settings.maxRowsWritten) {
+      throw new QueryError(
+        403,
+        `the statement wrote ${result.rowCount} rows, more than the provider allows in one statement (${settings.maxRowsWritten}); it was rolled back and nothing was charged`,
+      );
+    }
     outcome.rows = result.rows;
     outcome.rowCount += rowCount;
     outcome.statements.push({ command: statement.command, rowCount });

@@ -133,15 +133,34 @@ function alreadyUsed(): PaymentRefusal {
 }
 
 function decode(header: string): PaymentPayload {
+  const malformed = (what: string) =>
+    new PaymentRefusal(400, "invalid_payload", `invalid PAYMENT-SIGNATURE header: ${what}`);
+  let decoded: unknown;
   try {
-    return decodePaymentSignatureHeader(header);
+    decoded = decodePaymentSignatureHeader(header);
   } catch (error) {
-    throw new PaymentRefusal(
-      400,
-      "invalid_payload",
-      `invalid PAYMENT-SIGNATURE header: not a base64-encoded x402 payment payload (${(error as Error).message})`,
-    );
+    throw malformed(`not a base64-encoded x402 payment payload (${(error as Error).message})`);
   }
+  // The decoder parses JSON without checking its shape: valid JSON of any shape arrives here.
+  if (!isObject(decoded))
+    throw malformed(`not an x402 payment payload: it is ${kindOf(decoded)}, not an object`);
+  for (const field of ["payload", "accepted"] as const) {
+    if (!isObject(decoded[field]))
+      throw malformed(`"${field}" must be an object, not ${kindOf(decoded[field])}`);
+  }
+  return decoded as unknown as PaymentPayload;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** How a JSON value is named in a message: "null", "an array", "a string", … */
+function kindOf(value: unknown): string {
+  if (value === null) return "null";
+  if (value === undefined) return "missing";
+  if (Array.isArray(value)) return "an array";
+  return typeof value === "object" ? "an object" : `a ${typeof value}`;
 }
 
 /** The payload names what pgtoll offers: version, scheme, network, token, recipient, payer and amount. */

@@ -1,10 +1,12 @@
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import fc from "fast-check";
 import pg from "pg";
 import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAgentToken } from "../../src/proxy/agent-token.js";
+import { FrontendCode } from "../../src/proxy/message-codes.js";
+import { encodeFrame, encodePasswordMessage, encodeStartupMessage } from "../../src/proxy/serializer.js";
 import { createMetadataDatabase, type TestDatabase } from "../support/database.js";
 import { createProviderDatabase } from "../support/gateway.js";
 import {
@@ -14,8 +16,12 @@ import {
   startPgtollProcess,
 } from "../support/pgtoll-process.js";
 import { waitFor } from "../support/real-clients.js";
+import { firstError, WireClient } from "../support/wire-client.js";
 
 const TIMEOUT_MS = 2000;
+const MIB = 1_048_576;
+/** How long a refused client may keep its socket: the error's linger, with room for a loaded machine. */
+const REFUSED_CLOSE_BOUND_MS = 5000;
 let meta: { db: TestDatabase; close(): Promise<void> };
 let providerDb: TestDatabase;
 let pgtoll: PgtollProcess;
@@ -50,6 +56,28 @@ function rssMb(): number {
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]) / 1024;
 }
 
+/** Client connections pgtoll holds open on its proxy port: its socket descriptors, looked up in the kernel's table. */
+function proxyConnectionsHeld(): number {
+  const pid = pgtoll.cli.child.pid;
+  const held = new Set(
+    readdirSync(`/proc/${pid}/fd`).flatMap((fd) => {
+      try {
+        return [/^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1]];
+      } catch {
+        return []; // closed while listed
+      }
+    }),
+  );
+  const LISTEN = "0A";
+  return ["tcp", "tcp6"]
+    .flatMap((table) => readFileSync(`/proc/${pid}/net/${table}`, "utf8").trim().split("\n").slice(1))
+    .map((line) => line.trim().split(/\s+/))
+    .filter(([, local = "", , state, , , , , , inode]) => {
+      const port = Number.parseInt(local.split(":")[1] ?? "", 16);
+      return port === pgtoll.proxyPort && state !== LISTEN && held.has(inode);
+    }).length;
+}
+
 /** A normal agent, served while the hostile ones are connected: one HTTP request and one proxy query. */
 async function normalClientServed(): Promise<void> {
   expect((await fetch(`${pgtoll.httpUrl}/api/health`)).status).toBe(200);
@@ -78,6 +106,8 @@ function closedBy(socket: Socket): Promise<number> {
   return new Promise((resolve) => {
     socket.on("error", () => {});
     socket.once("close", () => resolve(Date.now() - started));
+    // Read what the server sends (a 408, say): a socket whose data is never read never sees the server's close.
+    socket.resume();
   });
 }
 
@@ -87,6 +117,58 @@ function firstAnswer(socket: Socket): Promise<string> {
     socket.once("data", (chunk) => resolve(String(chunk)));
     socket.once("close", () => resolve(""));
   });
+}
+
+/** Runs `work` while sampling pgtoll's RSS every 50 ms; returns its result and the highest RSS seen, in MB. */
+async function withPeakRss<T>(work: () => Promise<T>): Promise<[T, number]> {
+  let peak = rssMb();
+  const sampler = setInterval(() => {
+    peak = Math.max(peak, rssMb());
+  }, 50);
+  try {
+    const result = await work();
+    return [result, Math.max(peak, rssMb())];
+  } finally {
+    clearInterval(sampler);
+  }
+}
+
+/**
+ * Writes `chunk` again and again, up to `limitBytes`, until the socket closes, fails or stalls for 3 s (the peer
+ * stopped reading); returns the bytes handed to the socket.
+ */
+async function writeUntilStopped(socket: Socket, chunk: Buffer, limitBytes: number): Promise<number> {
+  let sent = 0;
+  while (sent < limitBytes && socket.writable && !socket.destroyed) {
+    sent += chunk.length;
+    if (socket.write(chunk)) continue;
+    const stalled = await new Promise<boolean>((resolve) => {
+      const done = (value: boolean) => {
+        clearTimeout(timer);
+        socket.off("drain", drained).off("close", closed);
+        resolve(value);
+      };
+      const drained = () => done(false);
+      const closed = () => done(false);
+      const timer = setTimeout(() => done(true), 3000);
+      socket.once("drain", drained).once("close", closed);
+    });
+    if (stalled) break;
+  }
+  return sent;
+}
+
+/** A wire-proxy client whose side stays writable after pgtoll ends its own, so it can write on when refused. */
+function halfOpenClient(): Promise<WireClient> {
+  return WireClient.connect(pgtoll.proxyPort, "127.0.0.1", { allowHalfOpen: true });
+}
+
+/** A half-open client that has sent its StartupMessage and been asked for its password. */
+async function askedForPassword(): Promise<WireClient> {
+  const client = await halfOpenClient();
+  client.send(encodeStartupMessage({ user: wallet, database: providerId }));
+  await client.until("R");
+  return client;
 }
 
 describe("hostile clients", () => {
@@ -224,5 +306,94 @@ describe("hostile clients", () => {
     );
     expect(failures).toEqual([]);
     await waitFor(async () => (await fetch(`${pgtoll.httpUrl}/api/health`)).status === 200, 5000, "health");
+  }, 120_000);
+});
+
+describe("hostile clients before authentication", () => {
+  it("4 clients refused for a wrong token that keep their side open and write 1 MiB queries: pgtoll stops reading, closes them within seconds, memory stays flat", async () => {
+    const before = rssMb();
+    const query = encodeFrame(FrontendCode.Query, Buffer.alloc(MIB - 5, 0x20));
+    const [writers, peak] = await withPeakRss(() =>
+      Promise.all(
+        Array.from({ length: 4 }, async () => {
+          const client = await askedForPassword();
+          client.send(encodePasswordMessage("pgtoll1.1.0xnot-a-signature"));
+          const refusal = firstError(await client.until("E"));
+          const refusedAt = Date.now();
+          const sent = await writeUntilStopped(client.socket, query, 75 * MIB);
+          await client.untilClosed(REFUSED_CLOSE_BOUND_MS);
+          return { code: refusal?.code, sent, openMs: Date.now() - refusedAt };
+        }),
+      ),
+    );
+    const sentMb = writers.reduce((sum, w) => sum + w.sent, 0) / MIB;
+    console.log(
+      `4 half-open writers after a wrong token: ${sentMb.toFixed(0)} MB written before pgtoll cut them off, ` +
+        `closed ${Math.max(...writers.map((w) => w.openMs))} ms after the refusal at most; ` +
+        `pgtoll RSS ${before.toFixed(0)} MB -> peak ${peak.toFixed(0)} MB`,
+    );
+    expect(writers.map((w) => w.code)).toEqual(["28P01", "28P01", "28P01", "28P01"]);
+    for (const writer of writers) expect(writer.sent).toBeLessThan(75 * MIB);
+    expect(peak - before).toBeLessThan(50);
+    await normalClientServed();
+  }, 120_000);
+
+  it("500 connections refused for protocol 4.0 whose clients never close are all closed by pgtoll within seconds", async () => {
+    const clients: WireClient[] = [];
+    for (let batch = 0; batch < 5; batch++) {
+      clients.push(...(await Promise.all(Array.from({ length: 100 }, () => halfOpenClient()))));
+    }
+    const codes = await Promise.all(
+      clients.map(async (client) => {
+        client.send(encodeStartupMessage({ user: wallet, database: providerId }, 4 << 16));
+        return firstError(await client.until("E"))?.code;
+      }),
+    );
+    const refusedAt = Date.now();
+    expect(new Set(codes)).toEqual(new Set(["0A000"]));
+    // The clients keep their sockets: only pgtoll's side can be counted closed.
+    await waitFor(
+      () => proxyConnectionsHeld() === 0,
+      REFUSED_CLOSE_BOUND_MS,
+      "pgtoll to close the refused sockets",
+    );
+    console.log(
+      `500 refused sockets left open by their clients: pgtoll held none ${Date.now() - refusedAt} ms after the last refusal`,
+    );
+    for (const client of clients) client.destroy();
+    await normalClientServed();
+  }, 60_000);
+
+  it("12 password messages that announce 60 MB each are refused from their length word, before the bytes arrive", async () => {
+    const before = rssMb();
+    const announced = 60 * MIB;
+    const header = Buffer.alloc(5);
+    header[0] = FrontendCode.PasswordMessage;
+    header.writeInt32BE(announced + 4, 1);
+    const [senders, peak] = await withPeakRss(() =>
+      Promise.all(
+        Array.from({ length: 12 }, async () => {
+          const client = await askedForPassword();
+          client.send(header);
+          // The answer comes from the header alone, before a byte of the body is sent.
+          const error = firstError(await client.until("E"));
+          // Then the body (all but its last byte) for as long as pgtoll takes it.
+          const sent = await writeUntilStopped(client.socket, Buffer.alloc(MIB), announced - MIB);
+          await client.untilClosed(REFUSED_CLOSE_BOUND_MS);
+          return { sent, error };
+        }),
+      ),
+    );
+    console.log(
+      `12 password messages of 60 MB: ${(senders.reduce((sum, s) => sum + s.sent, 0) / MIB).toFixed(0)} MB written before pgtoll cut them off; ` +
+        `pgtoll RSS ${before.toFixed(0)} MB -> peak ${peak.toFixed(0)} MB`,
+    );
+    for (const { sent, error } of senders) {
+      expect(error).toMatchObject({ severity: "FATAL", code: "08P01" });
+      expect(error?.message).toMatch(/^password message of 62914560 bytes exceeds the limit of 1001$/);
+      expect(sent).toBeLessThan(announced - MIB);
+    }
+    expect(peak - before).toBeLessThan(50);
+    await normalClientServed();
   }, 120_000);
 });

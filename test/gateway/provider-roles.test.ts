@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type OwnedTestDatabase, runSql } from "../support/database.js";
 import {
   createProviderDatabase,
+  postProviderRegistration,
   registerPricedProvider,
   startTestGateway,
   type TestGateway,
@@ -39,18 +40,7 @@ async function roleUrl(attributes: string, grants = ""): Promise<string> {
   return url.toString();
 }
 
-function register(connectionString: string) {
-  return gateway.app.inject({
-    method: "POST",
-    url: "/api/providers/register",
-    payload: {
-      name: "Role check",
-      email: `${randomBytes(5).toString("hex")}@example.com`,
-      walletAddress: `0x${randomBytes(20).toString("hex")}`,
-      connectionString,
-    },
-  });
-}
+const register = (connectionString: string) => postProviderRegistration(gateway, connectionString);
 
 describe("registration checks the provider's role", () => {
   it("refuses a superuser with 400, naming the right and the docs", async () => {

@@ -141,7 +141,10 @@ describe("POST /api/providers/:id/pricing", () => {
       "basePricePer1000Rows",
       "createdAt",
       "id",
+      "idleInTransactionTimeoutMs",
+      "lockTimeoutMs",
       "markupMultiplier",
+      "maxRowsWrittenPerStatement",
       "providerId",
       "readOnly",
       "updatedAt",
@@ -151,8 +154,41 @@ describe("POST /api/providers/:id/pricing", () => {
       basePricePer1000Rows: 2.123456,
       markupMultiplier: 1.5,
       readOnly: false,
+      maxRowsWrittenPerStatement: 1000,
+      lockTimeoutMs: 5000,
+      idleInTransactionTimeoutMs: 30_000,
     });
     expect(new Date(pricing.updatedAt) >= new Date(pricing.createdAt)).toBe(true);
+  });
+
+  it("sets the limits of agents' sessions, keeps them when omitted, and names a wrong one", async () => {
+    const { providerId, apiKey } = await registerPricedProvider(gateway, providerDb.url);
+    const post = (payload: Record<string, unknown>) =>
+      gateway.app.inject({
+        method: "POST",
+        url: `/api/providers/${providerId}/pricing`,
+        headers: { "x-api-key": apiKey },
+        payload: { basePricePer1000Rows: 1, markupMultiplier: 1, ...payload },
+      });
+    const limits = { maxRowsWrittenPerStatement: 5, lockTimeoutMs: 100, idleInTransactionTimeoutMs: 2000 };
+    expect((await post(limits)).json()).toMatchObject(limits);
+    expect((await post({ basePricePer1000Rows: 3 })).json()).toMatchObject({
+      basePricePer1000Rows: 3,
+      ...limits,
+    });
+    for (const [field, value] of [
+      ["maxRowsWrittenPerStatement", 0],
+      ["maxRowsWrittenPerStatement", 2.5],
+      ["lockTimeoutMs", "5000"],
+      ["idleInTransactionTimeoutMs", 999],
+      ["idleInTransactionTimeoutMs", 3_600_001],
+    ] as const) {
+      const res = await post({ [field]: value });
+      expect(res.statusCode, `${field}: ${value}`).toBe(400);
+      expect(res.json().error).toMatch(
+        new RegExp(`^invalid pricing: ${field} must be an integer from \\d+ to \\d+$`),
+      );
+    }
   });
 
   it("answers 401 without a key, with a wrong key, and with another provider's key", async () => {

@@ -196,6 +196,27 @@ describe("POST /api/query: metering", () => {
     expect(several.statusCode).toBe(400);
   });
 
+  it("answers 400 naming the mismatch when params has more or fewer values than the statement has placeholders", async () => {
+    const agent = await fundedAgent(1_000_000n);
+    const balance = await getBalance(gateway.ctx.db, agent, providerId);
+    for (const [sql, params, given, wanted] of [
+      ["SELECT name FROM items WHERE id = $1", [1, 2], 2, 1],
+      ["SELECT name FROM items WHERE id = $1 OR id = $2", [1], 1, 2],
+      ["INSERT INTO items (name) VALUES ($1)", ["a", "b", "c"], 3, 1],
+    ] as const) {
+      const res = await query(agent, sql, { params });
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json().error).toBe(
+        `params has ${given} value${given === 1 ? "" : "s"} but the statement has ${wanted} placeholder${wanted === 1 ? "" : "s"} ($1${wanted > 1 ? ` to $${wanted}` : ""}): give one value per placeholder`,
+      );
+    }
+    expect(await getBalance(gateway.ctx.db, agent, providerId)).toEqual(balance);
+    // the connection that saw the refused bind still serves the next request
+    expect((await query(agent, "SELECT name FROM items WHERE id = $1", { params: [3] })).statusCode).toBe(
+      200,
+    );
+  });
+
   it("answers 402 and charges nothing when the result costs more than the balance; writes are rolled back", async () => {
     const agent = await fundedAgent(3000n); // pays for 2 rows
     const before = await itemCount();
@@ -281,7 +302,10 @@ describe("POST /api/query: metering", () => {
     const res = await query(agent, "SELECT * FROM no_such_table");
     expect(res.statusCode).toBe(400);
     expect(res.json().error).toMatch(/no_such_table.*42P01/);
-    expect((await getBalance(gateway.ctx.db, agent, providerId)).balanceMicro).toBe(1_000_000n);
+    // The database's error text is charged as one row (1.5 micro-USDC a row, rounded up).
+    expect((await getBalance(gateway.ctx.db, agent, providerId)).balanceMicro).toBe(
+      1_000_000n - costOfRows(1, price),
+    );
   });
 
   it("answers 404 for an unknown provider and 400 for malformed fields", async () => {

@@ -121,7 +121,7 @@ describe("a read-only provider", () => {
     expect((await setPricing({ readOnly: true })).statusCode).toBe(200);
   });
 
-  it("serves and charges reads through POST /api/query; PostgreSQL refuses its writes (25006), uncharged", async () => {
+  it("serves and charges reads through POST /api/query; PostgreSQL refuses its writes (25006), each error charged as a row", async () => {
     const before = await providerData();
     const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
     const read = await rest(agent, "SELECT id FROM items WHERE id <= 3 ORDER BY id");
@@ -131,6 +131,7 @@ describe("a read-only provider", () => {
     expect(after).toBe(1_000_000n - 3_000n);
     // The pooled session is then reset (DISCARD ALL): read-only is its connect-time value, so it stays.
     expect((await rest(agent, "SET application_name = 'agent'")).status).toBe(200);
+    let refusedByDatabase = 0;
     for (const sql of [
       ...writes,
       "UPDATE items SET name = 'a' WHERE id = 3; DELETE FROM items WHERE id = 4",
@@ -140,18 +141,23 @@ describe("a read-only provider", () => {
       expect(status, sql).toBeGreaterThanOrEqual(400);
       expect(status, sql).toBeLessThan(500);
       expect(body.error, sql).toMatch(/read-only/);
-      if ("code" in body) expect(body.code, sql).toBe("25006");
+      if ("code" in body) {
+        expect(body.code, sql).toBe("25006");
+        refusedByDatabase++;
+      }
     }
+    expect(refusedByDatabase).toBeGreaterThan(0);
     for (const sql of switches) {
       const { status, body } = await rest(agent, sql);
       expect(status, sql).toBe(403);
       expect(body.error, sql).toMatch(/read-only-session/);
     }
     expect(await providerData()).toBe(before);
-    expect(await balanceOf(agent)).toBe(after);
+    // The database's error text is charged as one row; the guard's refusals are free.
+    expect(await balanceOf(agent)).toBe(after - BigInt(refusedByDatabase) * 1_000n);
   });
 
-  it("serves and charges reads through the wire proxy; writes are refused with 25006, uncharged", async () => {
+  it("serves and charges reads through the wire proxy; writes are refused with 25006, their error charged as a row", async () => {
     const before = await providerData();
     const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
     const client = await session(agent);
@@ -176,8 +182,9 @@ describe("a read-only provider", () => {
     expect((await client.query("SELECT count(*)::int AS n FROM items")).rows).toEqual([{ n: 10 }]);
     await endAndSettle(client);
     expect(await providerData()).toBe(before);
-    // Three rows, SHOW's one and the count's one; nothing for the refused statements.
-    expect(await balanceOf(agent)).toBe(1_000_000n - 5_000n);
+    // Three rows, SHOW's one and the count's one, and one for each error the database sent (six 25006s);
+    // nothing for the statements pgtoll refused itself.
+    expect(await balanceOf(agent)).toBe(1_000_000n - 5_000n - 6_000n);
   });
 
   it("refuses a startup option that would make the session read-write", async () => {

@@ -78,13 +78,16 @@ describe("POST /api/query: statements the database refuses", () => {
       expect(body.error).toMatch(/^the database refused the statement: /);
       expect(body.error).toMatch(message);
       expect(body.error).toContain(`(SQLSTATE ${code})`);
-      // Nothing ran to completion, so nothing is charged and nothing stays held.
+      // The database's error text is charged as one row (1000 micro-USDC here); nothing stays held.
       expect(await getBalance(gateway.ctx.db, agent.wallet, providerId)).toMatchObject({
-        balanceMicro: 1_000_000n,
+        balanceMicro: 1_000_000n - 1_000n,
         reservedMicro: 0n,
       });
       const entries = await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId, limit: 10 });
-      expect(entries.map((e) => e.type)).toEqual(["deposit"]);
+      expect(entries.map((e) => [e.type, e.metadata.rowCount])).toEqual([
+        ["query", 1],
+        ["deposit", undefined],
+      ]);
     },
   );
 

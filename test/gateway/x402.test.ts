@@ -2,7 +2,7 @@ import { createServer } from "node:net";
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from "@x402/core/http";
 import type { PaymentRequired, PaymentRequirements } from "@x402/core/types";
 import { getAddress, type Hex } from "viem";
-import { privateKeyToAccount } from "viem/accounts";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChainVerifier } from "../../src/billing/chain-verify.js";
 import {
@@ -541,6 +541,50 @@ describe("POST /api/topup", () => {
     expect(await balanceOf(agent)).toBe("1.000000");
     expect(await tokenBalance(chain, token, wallet.address)).toBe(0n);
   });
+});
+
+describe("malformed PAYMENT-SIGNATURE headers", () => {
+  const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64");
+  const cases: [string, (valid: Record<string, unknown>) => string, RegExp][] = [
+    ["base64 of null", () => b64(null), /not an x402 payment payload: it is null, not an object/],
+    ["base64 of an array", () => b64([1]), /not an x402 payment payload: it is an array, not an object/],
+    ["base64 of a string", () => b64("pay"), /not an x402 payment payload: it is a string, not an object/],
+    ['"payload": null', (v) => b64({ ...v, payload: null }), /"payload" must be an object, not null/],
+    ['"payload": "x"', (v) => b64({ ...v, payload: "x" }), /"payload" must be an object, not a string/],
+    ['"accepted": null', (v) => b64({ ...v, accepted: null }), /"accepted" must be an object, not null/],
+    [
+      '"payload.authorization": null',
+      (v) => b64({ ...v, payload: { ...(v.payload as object), authorization: null } }),
+      /payload.authorization needs from, to/,
+    ],
+  ];
+  for (const [name, make, message] of cases) {
+    it(`${name}: 400 naming what is wrong on /api/query and /api/topup, nothing credited`, async () => {
+      const key = generatePrivateKey();
+      const agent = { key, address: privateKeyToAccount(key).address.toLowerCase() };
+      const requirements = await requirementsFor(agent.address);
+      const valid = JSON.parse(
+        Buffer.from(await signedPayment(agent.key, requirements), "base64").toString(),
+      ) as Record<string, unknown>;
+      const header = make(valid);
+      const topup = JSON.stringify({
+        agentWallet: agent.address,
+        providerId: provider.providerId,
+        amount: "1",
+      });
+      for (const [path, body] of [
+        ["/api/query", queryBody(agent.address)],
+        ["/api/topup", topup],
+      ] as const) {
+        const response = await post(path, body, { "payment-signature": header });
+        const answer = await bodyOf(response);
+        expect(response.status, JSON.stringify(answer)).toBe(400);
+        expect(answer.error).toMatch(/^invalid PAYMENT-SIGNATURE header: /);
+        expect(answer.error).toMatch(message);
+      }
+      expect(await balanceOf(agent.address)).toBe("0");
+    });
+  }
 });
 
 describe("x402 off", () => {

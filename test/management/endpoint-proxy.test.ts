@@ -1,8 +1,14 @@
 import { execFile } from "node:child_process";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TestProxy } from "../support/proxy.js";
-import { startEndpointProxy } from "./endpoint-proxy-support.js";
+import {
+  connectError,
+  type EndpointClientOptions,
+  type EndpointProject,
+  endpointClient as endpointClientOf,
+  newEndpointProject,
+  startEndpointProxy,
+} from "./endpoint-proxy-support.js";
 import { type ManagementHarness, startManagement } from "./support.js";
 
 let h: ManagementHarness;
@@ -19,26 +25,7 @@ afterAll(async () => {
   await h?.close();
 });
 
-interface Project {
-  projectId: string;
-  branchId: string;
-  endpointId: string;
-  password: string;
-  uri: string;
-}
-
-async function newProject(): Promise<Project> {
-  const created = (await h.call(key, "POST", "/projects", { project: {} })).json();
-  const uri = created.connection_uris[0].connection_uri as string;
-  return {
-    projectId: created.project.id,
-    branchId: created.branch.id,
-    endpointId: created.endpoints[0].id,
-    password: decodeURIComponent(new URL(uri).password),
-    uri,
-  };
-}
-
+const newProject = () => newEndpointProject(h, key);
 /**
  * psql as a user runs it with the URI the API printed. The endpoint's host name (`ep-….localhost`) need not
  * resolve: PGHOSTADDR gives libpq the address, and the host name still goes out as the TLS server name.
@@ -59,37 +46,8 @@ function psql(
   });
 }
 
-/** A node-postgres client to an endpoint through the proxy over loopback (no TLS). */
-function endpointClient(
-  endpointId: string | null,
-  password: string,
-  options: { user?: string; database?: string; options?: string } = {},
-): pg.Client {
-  const client = new pg.Client({
-    host: "127.0.0.1",
-    port: proxy.port,
-    user: options.user ?? "neondb_owner",
-    database: options.database ?? "neondb",
-    password,
-    ...(options.options !== undefined
-      ? { options: options.options }
-      : endpointId
-        ? { options: `endpoint=${endpointId}` }
-        : {}),
-  });
-  client.on("error", () => {});
-  return client;
-}
-
-async function connectError(client: pg.Client): Promise<{ code?: string; message: string }> {
-  try {
-    await client.connect();
-  } catch (error) {
-    return error as { code?: string; message: string };
-  }
-  await client.end();
-  throw new Error("the connection was expected to be refused");
-}
+const endpointClient = (endpointId: string | null, password: string, options: EndpointClientOptions = {}) =>
+  endpointClientOf(proxy, endpointId, password, options);
 
 describe("the wire proxy routes management API endpoints", () => {
   it("psql connects with the project's connection URI (options=endpoint) and works on the branch database", async () => {
@@ -190,7 +148,7 @@ describe("the wire proxy routes management API endpoints", () => {
 });
 
 describe("a read-only endpoint", () => {
-  let project: Project;
+  let project: EndpointProject;
   let readOnlyId: string;
 
   beforeAll(async () => {

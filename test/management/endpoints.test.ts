@@ -1,11 +1,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { endpointApplicationName } from "../../src/control/endpoint-sessions.js";
-import {
-  passwordMatches,
-  recordEndpointActivity,
-  resolveEndpoint,
-} from "../../src/control/resolve-endpoint.js";
+import { recordEndpointSession } from "../../src/control/endpoint-session-records.js";
+import { passwordMatches, resolveEndpoint } from "../../src/control/resolve-endpoint.js";
 import { physicalOf } from "./physical.js";
 import { clusterUrl, clusterUrlFor, type ManagementHarness, startManagement } from "./support.js";
 
@@ -94,16 +90,10 @@ describe("endpoints", () => {
     expect(passwordMatches(target!, `${password}x`)).toBe(false);
     const physical = await physicalOf(h, branchId);
     expect(target!.upstream).toMatchObject({ database: physical.database, user: physical.role, password });
-    const upstream = new pg.Client({ ...target!.upstream!, application_name: target!.applicationName });
+    const upstream = new pg.Client({ ...target!.upstream! });
     await upstream.connect();
     expect((await upstream.query("SELECT current_database() AS d")).rows[0].d).toBe(physical.database);
     await upstream.end();
-    const before = (await h.call(key, "GET", `/projects/${projectId}/endpoints/${endpointId}`)).json()
-      .endpoint.last_active;
-    await recordEndpointActivity(h.meta, endpointId);
-    const after = (await h.call(key, "GET", `/projects/${projectId}/endpoints/${endpointId}`)).json().endpoint
-      .last_active;
-    expect(Date.parse(after)).toBeGreaterThan(Date.parse(before));
 
     expect((await resolve(endpointId, "nobody"))?.refusal?.reason).toBe("unknown_role");
     expect((await resolve(endpointId, "neondb_owner", "nodb"))?.refusal?.reason).toBe("unknown_database");
@@ -124,10 +114,22 @@ describe("endpoints", () => {
         name: physical.role,
         password: physical.password,
       }),
-      application_name: endpointApplicationName(endpointId),
     });
     const ended = new Promise<Error>((resolveEnded) => session.on("error", resolveEnded));
     await session.connect();
+    // Recorded as the wire proxy records the sessions it opens: by the backend, not by a name.
+    const { rows } = await session.query("SELECT pg_backend_pid() AS pid");
+    const cluster = new pg.Pool({ connectionString: clusterUrl(), max: 1 });
+    const recorded = await recordEndpointSession(h.meta, cluster, {
+      endpointId,
+      projectId,
+      branchId,
+      physicalRole: physical.role,
+      physicalDatabase: physical.database,
+      clientAddress: "127.0.0.1",
+      backendPid: rows[0].pid,
+    }).finally(() => cluster.end());
+    expect(recorded).toEqual(expect.any(Number));
 
     const suspended = await h.call(key, "POST", `/projects/${projectId}/endpoints/${endpointId}/suspend`);
     expect(suspended.statusCode).toBe(200);

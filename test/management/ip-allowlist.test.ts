@@ -6,7 +6,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runClientSession } from "../../src/proxy/client-session.js";
 import type { TestProxy } from "../support/proxy.js";
-import { startEndpointProxy } from "./endpoint-proxy-support.js";
+import { expectAlive, expectEnded, renamedSession, startEndpointProxy } from "./endpoint-proxy-support.js";
 import { type Neonctl, neonctlFor } from "./neonctl-support.js";
 import { type ManagementHarness, startManagement } from "./support.js";
 
@@ -146,6 +146,24 @@ describe("settings.allowed_ips on endpoint sessions", () => {
     );
     expect(protectedNow.statusCode).toBe(200);
     await expect(connectFrom(v4, project)).rejects.toMatchObject({ code: "28000" });
+  });
+
+  it("ends the open sessions, renamed or not, of addresses a new list no longer admits", async () => {
+    await allow("203.0.113.0/24", "2001:db8::/32");
+    const tls = { ssl: { rejectUnauthorized: false } };
+    const refusedLater = await renamedSession(proxy, project.endpointId, project.password, {
+      port: v4,
+      ...tls,
+    });
+    const admitted = await renamedSession(proxy, project.endpointId, project.password, { port: v6, ...tls });
+    try {
+      await allow("2001:db8::/32");
+      await expectEnded(refusedLater);
+      await expectAlive(admitted);
+    } finally {
+      await refusedLater.end().catch(() => {});
+      await admitted.end().catch(() => {});
+    }
   });
 
   it("refuses an entry that is no address or range, naming it", async () => {

@@ -150,7 +150,9 @@ describe("operations", () => {
     await query(h, mainId, "CREATE TABLE kept (v int); INSERT INTO kept VALUES (1)");
     const settings = { ...h.settings, operationWaitMs: 0, fenceGraceMs: 60_000 };
     const logger = pino({ level: "silent" });
-    const principal: Principal = { kind: "personal", keyId: 0, userId, accountId: userId };
+    const { rows: keys } = await h.meta.query("SELECT id FROM api_keys WHERE user_id = $1", [userId]);
+    const keyId = Number(keys[0].id);
+    const principal: Principal = { kind: "personal", keyId, userId, accountId: userId };
 
     // process A schedules a branch copy that waits on an open transaction of the parent, then dies
     const a = await ControlPlane.start(h.meta, h.box, settings, logger);

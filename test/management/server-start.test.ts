@@ -49,7 +49,8 @@ describe("pgtoll start serves the management API", () => {
           env: { ...process.env, PGHOSTADDR: "127.0.0.1" },
         },
       );
-      expect(psql.stdout.trim()).toMatch(/^pgtoll endpoint ep-/);
+      // the client's own application_name reaches the database
+      expect(psql.stdout.trim()).toBe("psql");
       const listed = (await (await fetch(`${httpUrl}/api/v2/projects`, { headers })).json()) as {
         projects: { id: string }[];
       };

@@ -247,15 +247,23 @@ describe("the pgtoll MCP server", () => {
     }, 60_000);
   }
 
-  it("refused SQL is a tool error naming the rule, and nothing is charged", async () => {
+  it("refused SQL is a tool error naming the rule, uncharged; the database's errors are bounded and charged a row", async () => {
     const client = await stdioClient();
     const before = await ledgerBalance();
     const refused = await call(client, "query", { sql: "DROP TABLE items" });
     expect(refused.isError).toBe(true);
     expect(text(refused)).toMatch(/refused by the provider's policy, rule "[a-z-]+"/);
+    expect(await ledgerBalance()).toBe(before);
     const broken = await call(client, "query", { sql: "SELECT nope FROM items" });
     expect(text(broken)).toMatch(/column "nope" does not exist \(SQLSTATE 42703\)/);
-    expect(await ledgerBalance()).toBe(before);
+    // A failed cast quotes its input: the whole table, were the text not bounded.
+    const leak = await call(client, "query", { sql: "SELECT (json_agg(i)::text)::int FROM items i" });
+    expect(leak.isError).toBe(true);
+    expect(text(leak)).toMatch(/invalid input syntax for type integer/);
+    expect(Buffer.byteLength(text(leak))).toBeLessThan(600);
+    // The balance tool writes the session's open window first.
+    expect((await call(client, "balance")).isError).toBeFalsy();
+    expect(await ledgerBalance()).toBe(before - 2n * costOfRows(1, PRICE));
   }, 30_000);
 
   it("insufficient balance is a tool error that says how much is missing and how to top up", async () => {
@@ -398,6 +406,26 @@ describe("the remote MCP endpoint's authentication", () => {
     const valid = await initialize(`Bearer ${await createAgentToken(agentKey, providerId)}`);
     expect(valid.status).toBe(200);
     expect(valid.headers.get("mcp-session-id")).toMatch(/^[0-9a-f-]{36}$/);
+  }, 30_000);
+
+  it("answers 401 to a token signed for another provider, and opens no session", async () => {
+    const other = await registerProviderOver(pgtoll.httpUrl, providerDb.url, {
+      basePricePer1000Rows: 1,
+      markupMultiplier: 1,
+    });
+    const forOther = await createAgentToken(agentKey, other);
+    const response = await initialize(`Bearer ${forOther}`);
+    expect(response.status).toBe(401);
+    expect(response.headers.get("mcp-session-id")).toBeNull();
+    expect(response.headers.get("www-authenticate")).toMatch(/error="invalid_token"/);
+    expect(((await response.json()) as { error: string }).error).toMatch(
+      /not signed by the wallet it names for this provider/,
+    );
+    // a token without the wallet it was signed by cannot be checked at all
+    const [prefix, issued, , signature] = (await createAgentToken(agentKey, providerId)).split(".");
+    const unnamed = await initialize(`Bearer ${prefix}.${issued}.${signature}`);
+    expect(unnamed.status).toBe(401);
+    expect(((await unnamed.json()) as { error: string }).error).toMatch(/names no wallet/);
   }, 30_000);
 
   it("a session answers only its own agent; an unknown session is 404", async () => {

@@ -156,6 +156,8 @@ describe("cancel through the proxy", () => {
     }
     await settleCharges(proxy);
     await expectChargedPerStatement(gateway, agentA, providerId, FUNDS, [
+      // The cancel's error is the database's text: charged as a row.
+      { rows: 1, sql: "SELECT pg_sleep(20) AS a" },
       { rows: 1, sql: "SELECT 'a' AS who" },
     ]);
     await expectChargedPerStatement(gateway, agentB, providerId, FUNDS, [

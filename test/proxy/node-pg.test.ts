@@ -55,6 +55,35 @@ async function closeAndSettle(client: pg.Client): Promise<void> {
 }
 
 describe("node-postgres through the proxy", () => {
+  // node-postgres writes Terminate as soon as end() is called: before its startup packet while still connecting.
+  it("connect() and end() at once: the client hears nothing from the proxy, as from PostgreSQL", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const target = new URL(providerDb.url);
+    const servers = {
+      proxy: { host: "127.0.0.1", port: proxy.port, user: agent.wallet, database: providerId },
+      postgres: {
+        host: target.hostname,
+        port: Number(target.port),
+        user: target.username,
+        database: target.pathname.slice(1),
+      },
+    };
+    for (const [server, config] of Object.entries(servers)) {
+      for (let i = 0; i < 10; i++) {
+        const client = new pg.Client({ ...config, password: await agent.token() });
+        const heard: string[] = [];
+        client.on("error", (error) => heard.push(`error event: ${error.message}`));
+        client.connect().then(
+          () => heard.push("connected"),
+          (error: Error) => heard.push(`connect rejected: ${error.message}`),
+        );
+        await client.end();
+        await new Promise((r) => setTimeout(r, 50));
+        expect({ server, heard }).toEqual({ server, heard: [] });
+      }
+    }
+  });
+
   it("runs simple and extended queries and charges each statement by the cost rule", async () => {
     const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
     const client = await connect(agent);
@@ -158,6 +187,36 @@ describe("node-postgres through the proxy", () => {
     await client.end();
   });
 
+  it("keeps the client's application_name, or its fallback, on the provider's side", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const check = new pg.Client({ connectionString: providerDb.url });
+    await check.connect();
+    try {
+      for (const [options, expected] of [
+        [{ application_name: "agent-report" }, "agent-report"],
+        [{ fallback_application_name: "agent-fallback" }, "agent-fallback"],
+      ] as const) {
+        const client = new pg.Client({
+          host: "127.0.0.1",
+          port: proxy.port,
+          user: agent.wallet,
+          database: providerId,
+          password: await agent.token(),
+          ...options,
+        });
+        await client.connect();
+        const { rows } = await check.query(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1",
+          [expected],
+        );
+        expect(rows[0].n, expected).toBe(1);
+        await client.end();
+      }
+    } finally {
+      await check.end();
+    }
+  });
+
   it("refuses a session to an agent that cannot pay a row, before any upstream session, saying how to fund", async () => {
     const { providerId: other, walletAddress: wallet } = await registerPricedProvider(
       gateway,
@@ -184,7 +243,11 @@ describe("node-postgres through the proxy", () => {
     await expect(client.query("INSERT INTO items (name) VALUES ('free ride')")).rejects.toMatchObject({
       code: "PT402",
     });
-    expect((await client.query("SET application_name = 'still here'")).command).toBe("SET");
+    // Nothing reaches the database unfunded, a SET neither; a ROLLBACK (no data, the way out) does.
+    await expect(client.query("SET application_name = 'still here'")).rejects.toMatchObject({
+      code: "PT402",
+    });
+    expect((await client.query("ROLLBACK")).command).toBe("ROLLBACK");
     await client.end();
     const check = new pg.Client({ connectionString: providerDb.url });
     await check.connect();
@@ -217,9 +280,12 @@ describe("node-postgres through the proxy", () => {
     const client = await connect(agent);
     const error = await client.query("SELECT id FROM items ORDER BY id").catch((e: unknown) => e);
     expect(error).toMatchObject({ code: "PT402", message: expect.stringMatching(/cut off after 25 rows/) });
-    // What is left (500) pays for no row: a row-returning statement is refused before it runs, others work.
+    // What is left (500) pays for no row: every statement is refused before it runs, the session stays open.
     await expect(client.query("SHOW application_name")).rejects.toMatchObject({ code: "PT402" });
-    expect((await client.query("SET application_name = 'after cut-off'")).command).toBe("SET");
+    await expect(client.query("SET application_name = 'after cut-off'")).rejects.toMatchObject({
+      code: "PT402",
+    });
+    expect((await client.query("ROLLBACK")).command).toBe("ROLLBACK");
     await closeAndSettle(client);
     const balance = await getBalance(gateway.ctx.db, agent.wallet, providerId);
     expect(balance).toMatchObject({ balanceMicro: 25_500n - costOfRows(25, price), reservedMicro: 0n });

@@ -75,12 +75,11 @@ describe("SHOW pgtoll.*: the agent asks the proxy what it spends", () => {
   });
 
   it("answers an agent whose balance is spent, inside a transaction block, keeping the block's status", async () => {
-    // One row's worth: enough to open the session, spent by its first statement.
-    const agent = await fundedTestAgent(gateway, providerId, 1500n);
+    const agent = await fundedTestAgent(gateway, providerId, 1500n); // one row
     const client = await connectAgent(proxy, agent, providerId);
     try {
-      expect((await client.query("SELECT id FROM items WHERE id = 1")).rowCount).toBe(1);
       await client.query("BEGIN");
+      expect((await client.query("SELECT id FROM items WHERE id = 1")).rows).toEqual([{ id: 1 }]);
       expect((await client.query("SHOW pgtoll.balance")).rows).toEqual([{ "pgtoll.balance": "0.000000" }]);
       await expect(client.query("SELECT id FROM items WHERE id <= 3")).rejects.toMatchObject({
         code: "PT402",

@@ -191,6 +191,8 @@ describe.skipIf(skipReason !== null)("psql through the proxy", () => {
       { rows: 1, sql: "SELECT 'before' AS step" },
       { rows: 1, sql: "SELECT name FROM items WHERE id = 2" },
       { rows: 2, sql: "SELECT id FROM items WHERE id <= 2 ORDER BY id" },
+      // The database's error text is charged as a row; pgtoll's own refusals are not.
+      { rows: 1, sql: "SELECT 'in a failed transaction'" },
       { rows: 1, sql: "SELECT count(*) AS n FROM items" },
     ]);
   });
@@ -295,6 +297,8 @@ describe.skipIf(skipReason !== null)("psql through the proxy", () => {
       }
       await settleCharges(proxy);
       await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [
+        // The cancel's error is the database's text: charged as a row.
+        { rows: 1, sql: "SELECT pg_sleep(20)" },
         { rows: 1, sql: "SELECT 6 * 7 AS answer" },
       ]);
     },

@@ -160,6 +160,12 @@ async function expectRefused(client: WireClient, code: string, message?: RegExp)
   expect(client.malformed).toBeUndefined();
 }
 
+/** The proxy closed the connection without sending a single byte. */
+async function expectClosedSilently(client: WireClient): Promise<void> {
+  expect(await client.untilClosed()).toEqual([]);
+  expect(client.bytesReceived).toBe(0);
+}
+
 async function expectUsable(client: WireClient): Promise<void> {
   const answer = await client.query("SELECT id FROM items WHERE id <= 3 ORDER BY id");
   expect(firstColumn(answer)).toEqual(["1", "2", "3"]);
@@ -190,27 +196,46 @@ async function balanceOf(agent: TestAgent): Promise<bigint> {
 }
 
 describe("startup phase", () => {
-  it("answers garbage instead of a startup packet with 08P01 and closes", async () => {
+  // PostgreSQL only logs a startup packet it cannot frame, and closes: a client that sent one hears nothing.
+  it("closes without a word on garbage instead of a startup packet, as PostgreSQL does", async () => {
     for (const garbage of [
       Buffer.from("GET / HTTP/1.1\r\nHost: example\r\n\r\n"),
       Buffer.from([0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4]),
     ]) {
       const client = await WireClient.connect(proxy.port);
       client.send(garbage);
-      await expectRefused(client, "08P01", /invalid length of startup packet/);
+      await expectClosedSilently(client);
     }
   });
 
-  it("refuses garbage sent before a valid startup packet", async () => {
-    const client = await WireClient.connect(proxy.port);
-    client.send(Buffer.from("\x13\x37"), encodeStartupMessage(rawParams()));
-    await expectRefused(client, "08P01");
+  // node-postgres writes Terminate as soon as end() is called, before its startup packet when still connecting.
+  it("closes without a word on a Terminate before the startup packet", async () => {
+    for (const rest of [Buffer.alloc(0), encodeStartupMessage(rawParams())]) {
+      const client = await WireClient.connect(proxy.port);
+      client.send(encodeTerminate(), rest);
+      await expectClosedSilently(client);
+    }
   });
 
-  it.each([0, 3, 7, 10001, -1, -2147483648])("refuses a startup packet of length %i", async (length) => {
+  it("closes without a word when garbage comes before a valid startup packet", async () => {
     const client = await WireClient.connect(proxy.port);
-    client.send(startupPacket(StartupCode.ProtocolVersion3, Buffer.from("user\0x\0\0"), length));
-    await expectRefused(client, "08P01", new RegExp(`invalid length of startup packet: ${length}`));
+    client.send(Buffer.from("\x13\x37"), encodeStartupMessage(rawParams()));
+    await expectClosedSilently(client);
+  });
+
+  it.each([0, 3, 7, 10001, -1, -2147483648])(
+    "closes without a word on a startup packet of length %i",
+    async (length) => {
+      const client = await WireClient.connect(proxy.port);
+      client.send(startupPacket(StartupCode.ProtocolVersion3, Buffer.from("user\0x\0\0"), length));
+      await expectClosedSilently(client);
+    },
+  );
+
+  it("answers a well-framed startup packet with a bad layout with 08P01, as PostgreSQL does", async () => {
+    const client = await WireClient.connect(proxy.port);
+    client.send(startupPacket(StartupCode.ProtocolVersion3, Buffer.from("user\0x\0")));
+    await expectRefused(client, "08P01", /invalid startup packet layout/);
   });
 
   it("forgets a client that closes halfway through its StartupMessage", async () => {
@@ -272,6 +297,23 @@ describe("startup phase", () => {
     await expectRefused(client, "08P01", /unexpected data after an encryption request/);
   });
 
+  it("closes without a word on a TLS handshake when TLS is not configured, as PostgreSQL does", async () => {
+    const client = await WireClient.connect(proxy.port);
+    // The first bytes of a TLS 1.2+ ClientHello record: what `sslnegotiation=direct` sends first.
+    client.send(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03]));
+    await expectClosedSilently(client);
+  });
+
+  it.each([
+    ["SSLRequest", StartupCode.SSLRequest],
+    ["GSSENCRequest", StartupCode.GSSENCRequest],
+  ])("refuses a second %s with 08P01, as PostgreSQL does", async (name, code) => {
+    const client = await WireClient.connect(proxy.port);
+    expect(String.fromCharCode(await client.requestByte(startupPacket(code)))).toBe("N");
+    client.send(startupPacket(code));
+    await expectRefused(client, "08P01", new RegExp(`^${name} after an earlier ${name}$`));
+  });
+
   it("answers GSSENCRequest and SSLRequest with N and goes on with a StartupMessage on the same socket", async () => {
     const client = await WireClient.connect(proxy.port);
     expect(String.fromCharCode(await client.requestByte(startupPacket(StartupCode.GSSENCRequest)))).toBe("N");
@@ -299,6 +341,26 @@ describe("startup phase", () => {
       await client.until("R");
       client.send(answer);
       await expectRefused(client, "08P01");
+    }
+  });
+
+  it("answers a query sent with the startup and password messages, whole or split across writes", async () => {
+    const query = encodeQuery("SELECT id FROM items WHERE id <= 3 ORDER BY id");
+    for (const cut of [query.length, 7]) {
+      const client = await WireClient.connect(proxy.port);
+      client.send(
+        encodeStartupMessage(rawParams()),
+        encodeFrame(FrontendCode.PasswordMessage, Buffer.from(`${rawToken}\0`)),
+        query.subarray(0, cut),
+      );
+      await client.until("Z");
+      if (cut < query.length) {
+        await new Promise((r) => setTimeout(r, 50));
+        client.send(query.subarray(cut));
+      }
+      expect(firstColumn(await client.until("Z"))).toEqual(["1", "2", "3"]);
+      client.send(encodeTerminate());
+      await client.untilClosed();
     }
   });
 

@@ -1,13 +1,12 @@
 import { execFileSync } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { type AddressInfo, createServer, type Server, type Socket, connect as tcpConnect } from "node:net";
+import { type Socket, connect as tcpConnect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createSecureContext, type TLSSocket, connect as tlsConnect } from "node:tls";
+import { type ConnectionOptions, createSecureContext, type TLSSocket, connect as tlsConnect } from "node:tls";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeAuthentication, decodeDataRow, decodeNoticeFields } from "../../src/proxy/backend-messages.js";
-import { runClientSession } from "../../src/proxy/client-session.js";
 import {
   encodePasswordMessage,
   encodeQuery,
@@ -21,7 +20,14 @@ import {
   startTestGateway,
   type TestGateway,
 } from "../support/gateway.js";
-import { fundedTestAgent, startTestProxy, type TestAgent, type TestProxy } from "../support/proxy.js";
+import {
+  connectAgent,
+  fundedTestAgent,
+  listenAsSeenFrom,
+  startTestProxy,
+  type TestAgent,
+  type TestProxy,
+} from "../support/proxy.js";
 import {
   expectChargedPerStatement,
   missingTool,
@@ -127,11 +133,42 @@ async function queryByHand(
   return value;
 }
 
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
 function openSocket(port: number): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const socket = tcpConnect(port, "127.0.0.1", () => resolve(socket));
     socket.once("error", reject);
   });
+}
+
+/** A TLS client connection (`options` as tls.connect takes them) offering `alpn` if given, once its handshake is done. */
+async function tlsClient(options: ConnectionOptions, alpn?: string[]): Promise<TLSSocket> {
+  const secure = tlsConnect({
+    rejectUnauthorized: false,
+    ...options,
+    ...(alpn ? { ALPNProtocols: alpn } : {}),
+  });
+  await new Promise<void>((resolve, reject) => {
+    secure.once("secureConnect", resolve);
+    secure.once("error", reject);
+  });
+  return secure;
+}
+
+/** A socket upgraded to TLS after an SSLRequest answered 'S'. */
+async function upgradedByRequest(alpn?: string[]): Promise<TLSSocket> {
+  const raw = await openSocket(proxy.port);
+  const rawWire = wire(raw);
+  raw.write(encryptionRequest(SSL_REQUEST));
+  expect(await rawWire.byte()).toBe("S");
+  rawWire.detach();
+  return tlsClient({ socket: raw }, alpn);
+}
+
+/** A TLS connection whose ClientHello is the first bytes on the socket, as `sslnegotiation=direct` opens. */
+function directTls(alpn?: string[]): Promise<TLSSocket> {
+  return tlsClient({ host: "127.0.0.1", port: proxy.port }, alpn);
 }
 
 describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
@@ -245,15 +282,80 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
     raw.write(encryptionRequest(SSL_REQUEST));
     expect(await rawWire.byte()).toBe("S");
     rawWire.detach();
-    const secure = tlsConnect({ socket: raw, rejectUnauthorized: false });
-    await new Promise<void>((resolve, reject) => {
-      secure.once("secureConnect", resolve);
-      secure.once("error", reject);
-    });
+    const secure = await tlsClient({ socket: raw });
     expect(await queryByHand(secure, agent, "SELECT 'gss refused, then TLS'")).toBe("gss refused, then TLS");
 
     await settleCharges(proxy);
     await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }, { rows: 1 }]);
+  });
+
+  describe("direct TLS (sslnegotiation=direct)", () => {
+    it("serves a TLS handshake with ALPN postgresql as the first bytes, or after an SSLRequest", async () => {
+      for (const open of [() => directTls(["postgresql"]), () => upgradedByRequest(["postgresql"])]) {
+        const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+        const secure = await open();
+        expect(secure.alpnProtocol).toBe("postgresql");
+        expect(await queryByHand(secure, agent, "SELECT 'TLS with ALPN'")).toBe("TLS with ALPN");
+        await settleCharges(proxy);
+        await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }]);
+      }
+    });
+
+    it("serves node-postgres with sslnegotiation=direct", async () => {
+      const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+      const client = await connectAgent(proxy, agent, providerId, {
+        ssl: { rejectUnauthorized: false },
+        sslnegotiation: "direct",
+      } as Partial<pg.ClientConfig>);
+      const stream = (client as unknown as { connection: { stream: TLSSocket } }).connection.stream;
+      expect(stream.alpnProtocol).toBe("postgresql");
+      expect((await client.query("SELECT 'direct from node-postgres' AS via")).rows).toEqual([
+        { via: "direct from node-postgres" },
+      ]);
+      await client.end();
+      await settleCharges(proxy);
+      await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }]);
+    });
+
+    it("closes a direct handshake without ALPN once it completes, without a word, as PostgreSQL does", async () => {
+      const secure = await directTls();
+      expect(secure.alpnProtocol).toBe(false);
+      let received = 0;
+      secure.on("data", (chunk: Buffer) => (received += chunk.length));
+      secure.on("error", () => {});
+      secure.write(
+        encodeStartupMessage({ user: "0x0000000000000000000000000000000000000000", database: providerId }),
+      );
+      await new Promise((resolve) => secure.once("close", resolve));
+      expect(received).toBe(0);
+    });
+
+    it("fails the handshake of a client whose ALPN does not offer postgresql", async () => {
+      for (const offer of [directTls(["h2"]), upgradedByRequest(["h2", "http/1.1"])]) {
+        await expect(offer).rejects.toMatchObject({ code: "ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL" });
+      }
+    });
+
+    it("refuses an encryption request inside TLS with 08P01, however TLS was negotiated", async () => {
+      for (const [open, code, name] of [
+        [() => upgradedByRequest(), SSL_REQUEST, "SSLRequest"],
+        [() => upgradedByRequest(), GSSENC_REQUEST, "GSSENCRequest"],
+        [() => directTls(["postgresql"]), SSL_REQUEST, "SSLRequest"],
+        [() => directTls(["postgresql"]), GSSENC_REQUEST, "GSSENCRequest"],
+      ] as const) {
+        const secure = await open();
+        const conn = wire(secure);
+        secure.write(encryptionRequest(code));
+        const answer = await conn.frame();
+        expect(answer.code).toBe("E");
+        expect(decodeNoticeFields(answer.payload)).toMatchObject({
+          severity: "FATAL",
+          code: "08P01",
+          message: `${name} after the connection was encrypted`,
+        });
+        await new Promise((resolve) => (secure.closed ? resolve(null) : secure.once("close", resolve)));
+      }
+    });
   });
 
   /**
@@ -262,18 +364,18 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
    * documentation address). The address rule itself is unit-tested in src/proxy/loopback.test.ts.
    */
   describe("a client that is not on loopback", () => {
-    let server: Server;
+    let remote: Awaited<ReturnType<typeof listenAsSeenFrom>>;
     let port: number;
+    /** The proxy's side of each connection, by the client's port. */
+    const accepted = new Map<number, Socket>();
     beforeAll(async () => {
-      server = createServer((socket) => {
-        Object.defineProperty(socket, "remoteAddress", { value: "203.0.113.7" });
-        void runClientSession(socket, proxy.ctx);
-      });
-      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-      port = (server.address() as AddressInfo).port;
+      remote = await listenAsSeenFrom(proxy, "203.0.113.7", (socket) =>
+        accepted.set(socket.remotePort!, socket),
+      );
+      port = remote.port;
     });
     afterAll(async () => {
-      await new Promise((resolve) => server?.close(resolve));
+      await remote?.close();
     });
 
     it("is refused with 28000 before it is asked for its token, when it does not use TLS", async () => {
@@ -299,6 +401,38 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
       });
       client.on("error", () => {});
       await expect(client.connect()).rejects.toMatchObject({ code: "28000" });
+    });
+
+    it("refused in plain text, stops being read and is closed within seconds though it keeps writing", async () => {
+      const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+      const socket = tcpConnect({ host: "127.0.0.1", port, allowHalfOpen: true });
+      await new Promise((resolve) => socket.once("connect", resolve));
+      const conn = wire(socket);
+      socket.write(encodeStartupMessage({ user: agent.wallet, database: providerId }));
+      expect((await conn.frame()).code).toBe("E");
+      const proxySide = accepted.get(socket.localPort!)!;
+      const readAtRefusal = proxySide.bytesRead;
+      // A client that keeps its side open and writes on: 1 MiB queries for as long as the proxy takes them.
+      const query = encodeQuery(`SELECT '${"x".repeat(1_048_000)}'`);
+      const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+      let sent = 0;
+      const started = Date.now();
+      while (!socket.destroyed && sent < 200 * 1_048_576 && Date.now() - started < 10_000) {
+        sent += query.length;
+        if (!socket.write(query)) {
+          await Promise.race([new Promise((r) => socket.once("drain", r)), closed, sleep(1000)]);
+        }
+      }
+      await Promise.race([closed, sleep(10_000)]);
+      expect(socket.destroyed).toBe(true);
+      expect(Date.now() - started).toBeLessThan(5000);
+      // What the proxy read after the refusal, whatever the client sent: a little, then nothing.
+      const readAfter = proxySide.bytesRead - readAtRefusal;
+      console.log(
+        `remote client refused in plain text, writing on: ${(sent / 1_048_576).toFixed(0)} MB written, ` +
+          `${readAfter} bytes read by the proxy after the refusal, closed after ${Date.now() - started} ms`,
+      );
+      expect(readAfter).toBeLessThan(1_048_576);
     });
 
     it("is served over TLS", async () => {

@@ -4,6 +4,8 @@ import pg from "pg";
 import { pino } from "pino";
 import { loadConfig } from "../../src/config.js";
 import { loadGuard } from "../../src/guard/index.js";
+import { providerLookup } from "../../src/providers/checked-connect.js";
+import { type ProviderHostPolicy, providerHostsIn } from "../../src/providers/provider-hosts.js";
 import { createSecretBox } from "../../src/providers/secret-box.js";
 import { UpstreamPools } from "../../src/providers/upstream-pools.js";
 import { buildApp } from "../../src/rest/app.js";
@@ -54,18 +56,24 @@ export async function startTestGateway(
     env?: Record<string, string>;
     chainId?: number;
     logger?: GatewayContext["logger"];
+    /** Where provider databases may be, in place of PGTOLL_PROVIDER_HOSTS (a policy with its own resolver). */
+    providerHosts?: ProviderHostPolicy;
   } = {},
 ): Promise<TestGateway> {
   await loadGuard();
   const meta = await createMetadataDatabase();
-  const config = loadConfig({ PGTOLL_RATE_LIMIT: "off", ...overrides.env });
+  // Test provider databases are on the test cluster, on loopback: where `pgtoll start` would not allow them.
+  const config = loadConfig({ PGTOLL_RATE_LIMIT: "off", PGTOLL_PROVIDER_HOSTS: "any", ...overrides.env });
   if (overrides.chainId) config.chainId = overrides.chainId;
+  if (overrides.providerHosts) config.providerHosts = overrides.providerHosts;
+  const lookup = providerLookup(providerHostsIn(config));
   const box = createSecretBox(randomBytes(32));
   const upstream = new UpstreamPools({
     box,
     size: config.providerPoolSize,
     statementTimeoutMs: config.statementTimeoutMs,
     refuseSuperuser: !config.allowPrivilegedProviderRoles,
+    ...(lookup ? { lookup } : {}),
   });
   const rateLimitStore = createMemoryStore();
   const verifier = overrides.verifier ?? unusedVerifier;
@@ -96,6 +104,24 @@ export async function startTestGateway(
   };
 }
 
+/** POST /api/providers/register with a fresh email and wallet (unless given): the answer, whatever it is. */
+export function postProviderRegistration(
+  gateway: Pick<TestGateway, "app">,
+  connectionString: string,
+  walletAddress = `0x${randomBytes(20).toString("hex")}`,
+) {
+  return gateway.app.inject({
+    method: "POST",
+    url: "/api/providers/register",
+    payload: {
+      name: "Test data",
+      email: `${randomBytes(6).toString("hex")}@example.com`,
+      walletAddress,
+      connectionString,
+    },
+  });
+}
+
 /** Registers a provider through the API and sets its pricing; returns its id, key and wallet. */
 export async function registerPricedProvider(
   gateway: TestGateway,
@@ -106,16 +132,7 @@ export async function registerPricedProvider(
   },
   walletAddress = `0x${randomBytes(20).toString("hex")}`,
 ): Promise<{ providerId: string; apiKey: string; walletAddress: string }> {
-  const registered = await gateway.app.inject({
-    method: "POST",
-    url: "/api/providers/register",
-    payload: {
-      name: "Test data",
-      email: `${randomBytes(6).toString("hex")}@example.com`,
-      walletAddress,
-      connectionString,
-    },
-  });
+  const registered = await postProviderRegistration(gateway, connectionString, walletAddress);
   if (registered.statusCode !== 201) throw new Error(`register failed: ${registered.body}`);
   const { provider, apiKey } = registered.json();
   const priced = await gateway.app.inject({

@@ -35,6 +35,8 @@ export async function startPgtollProcess(
     PGTOLL_HTTP_PORT: "0",
     PGTOLL_SECRET_KEY: SHARED_SECRET_KEY,
     PGTOLL_RATE_LIMIT: "off",
+    // Test provider databases are on the test cluster, on loopback, which `pgtoll start` refuses by default.
+    PGTOLL_PROVIDER_HOSTS: "any",
     ...env,
   });
   const ready = await cli.waitFor(/^pgtoll ready/);

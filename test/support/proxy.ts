@@ -1,15 +1,19 @@
 import { randomBytes } from "node:crypto";
+import { type AddressInfo, createServer, type Socket } from "node:net";
 import pg from "pg";
 import type { Hex } from "viem";
 import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
 import { ChargeWriter } from "../../src/billing/charge-writer.js";
 import { creditDeposit } from "../../src/billing/ledger.js";
+import { providerLookup } from "../../src/providers/checked-connect.js";
+import { providerHostsIn } from "../../src/providers/provider-hosts.js";
 import { createAgentToken } from "../../src/proxy/agent-token.js";
-import type { ProxyContext } from "../../src/proxy/client-session.js";
+import { type ProxyContext, runClientSession } from "../../src/proxy/client-session.js";
 import { createProxyMetrics } from "../../src/proxy/proxy-metrics.js";
 import { type RunningProxy, startProxyServer } from "../../src/proxy/proxy-server.js";
 import { SessionRegistry } from "../../src/proxy/session-registry.js";
 import { SettlementClock } from "../../src/proxy/settlement-clock.js";
+import { UnauthenticatedConnections } from "../../src/proxy/unauthenticated-connections.js";
 import { UpstreamSlots } from "../../src/proxy/upstream-slots.js";
 import { createVerdictCache } from "../../src/proxy/verdict-cache.js";
 import type { TestGateway } from "./gateway.js";
@@ -25,6 +29,7 @@ export async function startTestProxy(
   overrides: Partial<ProxyContext> = {},
 ): Promise<TestProxy> {
   const chargeWriter = overrides.chargeWriter ?? new ChargeWriter(gateway.ctx.db, { ttlSeconds: 300 });
+  const providerLookupFn = providerLookup(providerHostsIn(gateway.ctx.config));
   const ctx: ProxyContext = {
     db: gateway.ctx.db,
     box: gateway.ctx.box,
@@ -37,18 +42,41 @@ export async function startTestProxy(
     check: createVerdictCache(),
     statementTimeoutMs: 10_000,
     allowPrivilegedProviderRoles: gateway.ctx.config.allowPrivilegedProviderRoles,
+    ...(providerLookupFn ? { providerLookup: providerLookupFn } : {}),
     reservationTtlSeconds: 300,
     reserveRows: 1000,
     reserveMaxRows: 1_000_000,
     settlementClock: new SettlementClock(250, chargeWriter),
     settleMaxMicro: 1_000_000n,
     startupTimeoutMs: 10_000,
+    unauthenticated: new UnauthenticatedConnections({ total: 1000, perAddress: 100 }),
     idleReleaseMs: 30_000,
     releases: new Set(),
     ...overrides,
   };
   const proxy = await startProxyServer(ctx, { host: "127.0.0.1", port: 0 });
   return { ...proxy, ctx, url: `postgres://127.0.0.1:${proxy.port}` };
+}
+
+/**
+ * A listener that runs `proxy`'s sessions on loopback sockets whose peer address reads as `peer` (the tests reach
+ * loopback only, and some rules depend on the client's address); `onAccept` sees the proxy's side of each.
+ */
+export async function listenAsSeenFrom(
+  proxy: Pick<TestProxy, "ctx">,
+  peer: string,
+  onAccept: (socket: Socket) => void = () => {},
+): Promise<{ port: number; close(): Promise<void> }> {
+  const server = createServer((socket) => {
+    onAccept(socket);
+    Object.defineProperty(socket, "remoteAddress", { value: peer });
+    void runClientSession(socket, proxy.ctx);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
 
 export interface TestAgent {

@@ -43,9 +43,17 @@ export class WireClient {
     );
   }
 
-  static connect(port: number, host = "127.0.0.1"): Promise<WireClient> {
+  /**
+   * `allowHalfOpen` keeps this side writable after the server ends its side, as a hostile client that writes on
+   * after it was refused.
+   */
+  static connect(
+    port: number,
+    host = "127.0.0.1",
+    options: { allowHalfOpen?: boolean } = {},
+  ): Promise<WireClient> {
     return new Promise((resolve, reject) => {
-      const socket = connect({ host, port });
+      const socket = connect({ host, port, allowHalfOpen: options.allowHalfOpen ?? false });
       socket.setNoDelay(true);
       socket.once("error", reject);
       socket.once("connect", () => {

@@ -1,11 +1,13 @@
 import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
-import { PricingError, parsePricing } from "../../billing/pricing.js";
+import { PricingError, parseAgentLimits, parsePricing } from "../../billing/pricing.js";
 import { apiKeyMatches } from "../../providers/api-key.js";
+import { providerHostsIn } from "../../providers/provider-hosts.js";
 import { type ProviderRoleCheck, privilegedRoleMessage } from "../../providers/provider-role.js";
 import {
   DuplicateProviderError,
   findProvider,
+  type PricingSettings,
   registerProvider,
   setPricing,
   UpstreamConnectionError,
@@ -41,7 +43,7 @@ export async function providerRoutes(app: FastifyInstance, { ctx }: { ctx: Gatew
       const { connectionString } = request.body;
       let roleCheck: ProviderRoleCheck;
       try {
-        roleCheck = await verifyConnectionString(connectionString);
+        roleCheck = await verifyConnectionString(connectionString, providerHostsIn(ctx.config));
       } catch (error) {
         if (error instanceof UpstreamConnectionError)
           throw new HttpError(400, `invalid connectionString: ${error.message}`);
@@ -84,9 +86,15 @@ export async function providerRoutes(app: FastifyInstance, { ctx }: { ctx: Gatew
       },
       // Before the schema: its generic "body/readOnly must be boolean" would not say that the pricing is wrong.
       preValidation: async (request) => {
-        const readOnly = (request.body as { readOnly?: unknown } | null | undefined)?.readOnly;
-        if (readOnly !== undefined && typeof readOnly !== "boolean")
+        const body = request.body as Record<string, unknown> | null | undefined;
+        if (body?.readOnly !== undefined && typeof body.readOnly !== "boolean")
           throw new HttpError(400, "invalid pricing: readOnly must be true or false");
+        try {
+          if (body && typeof body === "object") parseAgentLimits(body);
+        } catch (error) {
+          if (error instanceof PricingError) throw new HttpError(400, `invalid pricing: ${error.message}`);
+          throw error;
+        }
       },
     },
     async (request) => {
@@ -99,13 +107,15 @@ export async function providerRoutes(app: FastifyInstance, { ctx }: { ctx: Gatew
       if (!apiKeyMatches(presented, provider.apiKeyHash))
         throw new HttpError(401, "invalid API key for this provider");
       let price: ReturnType<typeof parsePricing>;
+      let settings: PricingSettings;
       try {
         price = parsePricing(request.body.basePricePer1000Rows, request.body.markupMultiplier);
+        settings = { readOnly: request.body.readOnly, ...parseAgentLimits(request.body) };
       } catch (error) {
         if (error instanceof PricingError) throw new HttpError(400, `invalid pricing: ${error.message}`);
         throw error;
       }
-      return presentPricing(await setPricing(ctx.db, providerId, price, request.body.readOnly));
+      return presentPricing(await setPricing(ctx.db, providerId, price, settings));
     },
   );
 }

@@ -71,7 +71,7 @@ export async function apiKeyRoutes(app: FastifyInstance, { plane }: RouteOptions
     async (request) => {
       const caller = personalPrincipal(request, "revoke personal API keys");
       const { key_id } = typed(KeyParams, request.params);
-      return presentRevokedKey(await revokePersonalKey(db, caller.userId, key_id));
+      return presentRevokedKey(await revokePersonalKey(plane, caller.userId, key_id));
     },
   );
 
@@ -124,7 +124,7 @@ export async function apiKeyRoutes(app: FastifyInstance, { plane }: RouteOptions
     async (request) => {
       const caller = personalPrincipal(request, "revoke organization API keys");
       const { org_id, key_id } = typed(OrgKeyParams, request.params);
-      return presentRevokedKey(await revokeOrganizationKey(db, caller, org_id, key_id));
+      return presentRevokedKey(await revokeOrganizationKey(plane, caller, org_id, key_id));
     },
   );
 }

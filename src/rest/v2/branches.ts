@@ -7,6 +7,7 @@ import { listBranches, readBranch } from "../../control/branch-list.js";
 import { restoreBranch } from "../../control/branch-restore.js";
 import { setDefaultBranch, updateBranch } from "../../control/branch-update.js";
 import { databasesOf, endpointsOfBranch, rolesOf } from "../../control/lookups.js";
+import { disclosePassword } from "../../control/password-disclosures.js";
 import type { BranchRow } from "../../control/rows.js";
 import { branchSchema } from "../../control/schema-dump.js";
 import { describeBranches } from "../../control/views.js";
@@ -73,7 +74,7 @@ export async function branchRoutes(app: FastifyInstance, { plane }: RouteOptions
                 presentConnection(settings, {
                   endpointId: endpoint.id,
                   role: login[0]!.name,
-                  password: plane.box.open(login[0]!.passwordSealed!),
+                  password: await disclosePassword(plane, principalOf(request), project_id, login[0]!.name),
                   database: databases[0]!.name,
                 }),
               ],

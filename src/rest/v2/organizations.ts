@@ -125,7 +125,7 @@ export async function organizationRoutes(app: FastifyInstance, { plane }: RouteO
       if (access.role !== "admin" && member.userId !== caller.userId) {
         throw forbidden(`only administrators of organization ${org_id} may remove other members`);
       }
-      await inTransaction(db, (client) => removeMember(client, org_id, member_id));
+      await removeMember(plane, org_id, member_id);
       return {};
     },
   );
@@ -201,14 +201,12 @@ export async function organizationRoutes(app: FastifyInstance, { plane }: RouteO
     async (request) => {
       const { source_org_id } = typed(TransferParams, request.params);
       const body = typed(TransferBody, request.body);
-      await inTransaction(db, (client) =>
-        transferProjects(
-          client,
-          principalOf(request),
-          source_org_id,
-          body.destination_org_id,
-          body.project_ids,
-        ),
+      await transferProjects(
+        plane,
+        principalOf(request),
+        source_org_id,
+        body.destination_org_id,
+        body.project_ids,
       );
       return {};
     },

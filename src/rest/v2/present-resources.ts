@@ -132,6 +132,7 @@ export function presentRole(role: RoleRow, password?: string) {
     ...(password !== undefined ? { password } : {}),
     protected: role.protected,
     authentication_method: role.noLogin ? "no_login" : "password",
+    postgres_name: role.physicalName,
     created_at: iso(role.createdAt),
     updated_at: iso(role.updatedAt),
   };

@@ -79,7 +79,9 @@ export async function projectPermissionRoutes(app: FastifyInstance, { plane }: R
     },
     async (request) => {
       const { project_id, permission_id } = typed(PermissionParams, request.params);
-      return presentPermission(await revokePermission(db, principalOf(request), project_id, permission_id));
+      return presentPermission(
+        await revokePermission(plane, principalOf(request), project_id, permission_id),
+      );
     },
   );
 }

@@ -2,7 +2,6 @@ import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { notFound } from "../../control/control-error.js";
 import { getOrganization, organizationsOfUser } from "../../control/organizations.js";
-import { inTransaction } from "../../control/sql.js";
 import { transferProjects } from "../../control/transfer.js";
 import { getUser } from "../../control/users.js";
 import { principalOf } from "./authentication.js";
@@ -67,9 +66,7 @@ export async function userRoutes(app: FastifyInstance, { plane }: RouteOptions) 
     },
     async (request) => {
       const body = typed(TransferBody, request.body);
-      await inTransaction(db, (client) =>
-        transferProjects(client, principalOf(request), null, body.destination_org_id, body.project_ids),
-      );
+      await transferProjects(plane, principalOf(request), null, body.destination_org_id, body.project_ids);
       return {};
     },
   );

@@ -65,6 +65,10 @@ export const Role = Type.Object({
   password: Type.Optional(Type.String()),
   protected: Type.Boolean(),
   authentication_method: Type.String({ description: "password or no_login" }),
+  postgres_name: Type.String({
+    description:
+      "the role's name inside PostgreSQL (what current_user says, what GRANT takes): random, so that other projects on the cluster do not see the name chosen here",
+  }),
   created_at: Timestamp,
   updated_at: Timestamp,
 });
