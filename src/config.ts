@@ -164,6 +164,20 @@ export const optionSpecs = {
     defaultText: "30000",
     parse: integer("PGTOLL_PROXY_QUEUE_TIMEOUT_MS", 30_000, 0, 3_600_000),
   },
+  fundedReservePercent: {
+    env: "PGTOLL_FUNDED_RESERVE_PERCENT",
+    description:
+      "Share, in percent, of each provider's upstream sessions (PGTOLL_PROXY_UPSTREAM_LIMIT) and of the remote MCP sessions (PGTOLL_MCP_MAX_SESSIONS) that only funded agents may take: sessions that pay nothing (a provider that charges nothing, an agent with no balance) wait or are refused once only this share is left.",
+    defaultText: "20",
+    parse: integer("PGTOLL_FUNDED_RESERVE_PERCENT", 20, 0, 90),
+  },
+  proxySessionsPerIp: {
+    env: "PGTOLL_PROXY_SESSIONS_PER_IP",
+    description:
+      "Open wire-proxy connections (sessions, in any phase) per client address; further ones are refused with 53300. Addresses of pgtoll's own host (the remote MCP endpoint's sessions) are not limited per address. 0: no limit per address. Warning: behind a TCP load balancer every client has the balancer's address: set 0 there.",
+    defaultText: "100",
+    parse: integer("PGTOLL_PROXY_SESSIONS_PER_IP", 100, 0, 1_000_000),
+  },
   proxyReserveRows: {
     env: "PGTOLL_PROXY_RESERVE_ROWS",
     description:
@@ -309,6 +323,27 @@ export const optionSpecs = {
     defaultText: "600",
     parse: integer("PGTOLL_MCP_RATE_LIMIT", 600, 1, 1_000_000),
   },
+  mcpSessionsPerIp: {
+    env: "PGTOLL_MCP_SESSIONS_PER_IP",
+    description:
+      "Open remote MCP sessions per client address (the address as PGTOLL_TRUST_PROXY gives it); a further `initialize` gets 429. 0: no limit per address.",
+    defaultText: "50",
+    parse: integer("PGTOLL_MCP_SESSIONS_PER_IP", 50, 0, 1_000_000),
+  },
+  mcpMaxSessions: {
+    env: "PGTOLL_MCP_MAX_SESSIONS",
+    description:
+      "Open remote MCP sessions at most, in this process; a further `initialize` gets 503 (PGTOLL_FUNDED_RESERVE_PERCENT of them only for funded agents).",
+    defaultText: "2000",
+    parse: integer("PGTOLL_MCP_MAX_SESSIONS", 2000, 1, 1_000_000),
+  },
+  mcpProxyIdleMs: {
+    env: "PGTOLL_MCP_PROXY_IDLE_MS",
+    description:
+      "How long an MCP session keeps its wire-proxy session (and so an upstream session of the provider) after its last tool call that needed the database; the next such call opens a new one. Warning: a transaction block left open by `query` calls is rolled back then.",
+    defaultText: "10000",
+    parse: integer("PGTOLL_MCP_PROXY_IDLE_MS", 10_000, 100, 3_600_000),
+  },
   secretKey: {
     env: "PGTOLL_SECRET_KEY",
     description:
@@ -381,7 +416,7 @@ export const optionSpecs = {
   },
   proxyMaxConnections: {
     env: "PGTOLL_PROXY_MAX_CONNECTIONS",
-    description: "Open wire-proxy client connections at most; further ones are closed at once.",
+    description: "Open wire-proxy client connections at most; further ones are refused with 53300.",
     defaultText: "10000",
     parse: integer("PGTOLL_PROXY_MAX_CONNECTIONS", 10_000, 1, 1_000_000),
   },

@@ -22,6 +22,7 @@ import { UpstreamPools } from "./providers/upstream-pools.js";
 import { isLoopback } from "./proxy/loopback.js";
 import { createProxyMetrics } from "./proxy/proxy-metrics.js";
 import { startProxyServer } from "./proxy/proxy-server.js";
+import { fundedShare } from "./proxy/session-funding.js";
 import { SessionRegistry } from "./proxy/session-registry.js";
 import { SettlementClock } from "./proxy/settlement-clock.js";
 import { UnauthenticatedConnections } from "./proxy/unauthenticated-connections.js";
@@ -177,7 +178,11 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       {
         db,
         box,
-        slots: new UpstreamSlots(config.proxyUpstreamLimit, config.proxyQueueTimeoutMs),
+        slots: new UpstreamSlots(
+          config.proxyUpstreamLimit,
+          config.proxyQueueTimeoutMs,
+          fundedShare(config.proxyUpstreamLimit, config.fundedReservePercent),
+        ),
         chargeWriter,
         registry: new SessionRegistry(),
         metrics: createProxyMetrics(metrics.registry),
@@ -203,6 +208,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
           perAddress: config.proxyMaxUnauthenticatedPerAddress,
         }),
         maxConnections: config.proxyMaxConnections,
+        sessionsPerAddress: config.proxySessionsPerIp,
         idleReleaseMs: 30_000,
         releases: new Set(),
       },

@@ -1,4 +1,5 @@
 import { isForbiddenFunction } from "./forbidden-functions.js";
+import { checkActivityFunction } from "./other-sessions.js";
 import { checkCurrentSetting, checkRelationRead, ROW_LOCK_DENIAL } from "./sensitive-reads.js";
 import { checkStatement } from "./statement-rules.js";
 import type { Denial, GuardPolicy } from "./types.js";
@@ -55,6 +56,7 @@ function checkFunctionCall(call: Record<string, unknown>, policy: GuardPolicy): 
   const last = names[names.length - 1]?.String?.sval;
   if (typeof last !== "string") return null;
   if (last.toLowerCase() === "current_setting") return checkCurrentSetting(call);
-  if (!isForbiddenFunction(last, policy)) return null;
-  return { rule: "forbidden-function", message: `function ${last}() is not allowed` };
+  if (isForbiddenFunction(last, policy))
+    return { rule: "forbidden-function", message: `function ${last}() is not allowed` };
+  return checkActivityFunction(last.toLowerCase());
 }

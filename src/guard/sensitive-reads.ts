@@ -1,3 +1,4 @@
+import { checkActivityRelation } from "./other-sessions.js";
 import type { Denial } from "./types.js";
 
 /**
@@ -64,11 +65,16 @@ const SENSITIVE_SETTINGS = new Set([
   "event_source",
 ]);
 
-/** A `RangeVar` (a relation in FROM, JOIN, COPY, TABLE) that names a sensitive catalog. */
+/**
+ * A `RangeVar` (a relation in FROM, JOIN, COPY, TABLE) that names a sensitive catalog, or a view of other
+ * sessions (`other-sessions.ts`, in any schema).
+ */
 export function checkRelationRead(relation: unknown): Denial | null {
   if (typeof relation !== "object" || relation === null) return null;
   const { schemaname, relname } = relation as { schemaname?: unknown; relname?: unknown };
   if (typeof relname !== "string") return null;
+  const activity = checkActivityRelation(relname.toLowerCase());
+  if (activity) return activity;
   if (schemaname !== undefined && String(schemaname).toLowerCase() !== "pg_catalog") return null;
   if (!SENSITIVE_RELATIONS.has(relname.toLowerCase())) return null;
   return {

@@ -159,19 +159,20 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
     "balance",
     {
       title: "Balance",
-      description: "Your prepaid USDC balance with this provider, this session's charges included. Free.",
+      description:
+        "Your prepaid USDC balance with this provider, this session's charges included, the price and where to " +
+        "deposit. Free, and it does not need the provider's database.",
       inputSchema: {},
       outputSchema: { balance: Usdc, pricePer1000Rows: Usdc, depositAddress: z.string() },
       annotations: { title: "Balance", readOnlyHint: true, openWorldHint: false },
     },
     () =>
       guarded(async () => {
-        const balanceMicro = await session.balanceMicro();
-        const price = await session.price();
+        const { balanceMicro, price, depositAddress } = await backend.account();
         return answer({
           balance: formatMicro(balanceMicro),
           pricePer1000Rows: formatMicro(price.priceMicroPer1000Rows / 1_000_000n),
-          depositAddress: await session.depositAddress(),
+          depositAddress,
         });
       }),
   );

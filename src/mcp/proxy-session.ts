@@ -1,9 +1,11 @@
 import pg from "pg";
-import Cursor from "pg-cursor";
 import type { Price } from "../billing/cost.js";
 import { parseMicro } from "../billing/money.js";
 import { jsonSafeTypes } from "../providers/json-safe-types.js";
+import { readFundsRefusal } from "../proxy/funds-refusal.js";
 import { priceFromSetting } from "../proxy/pgtoll-settings.js";
+import { type AgentAccount, FundsRequiredError } from "./funds-required.js";
+import { readCapped, type StatementResult, showSetting } from "./statement-read.js";
 
 /** Where the wire proxy listens and who the session is for. */
 export interface ProxySessionOptions {
@@ -18,17 +20,11 @@ export interface ProxySessionOptions {
    * one) or the latest the agent sent (the remote endpoint).
    */
   token(): Promise<string>;
-}
-
-/** What one statement returned through the session. */
-export interface StatementResult {
-  fields: { name: string; dataTypeID: number }[];
-  rows: Record<string, unknown>[];
-  /** Rows returned, or for a write the rows it changed (PostgreSQL's command tag). */
-  rowCount: number;
-  /** The statement had more rows than it was allowed to return: it stopped at the cap. */
-  truncated: boolean;
-  command: string;
+  /**
+   * Gives the connection (and so the provider's upstream session) back once no call has run for this long; the
+   * next call opens a new one. Unset: kept until closed. Warning: an open transaction block is rolled back.
+   */
+  idleMs?: number;
 }
 
 /** A statement that failed, with what it was charged all the same (rows delivered before a cut-off). */
@@ -44,9 +40,11 @@ export class StatementFailure extends Error {
 }
 
 /**
- * One wire-proxy session kept open for an MCP server, so that an agent's tool calls are metered like psql and
- * not counted against the REST gateway's per-IP limits. Calls run one at a time, in order (a session runs one
- * statement at a time anyway); a session found closed is reopened at the next call, with a new token.
+ * The wire-proxy session of an MCP server, so that an agent's tool calls are metered like psql and not counted
+ * against the REST gateway's per-IP limits. It connects at the first call that needs it (a tool that needs the
+ * provider's database), and gives the connection back after `idleMs` without calls. Calls run one at a time,
+ * in order (a session runs one statement at a time anyway); a session found closed is reopened at the next
+ * call, with a new token.
  *
  * Warning: a statement whose connection drops while it runs is not retried (a write may have happened); the
  * caller gets the error and the next call reconnects.
@@ -60,16 +58,42 @@ export class ProxySession {
   #price: Price | null = null;
   #depositAddress: string | null = null;
   #closed = false;
+  /** Calls queued or running. */
+  #pending = 0;
+  #idleTimer: NodeJS.Timeout | null = null;
   /** Connections made, the first one included. */
   connections = 0;
 
   constructor(private readonly options: ProxySessionOptions) {}
 
+  /** Whether a connection to the proxy is open now. */
+  get connected(): boolean {
+    return this.#client !== null;
+  }
+
   /** Runs `work` alone on the session (connecting first if need be). */
   exclusive<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+    this.#pending++;
+    if (this.#idleTimer) clearTimeout(this.#idleTimer);
     const run = this.#queue.then(async () => work(await this.#connected()));
-    this.#queue = run.catch(() => {});
+    this.#queue = run
+      .catch(() => {})
+      .finally(() => {
+        if (--this.#pending === 0) this.#armIdle();
+      });
     return run;
+  }
+
+  #armIdle(): void {
+    const { idleMs } = this.options;
+    if (idleMs === undefined || !this.#client || this.#closed) return;
+    this.#idleTimer = setTimeout(() => {
+      const client = this.#client;
+      if (!client || this.#pending > 0) return;
+      this.#client = null;
+      void client.end().catch(() => {});
+    }, idleMs);
+    this.#idleTimer.unref();
   }
 
   /**
@@ -118,18 +142,29 @@ export class ProxySession {
     });
   }
 
-  /** The provider's wallet, where deposits go. */
-  depositAddress(): Promise<string> {
-    if (this.#depositAddress) return Promise.resolve(this.#depositAddress);
-    return this.exclusive(async (client) => {
-      this.#depositAddress = await showSetting(client, "pgtoll.deposit_address");
-      return this.#depositAddress;
-    });
+  /**
+   * The agent's balance, the price and the provider's wallet, from the proxy. An agent the proxy refuses for
+   * want of funds gets them from the refusal (its available balance as the balance), so that the free tools
+   * answer it and it can find where to deposit, without a session.
+   */
+  async account(): Promise<AgentAccount> {
+    try {
+      const balanceMicro = await this.balanceMicro();
+      const price = await this.price();
+      this.#depositAddress ??= await this.exclusive((client) =>
+        showSetting(client, "pgtoll.deposit_address"),
+      );
+      return { balanceMicro, price, depositAddress: this.#depositAddress };
+    } catch (error) {
+      if (error instanceof FundsRequiredError) return error.account;
+      throw error;
+    }
   }
 
   /** Ends the session; its charges are settled by the proxy as the connection closes. */
   async close(): Promise<void> {
     this.#closed = true;
+    if (this.#idleTimer) clearTimeout(this.#idleTimer);
     await this.#queue;
     const client = this.#client;
     this.#client = null;
@@ -170,41 +205,19 @@ export class ProxySession {
     };
     client.on("error", forget);
     client.on("end", forget);
-    await client.connect();
+    await client.connect().catch((error: unknown) => {
+      const refused = readFundsRefusal(error);
+      if (!refused) throw error;
+      const { message, hint } = error as { message: string; hint: string };
+      throw new FundsRequiredError(`${message}. To fund it: ${hint}`, {
+        balanceMicro: refused.availableMicro,
+        price: refused.price,
+        depositAddress: refused.depositAddress,
+      });
+    });
     this.connections++;
     this.#client = client;
     this.#sessionCostMicro = 0n;
     return client;
   }
-}
-
-async function showSetting(client: pg.Client, name: string): Promise<string> {
-  const { rows } = await client.query<Record<string, string>>(`SHOW ${name}`);
-  return String(rows[0]?.[name]);
-}
-
-function readCapped(
-  client: pg.Client,
-  sql: string,
-  params: unknown[],
-  maxRows: number,
-): Promise<StatementResult> {
-  const cursor = client.query(new Cursor(sql, params, { types: jsonSafeTypes }));
-  return new Promise((resolve, reject) => {
-    cursor.read(maxRows, (error, rows, result) => {
-      if (error) return reject(error);
-      // Suspended at the cap (the portal is still open): there may be more rows. Done: the statement ended.
-      const truncated = (cursor as unknown as { state: string }).state === "idle";
-      const finish = () =>
-        resolve({
-          fields: (result.fields ?? []).map(({ name, dataTypeID }) => ({ name, dataTypeID })),
-          rows: rows as Record<string, unknown>[],
-          rowCount: truncated ? rows.length : (result.rowCount ?? rows.length),
-          truncated,
-          command: result.command ?? "",
-        });
-      if (!truncated) return finish();
-      cursor.close((closeError) => (closeError ? reject(closeError) : finish()));
-    });
-  });
 }

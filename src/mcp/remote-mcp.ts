@@ -4,13 +4,17 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { listLedgerEntries } from "../billing/ledger.js";
-import { agentOfToken } from "../proxy/agent-token.js";
+import { ProviderCache } from "../providers/provider-cache.js";
+import { isQuotaRefusal, SessionQuota } from "../proxy/session-quota.js";
 import type { GatewayContext } from "../rest/context.js";
 import { HttpError } from "../rest/plugins/errors.js";
 import { presentLedgerEntry } from "../rest/present.js";
 import { registerPgtollTools } from "./pgtoll-tools.js";
 import type { McpProxyAddress } from "./proxy-address.js";
 import { ProxySession } from "./proxy-session.js";
+import { fundingTierOf, remoteAccount } from "./remote-account.js";
+import { remoteAuthentication, unauthorized } from "./remote-auth.js";
+import { refuseSession } from "./session-refusal.js";
 
 export interface RemoteMcpOptions {
   ctx: GatewayContext;
@@ -21,6 +25,17 @@ export interface RemoteMcpOptions {
   idleMs?: number;
   /** Open sessions per agent at most; the least recently used is closed for a new one. Default 8. */
   maxSessionsPerAgent?: number;
+  /** Open sessions per client address (`request.ip`, after PGTOLL_TRUST_PROXY) at most; 0: no limit. Default 50. */
+  sessionsPerAddress?: number;
+  /** Open sessions at most. Default 2000. */
+  maxSessions?: number;
+  /** Of `maxSessions`, how many only funded agents may open (session-funding.ts). Default 0. */
+  reservedForFunded?: number;
+  /**
+   * How long a session keeps its proxy session after its last call that needed the database. Default 10 s.
+   * Warning: a transaction block left open by `query` calls is rolled back then.
+   */
+  proxyIdleMs?: number;
 }
 
 interface RemoteSession {
@@ -32,32 +47,35 @@ interface RemoteSession {
   /** The newest valid token the agent sent: the proxy session reconnects with it. */
   token: string;
   lastUsedAt: number;
-}
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** 401 with the RFC 6750 challenge, so that a client knows to (re)authenticate with a bearer token. */
-function unauthorized(reply: FastifyReply, message: string, tokenSent: boolean) {
-  const error = tokenSent ? `, error="invalid_token", error_description="${message.replace(/"/g, "'")}"` : "";
-  return reply.code(401).header("WWW-Authenticate", `Bearer realm="pgtoll"${error}`).send({ error: message });
+  /** Its place in the limits per address and in total. */
+  place: { release(): void };
 }
 
 /**
  * `POST/GET/DELETE /mcp`: the pgtoll MCP tools over Streamable HTTP, sessions per the MCP specification
  * (`Mcp-Session-Id`). The agent is authenticated on every request by `Authorization: Bearer <agent token>`
- * for the provider named by `?provider=<id>` (or `X-Pgtoll-Provider`); each MCP session keeps one session on
- * this process's wire proxy, so tool calls are guarded and metered exactly like psql.
+ * for the provider named by `?provider=<id>` (or `X-Pgtoll-Provider`); each MCP session has one session on
+ * this process's wire proxy, opened by the first tool call that needs the provider's database and given back
+ * when idle, so tool calls are guarded and metered exactly like psql and the free tools hold no upstream
+ * session. Sessions are limited per address and in total, with a share kept for funded agents.
  */
 export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOptions) {
   const { ctx, proxy } = options;
   const idleMs = options.idleMs ?? 15 * 60_000;
   const maxPerAgent = options.maxSessionsPerAgent ?? 8;
   const sessions = new Map<string, RemoteSession>();
+  const providers = new ProviderCache(ctx.db);
+  const quota = new SessionQuota({
+    perAddress: options.sessionsPerAddress ?? 50,
+    total: options.maxSessions ?? 2000,
+    reservedForFunded: options.reservedForFunded ?? 0,
+  });
 
   const closeSession = async (id: string) => {
     const session = sessions.get(id);
     if (!session) return;
     sessions.delete(id);
+    session.place.release();
     await session.proxySession.close().catch(() => {});
     await session.server.close().catch(() => {});
   };
@@ -74,58 +92,16 @@ export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOp
     await Promise.all([...sessions.keys()].map(closeSession));
   });
 
-  async function authenticate(request: FastifyRequest, reply: FastifyReply) {
-    const header = request.headers.authorization;
-    const token = typeof header === "string" && header.startsWith("Bearer ") ? header.slice(7).trim() : "";
-    const query = request.query as { provider?: string };
-    const providerId = String(query.provider ?? request.headers["x-pgtoll-provider"] ?? "").toLowerCase();
-    if (!token) {
-      unauthorized(
-        reply,
-        "missing agent token: send Authorization: Bearer <token from pgtoll agent-token>",
-        false,
-      );
-      return null;
-    }
-    if (!UUID.test(providerId))
-      throw new HttpError(
-        400,
-        "name the provider: /mcp?provider=<provider id> (or the X-Pgtoll-Provider header)",
-      );
-    const signer = await agentOfToken(token, providerId);
-    if (!signer.ok) {
-      unauthorized(reply, `invalid agent token: ${signer.reason}`, true);
-      return null;
-    }
-    if (ctx.config.rateLimit) {
-      const hit = await ctx.rateLimitStore.hit(`mcp:${signer.wallet}`, 60_000).catch((error: unknown) => {
-        ctx.logger.warn({ err: error }, "rate-limit store unavailable; request let through");
-        return null;
-      });
-      if (hit && hit.count > options.perAgentPerMinute) {
-        const retryAfter = Math.max(1, Math.ceil((hit.resetAtMs - Date.now()) / 1000));
-        reply
-          .code(429)
-          .header("Retry-After", retryAfter)
-          .send({
-            error: `too many MCP requests from this agent: at most ${options.perAgentPerMinute} a minute`,
-            retryAfter,
-          });
-        return null;
-      }
-    }
-    return { wallet: signer.wallet, providerId, token };
-  }
+  const authenticate = remoteAuthentication(ctx, options.perAgentPerMinute, sessionOf);
 
-  function openSession(agent: { wallet: string; providerId: string; token: string }): RemoteSession {
-    const mine = [...sessions.entries()].filter(([, s]) => s.wallet === agent.wallet);
-    if (mine.length >= maxPerAgent) {
-      const [oldest] = mine.sort(([, a], [, b]) => a.lastUsedAt - b.lastUsedAt)[0]!;
-      void closeSession(oldest);
-    }
+  function openSession(
+    agent: { wallet: string; providerId: string; token: string },
+    place: RemoteSession["place"],
+  ): RemoteSession {
     const session = {
       ...agent,
       lastUsedAt: Date.now(),
+      place,
     } as RemoteSession;
     session.proxySession = new ProxySession({
       host: proxy.host,
@@ -135,12 +111,14 @@ export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOp
       wallet: agent.wallet,
       providerId: agent.providerId,
       token: async () => session.token,
+      idleMs: options.proxyIdleMs ?? 10_000,
     });
     session.server = new McpServer({ name: "pgtoll", version: "1" });
     registerPgtollTools(session.server, {
       providerId: agent.providerId,
       wallet: agent.wallet,
       session: session.proxySession,
+      account: remoteAccount(ctx.db, providers, agent.wallet, agent.providerId, session.proxySession),
       async transactions(limit) {
         const entries = await listLedgerEntries(ctx.db, agent.wallet, {
           providerId: agent.providerId,
@@ -155,6 +133,11 @@ export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOp
       onsessionclosed: (id) => void closeSession(id),
     });
     return session;
+  }
+
+  function sessionOf(request: FastifyRequest): RemoteSession | undefined {
+    const id = request.headers["mcp-session-id"];
+    return typeof id === "string" ? sessions.get(id) : undefined;
   }
 
   async function handle(request: FastifyRequest, reply: FastifyReply) {
@@ -173,7 +156,9 @@ export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOp
       session.token = agent.token;
       session.lastUsedAt = Date.now();
     } else if (request.method === "POST" && isInitializeRequest(request.body)) {
-      session = openSession(agent);
+      const place = await admit(request, reply, agent);
+      if (!place) return reply;
+      session = openSession(agent, place);
       await session.server.connect(session.transport);
     } else {
       return reply.code(400).send({
@@ -184,6 +169,34 @@ export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOp
     }
     reply.hijack();
     await session.transport.handleRequest(request.raw, reply.raw, request.body);
+    // An initialize the transport refused opened no session: its place is given back.
+    if (!session.transport.sessionId) {
+      session.place.release();
+      await session.server.close().catch(() => {});
+    }
+  }
+
+  /**
+   * A place for a new session of `agent`: its own least recently used session is closed first when it has
+   * `maxSessionsPerAgent`; then the limits per address and in total, the funded share only for a funded agent.
+   */
+  async function admit(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    agent: { wallet: string; providerId: string },
+  ): Promise<RemoteSession["place"] | null> {
+    const tier = await fundingTierOf(ctx.db, providers, agent.wallet, agent.providerId);
+    if (tier === null)
+      throw new HttpError(404, `provider ${agent.providerId} does not exist or has not set its pricing yet`);
+    const mine = [...sessions.entries()].filter(([, s]) => s.wallet === agent.wallet);
+    if (mine.length >= maxPerAgent) {
+      const [oldest] = mine.sort(([, a], [, b]) => a.lastUsedAt - b.lastUsedAt)[0]!;
+      void closeSession(oldest);
+    }
+    const place = quota.take(request.ip, tier === "funded");
+    if (!isQuotaRefusal(place)) return place;
+    refuseSession(reply, place);
+    return null;
   }
 
   const config = { rateLimit: false as const };

@@ -18,12 +18,13 @@ import type { AgentBackend, LedgerEntryView } from "./tool-runs.js";
 export const MCP_USAGE = `Usage: PGTOLL_AGENT_KEY=0x<64 hex digits> pgtoll mcp --provider ID [--url HTTP_URL] [--proxy POSTGRES_URL]
 
 A Model Context Protocol server on stdin/stdout, for an agent host to run: the agent queries provider ID
-through pgtoll's wire proxy on one session it keeps, metered from its balance.
+through pgtoll's wire proxy on one session, opened when a tool needs it, metered from its balance.
   --url     pgtoll's HTTP API (transactions, deposits); default http://127.0.0.1:3000
   --proxy   pgtoll's wire proxy; default postgres://127.0.0.1:6543 (TLS unless loopback or ?sslmode=disable)
 Environment: PGTOLL_AGENT_KEY (required, never on the command line); PGTOLL_MCP_ALLOW_DEPOSIT=on adds the
 deposit tool, which sends up to PGTOLL_MCP_DEPOSIT_MAX USDC (default 10) per call on PGTOLL_RPC_URL,
-PGTOLL_CHAIN_ID and PGTOLL_TOKEN_ADDRESS.
+PGTOLL_CHAIN_ID and PGTOLL_TOKEN_ADDRESS; PGTOLL_MCP_PROXY_IDLE_MS (default 10000) is how long the proxy
+session is kept after the last call that needed it.
 `;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -77,11 +78,14 @@ export function stdioBackend(argv: readonly string[], env: NodeJS.ProcessEnv): A
     wallet,
     providerId,
     token: () => tokens.current(),
+    idleMs: optionSpecs.mcpProxyIdleMs.parse(env.PGTOLL_MCP_PROXY_IDLE_MS),
   });
   const backend: AgentBackend = {
     providerId,
     wallet,
     session,
+    // The proxy answers them; an agent it refuses for want of funds gets them from the refusal.
+    account: () => session.account(),
     async transactions(limit) {
       const answer = await getJson<{ transactions: LedgerEntryView[] }>(
         `${httpUrl}/api/transactions/${wallet}?providerId=${providerId}&limit=${limit}`,
@@ -105,7 +109,7 @@ export function stdioBackend(argv: readonly string[], env: NodeJS.ProcessEnv): A
       providerId,
       httpUrl,
       maxMicro,
-      depositAddress: () => session.depositAddress(),
+      depositAddress: async () => (await session.account()).depositAddress,
       token: () => tokens.current(),
     });
   }

@@ -2,6 +2,7 @@ import { costOfRows } from "../billing/cost.js";
 import { formatMicro } from "../billing/money.js";
 import { SqlState } from "../db/sql-state.js";
 import { planRows, type QueryPlan } from "../rest/plan-rows.js";
+import { type AgentAccount, FundsRequiredError } from "./funds-required.js";
 import { type ProxySession, StatementFailure } from "./proxy-session.js";
 
 /** A ledger entry as the gateway presents it (`GET /api/transactions/:wallet`). */
@@ -11,7 +12,10 @@ export type LedgerEntryView = Record<string, unknown>;
 export interface AgentBackend {
   providerId: string;
   wallet: string;
+  /** Opened by the tools that need the provider's database, and only then. */
   session: ProxySession;
+  /** Balance, price and deposit address for the free tools: read without an upstream session where possible. */
+  account(): Promise<AgentAccount>;
   /** The agent's newest ledger entries with the provider. */
   transactions(limit: number): Promise<LedgerEntryView[]>;
   /** Sending USDC on chain: only where the agent's key is at hand (the stdio server) and deposits are allowed. */
@@ -41,6 +45,8 @@ export async function estimateStatement(session: ProxySession, sql: string) {
  * statement cut off part way says what its delivered rows were charged.
  */
 export async function queryFailure(backend: AgentBackend, error: unknown, maxRows: number): Promise<string> {
+  // The proxy opened no session: the agent cannot pay a row.
+  if (error instanceof FundsRequiredError) return insufficientBalance(backend, error.message, maxRows, "");
   if (!(error instanceof StatementFailure)) throw error;
   const charged = error.costMicro > 0n ? ` It was charged ${formatMicro(error.costMicro)} USDC.` : "";
   if (error.code === SqlState.insufficientPrivilege && error.message.startsWith("pgtoll policy:")) {
@@ -60,12 +66,7 @@ async function insufficientBalance(
   maxRows: number,
   charged: string,
 ): Promise<string> {
-  const { session } = backend;
-  const [balanceMicro, price, address] = [
-    await session.balanceMicro(),
-    await session.price(),
-    await session.depositAddress(),
-  ];
+  const { balanceMicro, price, depositAddress: address } = await backend.account();
   const upTo = costOfRows(maxRows, price);
   const oneRow = costOfRows(1, price);
   const missing = upTo - balanceMicro > oneRow ? upTo - balanceMicro : oneRow;

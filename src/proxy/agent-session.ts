@@ -7,14 +7,17 @@ import { withReadOnlyVerdicts } from "../guard/verdict-cache.js";
 import { findProviderForQuery, type PricingRecord } from "../providers/registry.js";
 import { verifyAgentToken } from "./agent-token.js";
 import type { Frame } from "./frame-reader.js";
+import { fundsRefusal } from "./funds-refusal.js";
 import type { ProxyContext } from "./proxy-context.js";
 import { errorFrame, StartupRefusal } from "./proxy-errors.js";
 import { Relay } from "./relay.js";
 import { encodeTerminate } from "./serializer.js";
+import { agentFunding } from "./session-funding.js";
 import { SessionMeter } from "./session-meter.js";
 import { cancelUpstreamQuery, registerCancelKey, type SessionPlan, welcomeMessage } from "./session-plan.js";
 import type { SessionRequest } from "./startup-options.js";
 import { parseUpstreamTarget, type UpstreamSession } from "./upstream-connection.js";
+import { limitedSlotKey } from "./upstream-slots.js";
 
 /**
  * An agent's session: `user` is its wallet, `database` the provider id, the password an agent token
@@ -54,9 +57,13 @@ export async function planAgentSession(
       if (denial) throw new StartupRefusal(SqlState.readOnlyTransaction, denial.message, "read_only_setting");
     }
   }
+  // No upstream session for an agent that cannot pay a row; one that pays nothing stays out of the funded share.
+  const funding = await agentFunding(ctx.db, request.agentWallet, request.providerId, price);
+  if (funding.tier === "unfunded")
+    throw fundsRefusal(request.providerId, funding, price, found.provider.walletAddress);
   const guard = price.readOnly ? readOnlyCheckOf(ctx) : ctx.check;
   return {
-    slotKey: request.providerId,
+    slotKey: funding.tier === "funded" ? request.providerId : limitedSlotKey(request.providerId),
     target: {
       ...parseUpstreamTarget(ctx.box.open(found.provider.connectionSecret)),
       ...(ctx.providerLookup ? { lookup: ctx.providerLookup } : {}),

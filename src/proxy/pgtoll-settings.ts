@@ -57,15 +57,18 @@ export async function pgtollSettingValue(
     case "pgtoll.session_cost":
       return formatMicro(meter.sessionCostMicro);
     default:
-      return pricePer1000Rows(meter);
+      return formatPricePer1000Rows(meter.price);
   }
 }
 
 const PRICE_SCALE = 1_000_000_000_000n;
 
-/** Base price times markup, exactly: micro-USDC times parts per million, so 12 decimals, trailing zeros cut to 6. */
-function pricePer1000Rows(meter: SessionMeter): string {
-  const scaled = meter.price.priceMicroPer1000Rows * meter.price.markupPpm; // USDC x 10^12
+/**
+ * USDC per 1000 rows as `SHOW pgtoll.price` prints it: base price times markup, exactly (micro-USDC times parts
+ * per million, so 12 decimals, trailing zeros cut to 6).
+ */
+export function formatPricePer1000Rows(price: Price): string {
+  const scaled = price.priceMicroPer1000Rows * price.markupPpm; // USDC x 10^12
   const whole = scaled / PRICE_SCALE;
   const fraction = (scaled % PRICE_SCALE)
     .toString()

@@ -63,6 +63,13 @@ export interface ProxyContext {
   unauthenticated: UnauthenticatedConnections;
   /** Client connections at most (PGTOLL_PROXY_MAX_CONNECTIONS); default 10 000. */
   maxConnections?: number;
+  /**
+   * Client connections per client address at most (PGTOLL_PROXY_SESSIONS_PER_IP); this host's own addresses are
+   * exempt. 0 or unset: no limit per address.
+   */
+  sessionsPerAddress?: number;
+  /** Addresses `sessionsPerAddress` does not apply to. Default: this host's own (the remote MCP endpoint's). */
+  exemptFromAddressLimit?(address: string): boolean;
   /** An idle session gives its unspent reservation back after this long. */
   idleReleaseMs: number;
   /** Reservations being given back by ended sessions; the server awaits them before it stops. */

@@ -1,5 +1,9 @@
 import { encodeErrorResponse } from "./serializer.js";
 
+/** How an agent funds its balance with a provider: the hint of every insufficient-funds answer of the proxy. */
+export const FUNDING_HINT =
+  "POST /api/topup pays a top-up with x402 from the agent's wallet in one request (where the gateway offers x402); POST /api/deposit credits a USDC transfer to the provider's wallet";
+
 export function errorFrame(
   code: string,
   message: string,

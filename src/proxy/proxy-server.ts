@@ -1,5 +1,8 @@
 import { createServer, type Server, type Socket } from "node:net";
 import { type ProxyContext, runClientSession } from "./client-session.js";
+import { refuseConnection } from "./connection-refusal.js";
+import { ownHostAddresses } from "./own-host.js";
+import { isQuotaRefusal, SessionQuota } from "./session-quota.js";
 
 export interface RunningProxy {
   host: string;
@@ -17,15 +20,27 @@ export async function startProxyServer(
   options: { host: string; port: number },
 ): Promise<RunningProxy> {
   const sockets = new Set<Socket>();
+  const total = ctx.maxConnections ?? 10_000;
+  const quota = new SessionQuota({
+    perAddress: ctx.sessionsPerAddress ?? 0,
+    total,
+    exempt: ctx.exemptFromAddressLimit ?? ownHostAddresses(),
+  });
   const server: Server = createServer((socket) => {
     sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
+    const place = quota.take(socket.remoteAddress);
+    socket.once("close", () => {
+      sockets.delete(socket);
+      if (!isQuotaRefusal(place)) place.release();
+    });
+    if (isQuotaRefusal(place)) return refuseConnection(socket, place, ctx.metrics);
     runClientSession(socket, ctx).catch((error: unknown) => {
       ctx.logger.error({ err: error }, "proxy session crashed");
       socket.destroy();
     });
   });
-  server.maxConnections = ctx.maxConnections ?? 10_000;
+  // A backstop only: beyond the limits, a connection gets an ErrorResponse saying which one it reached.
+  server.maxConnections = 2 * total;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port, options.host, () => resolve());

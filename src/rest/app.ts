@@ -5,6 +5,7 @@ import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import { remoteMcpRoutes } from "../mcp/remote-mcp.js";
+import { fundedShare } from "../proxy/session-funding.js";
 import type { GatewayContext } from "./context.js";
 import { lazyRequestLogger } from "./lazy-request-logger.js";
 import { corsPlugin } from "./plugins/cors.js";
@@ -119,6 +120,10 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
       ctx,
       proxy: ctx.mcpProxy,
       perAgentPerMinute: ctx.config.mcpRateLimit,
+      sessionsPerAddress: ctx.config.mcpSessionsPerIp,
+      maxSessions: ctx.config.mcpMaxSessions,
+      reservedForFunded: fundedShare(ctx.config.mcpMaxSessions, ctx.config.fundedReservePercent),
+      proxyIdleMs: ctx.config.mcpProxyIdleMs,
     });
   return app;
 }

@@ -328,6 +328,46 @@ describe("the pgtoll MCP server", () => {
   }, 60_000);
 });
 
+describe("an agent with no balance yet, over stdio", () => {
+  it("answers balance without a session, says how to fund a query, and funds itself with the deposit tool", async () => {
+    const fresh = chain.accounts[3]!;
+    await mintTokens(chain, chain.accounts[0]!.privateKey, token, fresh.address, 5_000_000n);
+    const client = await stdioClient(
+      {
+        PGTOLL_MCP_ALLOW_DEPOSIT: "on",
+        PGTOLL_RPC_URL: chain.rpcUrl,
+        PGTOLL_CHAIN_ID: "8453",
+        PGTOLL_TOKEN_ADDRESS: token.address,
+      },
+      fresh.privateKey,
+    );
+    const balance = await call(client, "balance");
+    expect(balance.isError, text(balance)).toBeFalsy();
+    expect(balance.structuredContent).toEqual({
+      balance: "0.000000",
+      pricePer1000Rows: "1.500000",
+      depositAddress: providerWallet.toLowerCase(),
+    });
+    const refused = await call(client, "query", { sql: "SELECT id FROM items", max_rows: 10 });
+    expect(refused.isError).toBe(true);
+    expect(text(refused)).toContain(
+      `insufficient funds: 0.000000 USDC available with provider ${providerId}`,
+    );
+    expect(text(refused)).toContain(`so ${formatMicro(costOfRows(10, PRICE))} USDC is missing`);
+    expect(text(refused)).toContain("call the deposit tool");
+
+    const deposit = await call(client, "deposit", { amount: "1" });
+    expect(deposit.isError, text(deposit)).toBeFalsy();
+    expect(deposit.structuredContent).toMatchObject({ amount: "1.000000", balance: "1.000000" });
+    const query = await call(client, "query", { sql: "SELECT id FROM items WHERE id <= 2" });
+    expect(query.structuredContent).toMatchObject({
+      rowCount: 2,
+      balance: formatMicro(1_000_000n - costOfRows(2, PRICE)),
+    });
+    expect(await ledgerBalance(fresh.address.toLowerCase())).toBe(1_000_000n - costOfRows(2, PRICE));
+  }, 90_000);
+});
+
 describe("the remote MCP endpoint's authentication", () => {
   const initialize = (authorization?: string) =>
     fetch(`${pgtoll.httpUrl}/mcp?provider=${providerId}`, {

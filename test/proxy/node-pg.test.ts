@@ -217,9 +217,29 @@ describe("node-postgres through the proxy", () => {
     }
   });
 
-  it("refuses an agent with no balance before the statement runs", async () => {
-    const agent = await fundedTestAgent(gateway, providerId, 0n);
+  it("refuses a session to an agent that cannot pay a row, before any upstream session, saying how to fund", async () => {
+    const { providerId: other, walletAddress: wallet } = await registerPricedProvider(
+      gateway,
+      providerDb.url,
+    );
+    for (const funds of [0n, costOfRows(1, price) - 1n]) {
+      const agent = await fundedTestAgent(gateway, other, funds);
+      const error = await connect(agent, other).catch((e: unknown) => e);
+      expect(error).toMatchObject({
+        code: "PT402",
+        severity: "FATAL",
+        message: `insufficient funds: ${funds === 0n ? "0.000000" : "0.000999"} USDC available with provider ${other}; a session needs at least 0.001000 USDC (one row at 1.000000 USDC per 1000 rows)`,
+        hint: expect.stringContaining(`the provider's wallet is ${wallet}. POST /api/topup pays a top-up`),
+      });
+    }
+    expect(proxy.ctx.slots.inUse(other)).toBe(0);
+    expect(proxy.ctx.slots.waiting(other)).toBe(0);
+  });
+
+  it("refuses a write of an agent whose balance is spent before the statement runs", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, costOfRows(1, price));
     const client = await connect(agent);
+    expect((await client.query("SELECT id FROM items WHERE id = 1")).rowCount).toBe(1);
     await expect(client.query("INSERT INTO items (name) VALUES ('free ride')")).rejects.toMatchObject({
       code: "PT402",
     });

@@ -133,8 +133,10 @@ describe("nothing from the database leaves unpaid", () => {
   });
 
   it("refuses every statement of an agent with no funds before it reaches the database", async () => {
-    const agent = await fundedTestAgent(gateway, providerId, 0n);
+    // With no funds no session opens at all (PT402 at startup); one row's worth opens it and is spent at once.
+    const agent = await fundedTestAgent(gateway, providerId, ROW);
     const client = await connectAgent(proxy, agent, providerId);
+    expect((await client.query("SELECT id FROM items WHERE id = 1")).rowCount).toBe(1);
     for (const sql of [
       "DECLARE z CURSOR WITH HOLD FOR SELECT (json_agg(i)::text)::int FROM items i",
       "DECLARE m CURSOR WITH HOLD FOR SELECT * FROM items WHERE id > 250",

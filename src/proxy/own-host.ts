@@ -1,0 +1,13 @@
+import { networkInterfaces } from "node:os";
+import { isLoopback } from "./loopback.js";
+
+/**
+ * Whether a peer address is this host's own (loopback, or an address of one of its interfaces): the remote MCP
+ * endpoint reaches its process's proxy from there, for many agents at once. Interfaces are read once.
+ */
+export function ownHostAddresses(): (address: string) => boolean {
+  const own = new Set<string>();
+  for (const list of Object.values(networkInterfaces()))
+    for (const entry of list ?? []) own.add(entry.address.toLowerCase());
+  return (address) => isLoopback(address) || own.has(address.toLowerCase().replace(/^::ffff:(?=\d+\.)/, ""));
+}
