@@ -52,7 +52,8 @@ interface HeldPool {
 
 /**
  * Bounded node-postgres pools per provider database, created on first use, for `POST /api/query`: one for
- * read-write sessions and one for read-only ones (a provider that declared its data read-only).
+ * read-write sessions and one for read-only ones, which serve a provider that declared its data read-only and the
+ * single reads of every provider (they run there without a transaction of their own).
  */
 export class UpstreamPools {
   readonly #pools = new Map<string, HeldPool>();

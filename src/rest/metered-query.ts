@@ -41,6 +41,11 @@ export interface MeteredQueryDeps {
   /** Rows' worth of balance reserved at a time when an agent's requests need more. */
   reserveRows: number;
   upstream: pg.Pool;
+  /**
+   * The provider's pool of read-only sessions (`default_transaction_read_only=on` at connect): a single read runs
+   * there without a transaction of its own. For a read-only provider it is `upstream` itself.
+   */
+  reader: pg.Pool;
   rowCap: number;
   statementTimeoutMs: number;
 }
@@ -127,23 +132,20 @@ async function runOnProvider(
   request: MeteredQueryRequest,
   funds: RequestFunds | null,
 ): Promise<RunOutcome> {
-  let client: pg.PoolClient;
-  try {
-    client = await deps.upstream.connect();
-  } catch (error) {
-    if (error instanceof PrivilegedUpstreamError) throw new QueryError(403, error.message);
-    throw new QueryError(
-      500,
-      `query execution failed: the provider's database is unreachable: ${(error as Error).message}`,
-    );
-  }
+  const only = statements.length === 1 ? statements[0]! : undefined;
+  const reads = only !== undefined && READ_ONLY_COMMANDS.has(only.command);
+  let client = await connectTo(reads ? deps.reader : deps.upstream);
   let broken: Error | undefined;
   let outcome: RunOutcome | "read-write" = "read-write";
   try {
-    const only = statements.length === 1 ? statements[0]! : undefined;
-    if (only && READ_ONLY_COMMANDS.has(only.command))
+    if (reads && only)
       outcome = await runReadOnly(client, deps, only, request.params, deps.estimates, request.providerId);
     if (outcome === "read-write") {
+      if (reads && deps.reader !== deps.upstream) {
+        // It writes after all (a function, nextval): a read-write transaction, on a read-write session.
+        client.release();
+        client = await connectTo(deps.upstream);
+      }
       const { params, providerId, price } = request;
       return await executeInTransaction(
         client,
@@ -164,6 +166,19 @@ async function runOnProvider(
   // Read-only: the connection is back in the pool before the ledger is asked for more.
   await secure(funds, request.price, outcome.rowCount);
   return outcome;
+}
+
+/** A connection of `pool`; 403 when the provider's role turned superuser, 500 when the database is unreachable. */
+async function connectTo(pool: pg.Pool): Promise<pg.PoolClient> {
+  try {
+    return await pool.connect();
+  } catch (error) {
+    if (error instanceof PrivilegedUpstreamError) throw new QueryError(403, error.message);
+    throw new QueryError(
+      500,
+      `query execution failed: the provider's database is unreachable: ${(error as Error).message}`,
+    );
+  }
 }
 
 /** Covers the cost of `rowCount` rows from the agent's funds; 402 when the available balance cannot. */

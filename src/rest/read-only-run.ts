@@ -14,13 +14,14 @@ export interface ReadOnlyRunSettings {
 }
 
 /**
- * Runs one reading statement in a single round trip: `BEGIN READ ONLY`, `EXPLAIN (FORMAT JSON)` of it (the
- * estimate, planned before the statement runs; skipped when `estimates` has a recent one for this text), the
- * statement reading at most `rowCap + 1` rows, `COMMIT`. PostgreSQL itself refuses any write in the transaction
- * (a function with side effects, nextval, a data-modifying CTE), so paying for the result afterwards is safe:
- * if the agent cannot pay, it gets nothing and nothing changed. A statement that does try to write answers
- * "read-write", and the caller runs it in a read-write transaction instead. Errors leave the transaction
- * aborted: the caller rolls back.
+ * Runs one reading statement in a single round trip, on a read-only session (`default_transaction_read_only=on`
+ * at connect): `EXPLAIN (FORMAT JSON)` of it (the estimate, planned before the statement runs; skipped when
+ * `estimates` has a recent one for this text), then the statement reading at most `rowCap + 1` rows, in the
+ * implicit transaction their Sync ends. PostgreSQL itself refuses any write in it (a function with side effects,
+ * nextval), so paying for the result afterwards is safe: if the agent cannot pay, it gets nothing and nothing
+ * changed. A statement that does try to write answers "read-write", and the caller runs it in a read-write
+ * transaction instead. The statement timeout is the session's. No BEGIN or COMMIT of its own: an error ends the
+ * implicit transaction at the Sync, with nothing left open.
  */
 export async function runReadOnly(
   client: pg.ClientBase,
@@ -46,25 +47,20 @@ async function runOnce(
   params: readonly unknown[] | undefined,
   withEstimate: boolean,
 ): Promise<{ outcome: RunOutcome; plannedRows: number | undefined } | "read-write"> {
-  const steps: PipelineStep[] = [{ text: "BEGIN READ ONLY" }];
+  const steps: PipelineStep[] = [];
   if (withEstimate)
     steps.push({ text: `EXPLAIN (FORMAT JSON) ${statement.sql}`, values: params, maxRows: 1 });
   const statementStep = steps.length;
   steps.push({ text: statement.sql, values: params, maxRows: settings.rowCap + 1 });
-  steps.push({ text: "COMMIT" });
 
   let results: Awaited<ReturnType<typeof runPipeline>>;
   try {
     results = await withStatementTimer(client, settings.statementTimeoutMs, runPipeline(client, steps));
   } catch (error) {
     const failed = error as PipelineError;
-    if (failed.failedStep === statementStep && failed.code === SqlState.readOnlyTransaction) {
-      await client.query("ROLLBACK");
-      return "read-write";
-    }
+    if (failed.failedStep === statementStep && failed.code === SqlState.readOnlyTransaction) return "read-write";
     if (withEstimate && failed.failedStep === statementStep - 1 && failed.code !== undefined) {
       // The planner could not explain it: the statement's own execution reports the real error, if any.
-      await client.query("ROLLBACK");
       return runOnce(client, settings, statement, params, false);
     }
     throw error;

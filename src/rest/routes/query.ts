@@ -65,7 +65,7 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     await funds.closeAll();
     await writer.flush();
   });
-  const shared: Omit<MeteredQueryDeps, "upstream"> = {
+  const shared: Omit<MeteredQueryDeps, "upstream" | "reader"> = {
     check: createVerdictCache(ctx.policy),
     funds,
     estimates: new EstimateCache(),
@@ -77,10 +77,10 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
   const readOnlyCheck = withReadOnlyVerdicts(shared.check);
   // One per provider pool, made once: copying the shared part into a new object on every request costs more.
   const depsByPool = new WeakMap<pg.Pool, MeteredQueryDeps>();
-  const depsFor = (upstream: pg.Pool, readOnly: boolean): MeteredQueryDeps => {
+  const depsFor = (upstream: pg.Pool, reader: pg.Pool, readOnly: boolean): MeteredQueryDeps => {
     let deps = depsByPool.get(upstream);
     if (!deps) {
-      deps = { ...shared, upstream, ...(readOnly ? { check: readOnlyCheck } : {}) };
+      deps = { ...shared, upstream, reader, ...(readOnly ? { check: readOnlyCheck } : {}) };
       depsByPool.set(upstream, deps);
     }
     return deps;
@@ -118,7 +118,11 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
       if (!found) throw new HttpError(404, `provider ${providerId} not found`);
       if (!found.pricing) throw new HttpError(404, `provider ${providerId} has no pricing yet`);
       const { readOnly } = found.pricing;
-      const deps = depsFor(ctx.upstream.get(found.provider, readOnly), readOnly);
+      const deps = depsFor(
+        ctx.upstream.get(found.provider, readOnly),
+        ctx.upstream.get(found.provider, true),
+        readOnly,
+      );
       const query = {
         agentWallet,
         providerId,
