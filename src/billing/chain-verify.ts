@@ -239,3 +239,15 @@ function rootCode(error: unknown): string | undefined {
   }
   return code;
 }
+
+/** What the deposit route needs from the chain: verify one transaction. */
+export interface DepositVerifier {
+  verifyDeposit(
+    txHash: `0x${string}`,
+    agentWallet: string,
+    providerWallet: string,
+    options?: VerifyOptions,
+  ): Promise<DepositVerification>;
+  /** Throws when the chain RPC cannot be reached (a refusal may then be the RPC's fault, not the payment's). */
+  probe?(): Promise<void>;
+}

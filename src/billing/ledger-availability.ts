@@ -1,3 +1,4 @@
+import { SqlState } from "../db/sql-state.js";
 /**
  * Whether an error means the ledger database could not be reached or is going away (a restart, a failover,
  * full connection slots), rather than that it refused the statement: such a statement may be retried, and an
@@ -14,10 +15,10 @@ export function isLedgerUnavailable(error: unknown): boolean {
 }
 
 const UNAVAILABLE_CODES = new Set([
-  "57P01",
-  "57P02",
-  "57P03",
-  "53300",
+  SqlState.adminShutdown,
+  SqlState.crashShutdown,
+  SqlState.cannotConnectNow,
+  SqlState.tooManyConnections,
   "ECONNREFUSED",
   "ECONNRESET",
   "EPIPE",

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { SqlState } from "../db/sql-state.js";
 
 /** Anything that runs a query: a pool, or one client of it. */
 export type Queryable = Pick<pg.Pool, "query">;
@@ -21,7 +22,7 @@ export function ledgerStatement(name: string, text: string): LedgerStatement {
 }
 
 /** SQLSTATEs after which a single-statement transaction can simply run again: it changed nothing. */
-const RETRYABLE = new Set(["40P01" /* deadlock_detected */, "40001" /* serialization_failure */]);
+const RETRYABLE = new Set<string>([SqlState.deadlockDetected, SqlState.serializationFailure]);
 
 /**
  * Runs one ledger statement, again if PostgreSQL chose it as a deadlock victim. Every statement locks a

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { SqlState } from "../db/sql-state.js";
 import { ledgerStatement, type Queryable, runStatement } from "./ledger-statement.js";
 
 export type { Queryable } from "./ledger-statement.js";
@@ -72,7 +73,7 @@ function toEntry(row: EntryRow): LedgerEntry {
 
 function isOverdraft(error: unknown): boolean {
   const pgError = error as { code?: string; table?: string };
-  return pgError.code === "23514" && pgError.table === "balances";
+  return pgError.code === SqlState.checkViolation && pgError.table === "balances";
 }
 
 /**

@@ -1,6 +1,5 @@
 import { forbidden, notFound } from "./control-error.js";
 import type { Principal } from "./principal.js";
-import { isSharedWith } from "./project-permissions.js";
 import { type ProjectRow, toProject } from "./rows.js";
 import type { Queryable } from "./sql.js";
 
@@ -80,4 +79,14 @@ export function visibleProjects(
         params: [principal.projectId, principal.orgId],
       };
   }
+}
+
+/** Whether `userId`'s email has a live grant on the project (member-level access). */
+export async function isSharedWith(db: Queryable, projectId: string, userId: string): Promise<boolean> {
+  const { rows } = await db.query(
+    `SELECT 1 FROM project_permissions pp JOIN users u ON lower(u.email) = lower(pp.granted_to_email)
+      WHERE pp.project_id = $1 AND u.id = $2 AND pp.revoked_at IS NULL`,
+    [projectId, userId],
+  );
+  return rows.length > 0;
 }

@@ -3,12 +3,12 @@ import type { BranchCreateInput } from "./branch-inputs.js";
 import { actorName, checkInitSource, insertBranch, mirrorContents, NO_HISTORY } from "./branch-rows.js";
 import { changeProject } from "./change.js";
 import { badRequest, conflict } from "./control-error.js";
-import type { ControlPlane } from "./control-plane.js";
 import { insertEndpoint } from "./endpoint-rows.js";
 import { newBranchId } from "./ids.js";
 import { defaultBranch, getBranch } from "./lookups.js";
 import { checkBranchName } from "./names.js";
 import type { PlannedOperation } from "./operations.js";
+import type { Plane } from "./plane.js";
 import type { Principal } from "./principal.js";
 
 /**
@@ -17,7 +17,7 @@ import type { Principal } from "./principal.js";
  * roles; plus the endpoints asked for. How the copy stays consistent while the parent is in use: fence.ts.
  */
 export async function createBranch(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   input: BranchCreateInput,

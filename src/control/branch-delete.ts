@@ -4,10 +4,10 @@ import { dropUnusedRoles } from "./branch-rows.js";
 import { changeProject } from "./change.js";
 import type { ProjectCluster } from "./cluster.js";
 import { conflict } from "./control-error.js";
-import type { ControlPlane } from "./control-plane.js";
 import { queueDrops } from "./drop-queue.js";
 import { databasesOf, endpointsOfBranch, getBranch } from "./lookups.js";
 import type { OperationRow, PlannedOperation } from "./operations.js";
+import type { Plane } from "./plane.js";
 import type { Principal } from "./principal.js";
 import { retireUsage } from "./retire-usage.js";
 import type { BranchRow } from "./rows.js";
@@ -18,7 +18,7 @@ import type { Queryable } from "./sql.js";
  * too. Refused (409) for the default branch, a protected branch and a branch with children.
  */
 export async function deleteBranch(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   branchId: string,

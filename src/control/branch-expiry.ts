@@ -1,7 +1,7 @@
 import type { Logger } from "pino";
 import { deletionRefusal, removeBranch } from "./branch-delete.js";
-import type { ControlPlane } from "./control-plane.js";
 import { type PlannedOperation, projectsWithActiveOperations, scheduleOperations } from "./operations.js";
+import type { Plane } from "./plane.js";
 import { type BranchRow, toBranch } from "./rows.js";
 import { inTransaction } from "./sql.js";
 
@@ -27,7 +27,7 @@ export class BranchExpiry {
   #reported = new Set<string>();
 
   constructor(
-    private readonly plane: Pick<ControlPlane, "db" | "cluster" | "instanceId" | "runner">,
+    private readonly plane: Pick<Plane, "db" | "cluster" | "instanceId" | "kick">,
     private readonly logger: Logger,
   ) {}
 
@@ -42,7 +42,7 @@ export class BranchExpiry {
         const branchIds = await this.#sweepProject(projectId);
         if (!branchIds.length) continue;
         this.logger.info({ projectId, branches: branchIds }, "deleted expired branches");
-        void this.plane.runner.kick(projectId);
+        void this.plane.kick(projectId);
         for (const branchId of branchIds) deleted.push({ projectId, branchId });
       } catch (error) {
         this.logger.warn(

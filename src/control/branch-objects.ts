@@ -1,9 +1,9 @@
 import type pg from "pg";
 import { type ProjectAccess, projectFor } from "./access.js";
 import { type Change, changeProject } from "./change.js";
-import type { ControlPlane } from "./control-plane.js";
 import { getBranch } from "./lookups.js";
 import type { OperationRow, PlannedOperation } from "./operations.js";
+import type { Plane } from "./plane.js";
 import type { Principal } from "./principal.js";
 import type { BranchRow } from "./rows.js";
 import type { Queryable } from "./sql.js";
@@ -14,7 +14,7 @@ import type { Queryable } from "./sql.js";
  * reach another project's branch through the path of a project it may change.
  */
 export function changeOnBranch<T>(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   branchId: string,
@@ -27,7 +27,7 @@ export function changeOnBranch<T>(
 
 /** Where a deletion happens, for the work that forgets the object. */
 export interface RemovalContext {
-  plane: ControlPlane;
+  plane: Plane;
   projectId: string;
   branchId: string;
 }
@@ -71,7 +71,7 @@ export function branchObjectKind<Row, Item extends string>(
      */
     removal(work: (client: pg.PoolClient, row: Row, at: RemovalContext) => Promise<PlannedOperation[]>) {
       return async (
-        plane: ControlPlane,
+        plane: Plane,
         principal: Principal,
         projectId: string,
         branchId: string,

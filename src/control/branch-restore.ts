@@ -2,11 +2,11 @@ import type { BranchRestoreInput } from "./branch-inputs.js";
 import { actorName, dropUnusedRoles, insertBranch, mirrorContents, NO_HISTORY } from "./branch-rows.js";
 import { changeProject } from "./change.js";
 import { badRequest, conflict } from "./control-error.js";
-import type { ControlPlane } from "./control-plane.js";
 import { newBranchId } from "./ids.js";
 import { databasesOf, endpointsOfBranch, getBranch } from "./lookups.js";
 import { checkBranchName } from "./names.js";
 import type { PlannedOperation } from "./operations.js";
+import type { Plane } from "./plane.js";
 import type { Principal } from "./principal.js";
 import { retireUsage } from "./retire-usage.js";
 
@@ -17,7 +17,7 @@ import { retireUsage } from "./retire-usage.js";
  * it). The branch keeps its id and endpoints, whose sessions are restarted.
  */
 export async function restoreBranch(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   branchId: string,

@@ -1,3 +1,4 @@
+import { SqlState } from "../db/sql-state.js";
 import { badRequest, conflict } from "./control-error.js";
 import { queueDrops } from "./drop-queue.js";
 import { newPhysicalDatabaseName } from "./ids.js";
@@ -46,7 +47,7 @@ export async function insertBranch(db: Queryable, values: Record<string, unknown
       ],
     );
   } catch (error) {
-    if (sqlState(error) === "23505")
+    if (sqlState(error) === SqlState.uniqueViolation)
       throw conflict(`a branch named "${String(values.name)}" already exists in this project`);
     throw error;
   }

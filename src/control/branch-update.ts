@@ -1,11 +1,12 @@
+import { SqlState } from "../db/sql-state.js";
 import { checkDoesNotExpire, checkExpiringBranch, parseExpiresAt } from "./branch-expiry-rules.js";
 import type { BranchUpdateInput } from "./branch-inputs.js";
 import { changeProject } from "./change.js";
 import { conflict } from "./control-error.js";
-import type { ControlPlane } from "./control-plane.js";
 import { allowlistOf, endDisallowedSessions } from "./ip-allowlist.js";
 import { getBranch } from "./lookups.js";
 import { checkBranchName } from "./names.js";
+import type { Plane } from "./plane.js";
 import type { Principal } from "./principal.js";
 import { sqlState } from "./sql.js";
 
@@ -15,7 +16,7 @@ import { sqlState } from "./sql.js";
  * protecting a branch that has one, is refused (409) where Neon refuses it (branch-expiry-rules.ts).
  */
 export async function updateBranch(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   branchId: string,
@@ -38,7 +39,7 @@ export async function updateBranch(
         [branchId, name, next.protected, next.expiresAt],
       );
     } catch (error) {
-      if (sqlState(error) === "23505")
+      if (sqlState(error) === SqlState.uniqueViolation)
         throw conflict(`a branch named "${name}" already exists in this project`);
       throw error;
     }
@@ -51,7 +52,7 @@ export async function updateBranch(
 
 /** Makes the branch the project's default branch (409 for a branch that expires: the default never does). */
 export async function setDefaultBranch(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   branchId: string,

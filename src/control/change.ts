@@ -1,6 +1,5 @@
 import type pg from "pg";
 import { type ProjectAccess, projectFor } from "./access.js";
-import type { ControlPlane } from "./control-plane.js";
 import {
   getOperations,
   lockProjectForChange,
@@ -8,6 +7,7 @@ import {
   type PlannedOperation,
   scheduleOperations,
 } from "./operations.js";
+import type { Plane } from "./plane.js";
 import type { Principal } from "./principal.js";
 import { holdAgainstRevocation } from "./revocation-lock.js";
 import { inTransaction } from "./sql.js";
@@ -24,7 +24,7 @@ export interface Change<T> {
  * bring the cluster in line; then run them, waiting up to the configured time, and return their status.
  */
 export async function changeProject<T>(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   work: (client: pg.PoolClient, access: ProjectAccess) => Promise<Change<T>>,

@@ -1,8 +1,8 @@
 import { projectFor } from "./access.js";
 import { notFound, preconditionFailed } from "./control-error.js";
-import type { ControlPlane } from "./control-plane.js";
 import { defaultBranch, endpointsOfBranch, getBranch, getDatabase, getEndpoint, getRole } from "./lookups.js";
 import { disclosePassword } from "./password-disclosures.js";
+import type { Plane } from "./plane.js";
 import type { Principal } from "./principal.js";
 
 export interface ConnectionTargetQuery {
@@ -18,7 +18,7 @@ export interface ConnectionTargetQuery {
  * the branch's databases. The password is recorded as shown to the caller (password-disclosures.ts).
  */
 export async function connectionTarget(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   query: ConnectionTargetQuery,

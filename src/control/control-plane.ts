@@ -8,6 +8,7 @@ import { processDropQueue } from "./drop-queue.js";
 import { forgetEndedSessions } from "./endpoint-session-records.js";
 import { InstanceLease } from "./instance-lease.js";
 import { adoptOrphanedOperations, OperationRunner } from "./operation-runner.js";
+import type { Plane } from "./plane.js";
 import {
   type ControlSettings,
   DEFAULT_CONSUMPTION_SAMPLE_MS,
@@ -23,7 +24,7 @@ import { isolateTenants } from "./tenant-isolation.js";
  * with finishing queued drops, forgetting the session records of processes that died and deleting expired
  * branches, every 10 seconds (`sweepIntervalMs`).
  */
-export class ControlPlane {
+export class ControlPlane implements Plane {
   /** When this process last sampled consumption (performance.now()); -Infinity: at the first sweep. */
   #lastSample = Number.NEGATIVE_INFINITY;
   readonly runner: OperationRunner;
@@ -115,6 +116,10 @@ export class ControlPlane {
   /** Runs the project's operations and waits for them up to the configured time. */
   settle(projectId: string): Promise<void> {
     return this.runner.settle(projectId, this.operationWaitMs);
+  }
+
+  kick(projectId: string): Promise<void> {
+    return this.runner.kick(projectId);
   }
 
   /**

@@ -1,10 +1,11 @@
+import { SqlState } from "../db/sql-state.js";
 import { branchObjectKind, changeOnBranch } from "./branch-objects.js";
 import { badRequest, conflict } from "./control-error.js";
-import type { ControlPlane } from "./control-plane.js";
 import { queueDrops } from "./drop-queue.js";
 import { newPhysicalDatabaseName } from "./ids.js";
 import { databasesOf, getDatabase, getRole } from "./lookups.js";
 import { checkDatabaseName } from "./names.js";
+import type { Plane } from "./plane.js";
 import type { Principal } from "./principal.js";
 import { retireUsage } from "./retire-usage.js";
 import { type Queryable, sqlState } from "./sql.js";
@@ -21,7 +22,7 @@ async function requireOwner(db: Queryable, branchId: string, ownerName: string) 
 
 /** Creates a real database on the branch, owned by one of the branch's roles. */
 export async function createDatabase(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   branchId: string,
@@ -38,7 +39,7 @@ export async function createDatabase(
       );
       id = Number(rows[0].id);
     } catch (error) {
-      if (sqlState(error) === "23505")
+      if (sqlState(error) === SqlState.uniqueViolation)
         throw conflict(`database ${name} already exists on branch ${branchId}`);
       throw error;
     }
@@ -56,7 +57,7 @@ export async function createDatabase(
 
 /** Renames a database (its real name does not change) or gives it another owner among the branch's roles. */
 export async function updateDatabase(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   branchId: string,
@@ -74,7 +75,7 @@ export async function updateDatabase(
         [database.id, finalName, input.owner_name ?? database.ownerName],
       );
     } catch (error) {
-      if (sqlState(error) === "23505")
+      if (sqlState(error) === SqlState.uniqueViolation)
         throw conflict(`database ${finalName} already exists on branch ${branchId}`);
       throw error;
     }

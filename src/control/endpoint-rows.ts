@@ -1,3 +1,4 @@
+import { SqlState } from "../db/sql-state.js";
 import { computeUnits } from "./compute-units.js";
 import { badRequest, conflict } from "./control-error.js";
 import { newEndpointId } from "./ids.js";
@@ -73,7 +74,8 @@ export async function insertEndpoint(
       ],
     );
   } catch (error) {
-    if (sqlState(error) === "23505") throw conflict(`branch ${branchId} already has a read_write endpoint`);
+    if (sqlState(error) === SqlState.uniqueViolation)
+      throw conflict(`branch ${branchId} already has a read_write endpoint`);
     throw error;
   }
   const step = input.disabled

@@ -1,10 +1,11 @@
+import { SqlState } from "../db/sql-state.js";
 import { projectFor } from "./access.js";
 import { changeProject } from "./change.js";
 import { badRequest, conflict } from "./control-error.js";
-import type { ControlPlane } from "./control-plane.js";
 import { type EndpointInput, insertEndpoint, refusePasswordlessAccess } from "./endpoint-rows.js";
 import { endpointsOfBranch, endpointsOfProject, getBranch, getEndpoint } from "./lookups.js";
 import type { PlannedOperation } from "./operations.js";
+import type { Plane } from "./plane.js";
 import type { Principal } from "./principal.js";
 import type { EndpointRow } from "./rows.js";
 import { type Queryable, sqlState } from "./sql.js";
@@ -45,7 +46,7 @@ export async function readEndpoint(
 
 /** Creates an endpoint (compute) of a branch: read_write (at most one per branch) or read_only. */
 export async function createEndpoint(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   input: EndpointInput & { branch_id: string },
@@ -81,7 +82,7 @@ const suspend = (e: EndpointRow): PlannedOperation => ({
  * suspended and cannot be started until enabled again).
  */
 export async function updateEndpoint(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   endpointId: string,
@@ -117,7 +118,7 @@ export async function updateEndpoint(
         ],
       );
     } catch (error) {
-      if (sqlState(error) === "23505")
+      if (sqlState(error) === SqlState.uniqueViolation)
         throw conflict(`branch ${input.branch_id} already has a read_write endpoint`);
       throw error;
     }
@@ -140,7 +141,7 @@ export async function updateEndpoint(
 
 /** Deletes an endpoint; the sessions opened through it end. */
 export async function deleteEndpoint(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   endpointId: string,
@@ -154,12 +155,7 @@ export async function deleteEndpoint(
 }
 
 /** Starts a suspended endpoint (409 when it is disabled). */
-export function startEndpoint(
-  plane: ControlPlane,
-  principal: Principal,
-  projectId: string,
-  endpointId: string,
-) {
+export function startEndpoint(plane: Plane, principal: Principal, projectId: string, endpointId: string) {
   return changeEndpointState(plane, principal, projectId, endpointId, async (client, endpoint) => {
     if (endpoint.disabled)
       throw conflict(`endpoint ${endpointId} is disabled: enable it (disabled: false) before starting it`);
@@ -169,12 +165,7 @@ export function startEndpoint(
 }
 
 /** Suspends an endpoint: its sessions end, and it refuses connections until started again. */
-export function suspendEndpoint(
-  plane: ControlPlane,
-  principal: Principal,
-  projectId: string,
-  endpointId: string,
-) {
+export function suspendEndpoint(plane: Plane, principal: Principal, projectId: string, endpointId: string) {
   return changeEndpointState(plane, principal, projectId, endpointId, async (client, endpoint) => {
     await setPendingState(client, endpointId, "idle");
     return [suspend(endpoint)];
@@ -182,12 +173,7 @@ export function suspendEndpoint(
 }
 
 /** Ends the endpoint's sessions and starts it again. */
-export function restartEndpoint(
-  plane: ControlPlane,
-  principal: Principal,
-  projectId: string,
-  endpointId: string,
-) {
+export function restartEndpoint(plane: Plane, principal: Principal, projectId: string, endpointId: string) {
   return changeEndpointState(plane, principal, projectId, endpointId, async (_client, endpoint) => {
     if (endpoint.disabled) throw conflict(`endpoint ${endpointId} is disabled`);
     return [suspend(endpoint), start(endpoint)];
@@ -196,7 +182,7 @@ export function restartEndpoint(
 
 /** One start/suspend/restart: `plan` checks the locked endpoint and returns its operations. */
 async function changeEndpointState(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   endpointId: string,

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { badRequest, conflict, notFound } from "./control-error.js";
-import type { ControlPlane } from "./control-plane.js";
 import { newOrganizationId } from "./ids.js";
+import type { Plane } from "./plane.js";
 import { revokeAccess } from "./revocation.js";
 import type { Queryable } from "./sql.js";
 
@@ -156,11 +156,7 @@ export async function setMemberRole(
  * passwords of the organization's roles shown to those keys or to the member are rotated, which ends their
  * sessions (revocation.ts). The last admin cannot leave.
  */
-export async function removeMember(
-  plane: ControlPlane,
-  orgId: string,
-  memberId: string,
-): Promise<MemberWithUser> {
+export async function removeMember(plane: Plane, orgId: string, memberId: string): Promise<MemberWithUser> {
   return revokeAccess(plane, async (db) => {
     await db.query("SELECT id FROM organizations WHERE id = $1 FOR UPDATE", [orgId]);
     const member = await getMember(db, orgId, memberId);

@@ -1,8 +1,8 @@
 import type pg from "pg";
 import type { SecretBox } from "../providers/secret-box.js";
 import { projectFor } from "./access.js";
-import { userOf } from "./api-keys.js";
 import { preconditionFailed } from "./control-error.js";
+import { userOf } from "./key-principals.js";
 import type { Principal } from "./principal.js";
 import { holdAgainstRevocation } from "./revocation-lock.js";
 import { inTransaction, type Queryable } from "./sql.js";

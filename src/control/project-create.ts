@@ -2,7 +2,6 @@ import { requireMembership } from "./api-keys.js";
 import { checkHistoryRetention } from "./branch-rows.js";
 import { computeUnits } from "./compute-units.js";
 import { badRequest, forbidden, notFound } from "./control-error.js";
-import type { ControlPlane } from "./control-plane.js";
 import {
   newBranchId,
   newEndpointId,
@@ -16,6 +15,7 @@ import { checkAllowedIps } from "./ip-allowlist.js";
 import { branchesOf, databasesOf, endpointsOfProject, rolesOf } from "./lookups.js";
 import { checkBranchName, checkDatabaseName, checkProjectName, checkRoleName } from "./names.js";
 import { getOperations, type OperationRow, scheduleOperations } from "./operations.js";
+import type { Plane } from "./plane.js";
 import type { Principal } from "./principal.js";
 import { insertProjectRole } from "./project-role-rows.js";
 import { loadProject } from "./projects.js";
@@ -69,7 +69,7 @@ async function ownerFor(db: Queryable, principal: Principal, orgId: string | und
  * project's first operations.
  */
 export async function createProject(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   input: ProjectCreateInput,
 ): Promise<CreatedProject> {

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
+import { SqlState } from "../db/sql-state.js";
 import { projectFor, requireAdmin } from "./access.js";
 import { badRequest, conflict, notFound } from "./control-error.js";
-import type { ControlPlane } from "./control-plane.js";
+import type { Plane } from "./plane.js";
 import type { Principal } from "./principal.js";
 import { revokeAccess } from "./revocation.js";
 import { type Queryable, sqlState } from "./sql.js";
@@ -37,16 +38,6 @@ export function sharedWith(principal: Principal, param: number): { sql: string; 
                    WHERE u.id = $${param} AND pp.revoked_at IS NULL)`,
     params: [principal.userId],
   };
-}
-
-/** Whether `userId`'s email has a live grant on the project (member-level access, see access.ts). */
-export async function isSharedWith(db: Queryable, projectId: string, userId: string): Promise<boolean> {
-  const { rows } = await db.query(
-    `SELECT 1 FROM project_permissions pp JOIN users u ON lower(u.email) = lower(pp.granted_to_email)
-      WHERE pp.project_id = $1 AND u.id = $2 AND pp.revoked_at IS NULL`,
-    [projectId, userId],
-  );
-  return rows.length > 0;
 }
 
 async function adminProject(db: Queryable, principal: Principal, projectId: string): Promise<void> {
@@ -87,7 +78,8 @@ export async function grantPermission(
     );
     return toPermission(rows[0]!);
   } catch (error) {
-    if (sqlState(error) === "23505") throw conflict(`project ${projectId} is already shared with ${address}`);
+    if (sqlState(error) === SqlState.uniqueViolation)
+      throw conflict(`project ${projectId} is already shared with ${address}`);
     throw error;
   }
 }
@@ -97,7 +89,7 @@ export async function grantPermission(
  * (roles it created, revealed or reset) are rotated, which ends their sessions (revocation.ts).
  */
 export async function revokePermission(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   permissionId: string,

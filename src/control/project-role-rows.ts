@@ -1,5 +1,5 @@
 import type { SecretBox } from "../providers/secret-box.js";
-import { userOf } from "./api-keys.js";
+import { userOf } from "./key-principals.js";
 import { recordDisclosure } from "./password-disclosures.js";
 import type { Principal } from "./principal.js";
 import type { Queryable } from "./sql.js";

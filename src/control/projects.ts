@@ -2,11 +2,11 @@ import { projectFor, requireAdmin } from "./access.js";
 import { checkHistoryRetention } from "./branch-rows.js";
 import { changeProject } from "./change.js";
 import { forbidden, notFound } from "./control-error.js";
-import type { ControlPlane } from "./control-plane.js";
 import { processDropQueue, queueDrops } from "./drop-queue.js";
 import { allowlistOf, checkAllowedIps, endDisallowedSessions } from "./ip-allowlist.js";
 import { checkProjectName } from "./names.js";
 import { lockProjectForChange, type OperationRow } from "./operations.js";
+import type { Plane } from "./plane.js";
 import type { Principal } from "./principal.js";
 import { type ProjectRow, toProject } from "./rows.js";
 import { inTransaction, type Queryable } from "./sql.js";
@@ -37,7 +37,7 @@ export async function getProject(
  * operation that ends the sessions it no longer admits.
  */
 export async function updateProject(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   input: ProjectUpdateInput,
@@ -76,7 +76,7 @@ export async function updateProject(
  * organization administrator or an organization key (a project-scoped key cannot delete its project).
  */
 export async function deleteProject(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
 ): Promise<ProjectRow> {

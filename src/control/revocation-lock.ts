@@ -1,5 +1,5 @@
-import { principalOfKey } from "./api-keys.js";
 import { unauthorized } from "./control-error.js";
+import { principalOfKey } from "./key-principals.js";
 import type { Principal } from "./principal.js";
 import type { Queryable } from "./sql.js";
 

@@ -1,9 +1,9 @@
 import type pg from "pg";
 import { projectFor } from "./access.js";
-import { principalOfKey } from "./api-keys.js";
 import { ControlError } from "./control-error.js";
-import type { ControlPlane } from "./control-plane.js";
+import { principalOfKey } from "./key-principals.js";
 import { type PlannedOperation, scheduleOperations } from "./operations.js";
+import type { Plane } from "./plane.js";
 import { lockForRevocation } from "./revocation-lock.js";
 import { replacePassword } from "./role-password-rotation.js";
 import { inTransaction, type Queryable } from "./sql.js";
@@ -37,7 +37,7 @@ async function keyReaches(db: Queryable, keyId: number, projectId: string): Prom
  */
 export async function rotateLapsedPasswords(
   db: Queryable,
-  plane: Pick<ControlPlane, "box" | "instanceId">,
+  plane: Pick<Plane, "box" | "instanceId">,
   scope: RevocationScope,
 ): Promise<string[]> {
   const { rows } = await db.query<{ project_id: string; role_name: string; api_key_id: string }>(
@@ -71,7 +71,7 @@ export async function rotateLapsedPasswords(
  * the commit the rotations run (waiting as a change does), which ends the sessions of those roles.
  */
 export async function revokeAccess<T>(
-  plane: ControlPlane,
+  plane: Plane,
   work: (client: pg.PoolClient) => Promise<{ result: T; scope: RevocationScope }>,
 ): Promise<T> {
   const { result, projects } = await inTransaction(plane.db, async (client) => {

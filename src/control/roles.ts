@@ -1,12 +1,12 @@
 import { projectFor } from "./access.js";
 import { branchObjectKind, changeOnBranch } from "./branch-objects.js";
 import { conflict, preconditionFailed } from "./control-error.js";
-import type { ControlPlane } from "./control-plane.js";
 import { queueDrops } from "./drop-queue.js";
 import { newPhysicalRoleName, newRolePassword } from "./ids.js";
 import { databasesOf, getBranch, getRole, rolesOf } from "./lookups.js";
 import { checkRoleName } from "./names.js";
 import { disclosePassword, recordDisclosure } from "./password-disclosures.js";
+import type { Plane } from "./plane.js";
 import type { Principal } from "./principal.js";
 import { insertProjectRole } from "./project-role-rows.js";
 import { replacePassword } from "./role-password-rotation.js";
@@ -22,7 +22,7 @@ export const { list: listRoles, read: readRole } = roles;
  * the project already has it, this branch gets the same role (and password). Returns its password.
  */
 export async function createRole(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   branchId: string,
@@ -107,7 +107,7 @@ export const deleteRole = roles.removal(async (client, role, { projectId, branch
  * caller's access is taken away (revocation.ts).
  */
 export async function revealPassword(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   branchId: string,
@@ -127,7 +127,7 @@ export async function revealPassword(
  * recorded as shown to the caller.
  */
 export async function resetPassword(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   projectId: string,
   branchId: string,

@@ -1,8 +1,8 @@
 import type pg from "pg";
 import { projectFor } from "./access.js";
 import { badRequest, notFound } from "./control-error.js";
-import type { ControlPlane } from "./control-plane.js";
 import { getBranch } from "./lookups.js";
+import type { Plane } from "./plane.js";
 import type { Principal } from "./principal.js";
 
 /**
@@ -165,7 +165,7 @@ function literal(text: string): string {
  * There is no history, so a point in time (`lsn`, `timestamp`) is refused; `format` is `sql` only.
  */
 export async function branchSchema(
-  plane: Pick<ControlPlane, "db" | "cluster">,
+  plane: Pick<Plane, "db" | "cluster">,
   principal: Principal,
   projectId: string,
   branchId: string,

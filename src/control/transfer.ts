@@ -1,6 +1,6 @@
 import { requireMembership } from "./api-keys.js";
 import { badRequest, forbidden, notFound } from "./control-error.js";
-import type { ControlPlane } from "./control-plane.js";
+import type { Plane } from "./plane.js";
 import type { Principal } from "./principal.js";
 import { revokeAccess } from "./revocation.js";
 
@@ -12,7 +12,7 @@ import { revokeAccess } from "./revocation.js";
  * (revocation.ts). All or nothing; 404 if any project is not in the source.
  */
 export async function transferProjects(
-  plane: ControlPlane,
+  plane: Plane,
   principal: Principal,
   sourceOrgId: string | null,
   destinationOrgId: string,

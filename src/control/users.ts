@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { SqlState } from "../db/sql-state.js";
 import { badRequest, conflict } from "./control-error.js";
 import { type Queryable, sqlState } from "./sql.js";
 
@@ -32,7 +33,8 @@ export async function createUser(db: Queryable, email: string, name?: string): P
     );
     return toUser(rows[0]);
   } catch (error) {
-    if (sqlState(error) === "23505") throw conflict(`a user with email ${normalized} already exists`);
+    if (sqlState(error) === SqlState.uniqueViolation)
+      throw conflict(`a user with email ${normalized} already exists`);
     throw error;
   }
 }

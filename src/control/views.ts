@@ -1,5 +1,5 @@
-import type { ControlPlane } from "./control-plane.js";
 import { projectsWithActiveOperations } from "./operations.js";
+import type { Plane } from "./plane.js";
 import type { BranchRow, ProjectRow } from "./rows.js";
 import { databaseUsage, physicalDatabasesBy, sumUsage, type Usage } from "./usage.js";
 
@@ -19,7 +19,7 @@ export interface BranchView {
 }
 
 export async function describeProjects(
-  plane: ControlPlane,
+  plane: Plane,
   projects: readonly ProjectRow[],
 ): Promise<ProjectView[]> {
   const ids = projects.map((project) => project.id);
@@ -48,10 +48,7 @@ export async function describeProjects(
   });
 }
 
-export async function describeBranches(
-  plane: ControlPlane,
-  branches: readonly BranchRow[],
-): Promise<BranchView[]> {
+export async function describeBranches(plane: Plane, branches: readonly BranchRow[]): Promise<BranchView[]> {
   const databases = await physicalDatabasesBy(
     plane.db,
     "branch",

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { createVerdictCache } from "../proxy/verdict-cache.js";
 import { checkSql, loadGuard } from "./index.js";
+import { createVerdictCache } from "./verdict-cache.js";
 
 beforeAll(() => loadGuard());
 

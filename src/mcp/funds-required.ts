@@ -1,5 +1,5 @@
 import type { Price } from "../billing/cost.js";
-import { SqlState } from "../proxy/proxy-errors.js";
+import { SqlState } from "../db/sql-state.js";
 
 /** What the agent has with the provider, for the free tools. */
 export interface AgentAccount {

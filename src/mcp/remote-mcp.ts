@@ -10,18 +10,11 @@ import type { GatewayContext } from "../rest/context.js";
 import { HttpError } from "../rest/plugins/errors.js";
 import { presentLedgerEntry } from "../rest/present.js";
 import { registerPgtollTools } from "./pgtoll-tools.js";
+import type { McpProxyAddress } from "./proxy-address.js";
 import { ProxySession } from "./proxy-session.js";
 import { fundingTierOf, remoteAccount } from "./remote-account.js";
 import { remoteAuthentication, unauthorized } from "./remote-auth.js";
 import { refuseSession } from "./session-refusal.js";
-
-/** Where the MCP endpoint reaches this process's own wire proxy; the port is known once the proxy listens. */
-export interface McpProxyAddress {
-  host: string;
-  port: number;
-  /** TLS to the proxy: needed when it is reached on a non-loopback address. */
-  tls: boolean;
-}
 
 export interface RemoteMcpOptions {
   ctx: GatewayContext;

@@ -1,6 +1,6 @@
 import { costOfRows } from "../billing/cost.js";
 import { formatMicro } from "../billing/money.js";
-import { SqlState } from "../proxy/proxy-errors.js";
+import { SqlState } from "../db/sql-state.js";
 import { planRows, type QueryPlan } from "../rest/plan-rows.js";
 import { type AgentAccount, FundsRequiredError } from "./funds-required.js";
 import { type ProxySession, StatementFailure } from "./proxy-session.js";

@@ -3,6 +3,7 @@ import pg from "pg";
 import type { Price } from "../billing/cost.js";
 import type { Queryable } from "../billing/ledger.js";
 import { type AgentLimits, DEFAULT_AGENT_LIMITS } from "../billing/pricing.js";
+import { SqlState } from "../db/sql-state.js";
 import { generateApiKey } from "./api-key.js";
 import { providerSocket } from "./checked-connect.js";
 import { allowedAddress, type ProviderHostPolicy, ProviderHostRefused } from "./provider-hosts.js";
@@ -161,7 +162,7 @@ export async function registerProvider(
     return { provider, apiKey: key };
   } catch (error) {
     const pgError = error as { code?: string; constraint?: string };
-    if (pgError.code === "23505") {
+    if (pgError.code === SqlState.uniqueViolation) {
       const field = pgError.constraint === "providers_wallet_key" ? "walletAddress" : "email";
       throw new DuplicateProviderError(`a provider with this ${field} is already registered`);
     }

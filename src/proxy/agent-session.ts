@@ -1,13 +1,15 @@
 import { randomUUID } from "node:crypto";
 import type { Socket } from "node:net";
+import { SqlState } from "../db/sql-state.js";
 import { findReadOnlySettingViolation } from "../guard/index.js";
 import { StatementShapes } from "../guard/statement-shape.js";
+import { withReadOnlyVerdicts } from "../guard/verdict-cache.js";
 import { findProviderForQuery, type PricingRecord } from "../providers/registry.js";
 import { verifyAgentToken } from "./agent-token.js";
 import type { Frame } from "./frame-reader.js";
 import { fundsRefusal } from "./funds-refusal.js";
 import type { ProxyContext } from "./proxy-context.js";
-import { errorFrame, SqlState, StartupRefusal } from "./proxy-errors.js";
+import { errorFrame, StartupRefusal } from "./proxy-errors.js";
 import { Relay } from "./relay.js";
 import { encodeTerminate } from "./serializer.js";
 import { agentFunding } from "./session-funding.js";
@@ -16,7 +18,6 @@ import { cancelUpstreamQuery, registerCancelKey, type SessionPlan, welcomeMessag
 import type { SessionRequest } from "./startup-options.js";
 import { parseUpstreamTarget, type UpstreamSession } from "./upstream-connection.js";
 import { limitedSlotKey } from "./upstream-slots.js";
-import { withReadOnlyVerdicts } from "./verdict-cache.js";
 
 /**
  * An agent's session: `user` is its wallet, `database` the provider id, the password an agent token

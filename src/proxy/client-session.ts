@@ -1,12 +1,13 @@
 import type { Socket } from "node:net";
 import { TLSSocket } from "node:tls";
 import { endpointIdFromHost } from "../control/resolve-endpoint.js";
+import { SqlState } from "../db/sql-state.js";
 import { PROVIDER_ROLE_DOCS, SUPERUSER_UPSTREAM_REFUSAL } from "../providers/provider-role.js";
 import { planAgentSession } from "./agent-session.js";
 import { planEndpointSession } from "./endpoint-session.js";
 import { isLoopback } from "./loopback.js";
 import type { ProxyContext } from "./proxy-context.js";
-import { errorFrame, SqlState, StartupRefusal, UnansweredClose } from "./proxy-errors.js";
+import { errorFrame, StartupRefusal, UnansweredClose } from "./proxy-errors.js";
 import { closeRefused } from "./refused-socket.js";
 import { encodeNegotiateProtocolVersion, encodeTerminate } from "./serializer.js";
 import { readCleartextPassword } from "./session-auth.js";

@@ -1,5 +1,6 @@
 import type { Socket } from "node:net";
-import { errorFrame, SqlState } from "./proxy-errors.js";
+import { SqlState } from "../db/sql-state.js";
+import { errorFrame } from "./proxy-errors.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import { closeRefused, REFUSAL_LINGER_MS } from "./refused-socket.js";
 import type { QuotaRefusal } from "./session-quota.js";

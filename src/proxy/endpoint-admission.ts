@@ -5,8 +5,9 @@ import {
   type EndpointRefusalReason,
   resolveEndpoint,
 } from "../control/resolve-endpoint.js";
+import { SqlState } from "../db/sql-state.js";
 import type { EndpointRouting, ProxyContext } from "./proxy-context.js";
-import { SqlState, StartupRefusal } from "./proxy-errors.js";
+import { StartupRefusal } from "./proxy-errors.js";
 import { passwordFailed } from "./session-auth.js";
 import type { EndpointRequest } from "./startup-options.js";
 

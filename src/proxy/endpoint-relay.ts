@@ -1,15 +1,15 @@
 import { randomBytes } from "node:crypto";
 import type { Socket } from "node:net";
+import { SqlState } from "../db/sql-state.js";
 import { findReadOnlyViolation } from "../guard/index.js";
 import { decodeParameterStatus } from "./backend-messages.js";
 import { FRONTEND_MAX_FRAME_LENGTH, type Frame, FrameReader } from "./frame-reader.js";
 import { decodeParse, decodeQuery } from "./frontend-messages.js";
 import { BackendCode, FrontendCode } from "./message-codes.js";
-import { errorFrame, SqlState } from "./proxy-errors.js";
-import { encodeFrame, encodeQuery } from "./serializer.js";
+import { errorFrame } from "./proxy-errors.js";
+import { encodeParse, encodeQuery } from "./serializer.js";
 
 /** SQLSTATE read_only_sql_transaction: what PostgreSQL answers a write in a read-only transaction. */
-const READ_ONLY_SQL_TRANSACTION = "25006";
 
 export interface EndpointRelayOptions {
   client: Socket;
@@ -101,7 +101,7 @@ export class EndpointRelay {
       if (denial) return encodeQuery(this.#standIn(denial.message));
     } else if (frame.code === FrontendCode.Parse) {
       const denial = findReadOnlyViolation(decodeParse(frame.payload).sql);
-      if (denial) return encodeUnnamedParse(this.#standIn(denial.message));
+      if (denial) return encodeParse("", this.#standIn(denial.message));
     }
     return frame.frame;
   }
@@ -115,14 +115,14 @@ export class EndpointRelay {
         const message = this.#refusals.get(id);
         if (message !== undefined) {
           this.#refusals.delete(id);
-          return errorFrame(READ_ONLY_SQL_TRANSACTION, message);
+          return errorFrame(SqlState.readOnlyTransaction, message);
         }
       }
     } else if (frame.code === BackendCode.ParameterStatus) {
       const { name, value } = decodeParameterStatus(frame.payload);
       if (name === "default_transaction_read_only" && value !== "on") {
         const message = `endpoint ${this.options.endpointId} is read-only: the session was switched to read-write and is closed`;
-        this.options.client.write(errorFrame(READ_ONLY_SQL_TRANSACTION, message, { fatal: true }));
+        this.options.client.write(errorFrame(SqlState.readOnlyTransaction, message, { fatal: true }));
         return null;
       }
     }
@@ -152,11 +152,3 @@ export class EndpointRelay {
 }
 
 class SessionEnded extends Error {}
-
-/** An unnamed Parse of `sql` with no parameter types. */
-function encodeUnnamedParse(sql: string): Buffer {
-  const text = Buffer.from(`${sql}\0`, "utf8");
-  const payload = Buffer.alloc(1 + text.length + 2);
-  text.copy(payload, 1);
-  return encodeFrame(FrontendCode.Parse, payload);
-}

@@ -1,5 +1,6 @@
 import type { Socket } from "node:net";
 import { type EndpointConnection, passwordMatches } from "../control/resolve-endpoint.js";
+import { SqlState } from "../db/sql-state.js";
 import { findReadOnlySettingViolation, loadGuard } from "../guard/index.js";
 import {
   admitEndpointSession,
@@ -9,7 +10,7 @@ import {
 } from "./endpoint-admission.js";
 import { EndpointRelay } from "./endpoint-relay.js";
 import type { Frame } from "./frame-reader.js";
-import { errorFrame, SqlState, StartupRefusal } from "./proxy-errors.js";
+import { errorFrame, StartupRefusal } from "./proxy-errors.js";
 import { encodeTerminate } from "./serializer.js";
 import { authenticateWithScram, passwordFailed, readCleartextPassword } from "./session-auth.js";
 import { registerCancelKey, type SessionPlan, welcomeMessage } from "./session-plan.js";
@@ -51,7 +52,7 @@ export async function planEndpointSession(
     await loadGuard();
     for (const [name, value] of Object.entries(settings)) {
       const denial = findReadOnlySettingViolation(name, value);
-      if (denial) throw new StartupRefusal("25006", denial.message, "read_only_setting");
+      if (denial) throw new StartupRefusal(SqlState.readOnlyTransaction, denial.message, "read_only_setting");
     }
   }
   const { host, port, database, user, password: upstreamPassword } = connection.upstream;

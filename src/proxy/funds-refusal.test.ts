@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { costOfRows } from "../billing/cost.js";
+import { SqlState } from "../db/sql-state.js";
 import { fundsRefusal, readFundsRefusal } from "./funds-refusal.js";
-import { SqlState } from "./proxy-errors.js";
 
 const WALLET = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 

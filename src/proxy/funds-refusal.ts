@@ -1,7 +1,8 @@
 import type { Price } from "../billing/cost.js";
 import { formatMicro, parseMicro } from "../billing/money.js";
+import { SqlState } from "../db/sql-state.js";
 import { formatPricePer1000Rows, priceFromSetting } from "./pgtoll-settings.js";
-import { FUNDING_HINT, SqlState, StartupRefusal } from "./proxy-errors.js";
+import { FUNDING_HINT, StartupRefusal } from "./proxy-errors.js";
 import type { AgentFunding } from "./session-funding.js";
 
 /**

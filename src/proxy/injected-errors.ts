@@ -1,5 +1,4 @@
-import { FrontendCode } from "./message-codes.js";
-import { encodeFrame, encodeQuery } from "./serializer.js";
+import { encodeParse, encodeQuery } from "./serializer.js";
 
 /**
  * When the proxy refuses a statement it sends the upstream, in the statement's place, a text that cannot
@@ -12,10 +11,8 @@ const UNPARSABLE = "pgtoll refused this statement";
 /** Simple-protocol stand-in: answered with ErrorResponse then ReadyForQuery. */
 export const refusedQuery: Buffer = encodeQuery(UNPARSABLE);
 
-/** Extended-protocol stand-in (an unnamed Parse): answered with ErrorResponse; the batch ends at Sync. */
-export const refusedParse: Buffer = (() => {
-  const sql = Buffer.from(`${UNPARSABLE}\0`, "utf8");
-  const payload = Buffer.alloc(1 + sql.length + 2);
-  sql.copy(payload, 1); // name "" is the leading NUL; parameter type count 0 at the end
-  return encodeFrame(FrontendCode.Parse, payload);
-})();
+/**
+ * Extended-protocol stand-in: answered with ErrorResponse; the batch ends at Sync. A Parse of a named statement,
+ * since a Parse of the unnamed one would drop the client's unnamed statement before it fails.
+ */
+export const refusedParse: Buffer = encodeParse("pgtoll.refused", UNPARSABLE);

@@ -1,12 +1,12 @@
 import type { Price } from "../billing/cost.js";
 import { formatMicro } from "../billing/money.js";
+import { SqlState } from "../db/sql-state.js";
 import type { TransactionStatus } from "./backend-messages.js";
-import { FrontendCode } from "./message-codes.js";
 import { errorFrame } from "./proxy-errors.js";
 import {
   encodeCommandComplete,
   encodeDataRow,
-  encodeFrame,
+  encodeParse,
   encodeQuery,
   encodeReadyForQuery,
   encodeRowDescription,
@@ -39,7 +39,7 @@ export function isPgtollSetting(name: string): boolean {
 
 /** The error PostgreSQL gives for a setting it does not know, for `SHOW pgtoll.<anything else>`. */
 export function unknownSettingError(name: string): Buffer {
-  return errorFrame("42704", `unrecognized configuration parameter "${name}"`, {
+  return errorFrame(SqlState.undefinedObject, `unrecognized configuration parameter "${name}"`, {
     hint: `pgtoll answers ${PGTOLL_SETTINGS.join(", ")}`,
   });
 }
@@ -120,8 +120,5 @@ export function standInQuery(name: string): Buffer {
 
 /** A Parse of the stand-in, keeping the client's statement name. */
 export function standInParse(statementName: string, name: string): Buffer {
-  const text = Buffer.from(`${statementName}\0${standInSql(name)}\0`, "utf8");
-  const payload = Buffer.alloc(text.length + 2); // no parameter types
-  text.copy(payload);
-  return encodeFrame(FrontendCode.Parse, payload);
+  return encodeParse(statementName, standInSql(name));
 }

@@ -1,3 +1,4 @@
+import { SqlState } from "../db/sql-state.js";
 /**
  * A peer broke the PostgreSQL wire protocol (bad length, truncated field, unknown message type...).
  *
@@ -7,7 +8,7 @@
  */
 export class ProtocolViolationError extends Error {
   /** SQLSTATE `protocol_violation`, as PostgreSQL reports it. */
-  readonly sqlState = "08P01";
+  readonly sqlState = SqlState.protocolViolation;
 
   constructor(message: string) {
     super(message);

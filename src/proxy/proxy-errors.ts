@@ -1,28 +1,5 @@
 import { encodeErrorResponse } from "./serializer.js";
 
-/**
- * SQLSTATEs the proxy answers with. `PT402` is pgtoll's own class "PT" (no PostgreSQL class uses it):
- * the agent's balance does not cover the statement; deposit more and retry.
- */
-export const SqlState = {
-  insufficientFunds: "PT402",
-  insufficientPrivilege: "42501",
-  readOnlyTransaction: "25006",
-  syntaxError: "42601",
-  invalidParameterValue: "22023",
-  programLimitExceeded: "54000",
-  invalidPassword: "28P01",
-  invalidAuthorization: "28000",
-  invalidCatalogName: "3D000",
-  featureNotSupported: "0A000",
-  protocolViolation: "08P01",
-  connectionFailure: "08006",
-  connectionRejected: "08004",
-  tooManyConnections: "53300",
-  adminShutdown: "57P01",
-  cannotConnectNow: "57P03",
-} as const;
-
 /** How an agent funds its balance with a provider: the hint of every insufficient-funds answer of the proxy. */
 export const FUNDING_HINT =
   "POST /api/topup pays a top-up with x402 from the agent's wallet in one request (where the gateway offers x402); POST /api/deposit credits a USDC transfer to the provider's wallet";

@@ -2,6 +2,7 @@ import type { Socket } from "node:net";
 import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
 import { isLedgerUnavailable } from "../billing/ledger-availability.js";
+import { SqlState } from "../db/sql-state.js";
 import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
 import { readyForQueryStatusOf, type TransactionStatus, writeCountOf } from "./backend-messages.js";
 import { isBinaryCopy, isBinaryCopyTrailer } from "./copy-framing.js";
@@ -33,7 +34,7 @@ import {
   unknownSettingError,
 } from "./pgtoll-settings.js";
 import { ProtocolViolationError } from "./protocol-violation-error.js";
-import { errorFrame, SqlState } from "./proxy-errors.js";
+import { errorFrame } from "./proxy-errors.js";
 import type { ProxyMetrics, ProxyTally } from "./proxy-metrics.js";
 import { encodeReadyForQuery, encodeTerminate } from "./serializer.js";
 import type { SessionMeter } from "./session-meter.js";

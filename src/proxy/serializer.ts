@@ -275,6 +275,21 @@ export function encodeQuery(sql: string): Buffer {
   return MessageWriter.typed(FrontendCode.Query, length).cstring(sql, length).finish();
 }
 
+/** Parse of `sql` as the prepared statement `name` ("" for the unnamed one), with the parameter types' oids. */
+export function encodeParse(name: string, sql: string, parameterTypes: readonly number[] = []): Buffer {
+  const nameLength = cstringLength(name, "statement name");
+  const sqlLength = cstringLength(sql, "query string");
+  const writer = MessageWriter.typed(
+    FrontendCode.Parse,
+    nameLength + sqlLength + 2 + 4 * parameterTypes.length,
+  )
+    .cstring(name, nameLength)
+    .cstring(sql, sqlLength)
+    .int16(parameterTypes.length);
+  for (const oid of parameterTypes) writer.uint32(oid);
+  return writer.finish();
+}
+
 export function encodeSync(): Buffer {
   return emptyMessage(FrontendCode.Sync);
 }

@@ -1,8 +1,9 @@
 import { TLSSocket } from "node:tls";
+import { SqlState } from "../db/sql-state.js";
 import type { ExpectedMessage } from "./auth-message-reader.js";
 import { decodePasswordMessage, decodeSASLInitialResponse, decodeSASLResponse } from "./frontend-messages.js";
 import { FrontendCode } from "./message-codes.js";
-import { SqlState, StartupRefusal } from "./proxy-errors.js";
+import { StartupRefusal } from "./proxy-errors.js";
 import { ScramProtocolError, ScramServer } from "./scram-server.js";
 import {
   encodeAuthenticationCleartextPassword,

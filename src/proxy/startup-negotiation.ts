@@ -1,6 +1,7 @@
 import { TLSSocket } from "node:tls";
+import { SqlState } from "../db/sql-state.js";
 import type { ProxyContext } from "./proxy-context.js";
-import { SqlState, StartupRefusal, UnansweredClose } from "./proxy-errors.js";
+import { StartupRefusal, UnansweredClose } from "./proxy-errors.js";
 import { encodeGSSENCResponse, encodeSSLResponse } from "./serializer.js";
 import type { StartupPacket } from "./startup-parser.js";
 import type { StartupStream } from "./startup-stream.js";

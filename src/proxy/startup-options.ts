@@ -1,7 +1,8 @@
 import { normalizeAddress } from "../billing/address.js";
+import { SqlState } from "../db/sql-state.js";
 import { isUtf8EncodingName, SETTABLE_PARAMETERS } from "../guard/index.js";
 import { clientApplicationName, withClientApplicationName } from "./client-application-name.js";
-import { SqlState, StartupRefusal } from "./proxy-errors.js";
+import { StartupRefusal } from "./proxy-errors.js";
 
 /** Startup parameters libpq and drivers send that are not settings, or that the proxy decides itself. */
 const NOT_SETTINGS = new Set([

@@ -1,8 +1,9 @@
 import type { Socket } from "node:net";
 import { TLSSocket } from "node:tls";
+import { SqlState } from "../db/sql-state.js";
 import { AuthMessageReader, type ExpectedMessage } from "./auth-message-reader.js";
 import type { Frame } from "./frame-reader.js";
-import { SqlState, StartupRefusal, UnansweredClose } from "./proxy-errors.js";
+import { StartupRefusal, UnansweredClose } from "./proxy-errors.js";
 import { type StartupPacket, StartupReader } from "./startup-parser.js";
 
 /**

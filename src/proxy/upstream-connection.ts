@@ -1,6 +1,7 @@
 import { connect, type LookupFunction, type Socket } from "node:net";
 import { type TLSSocket, connect as tlsConnect } from "node:tls";
 import { parse as parseConnectionString } from "pg-connection-string";
+import { SqlState } from "../db/sql-state.js";
 import {
   decodeAuthentication,
   decodeBackendKeyData,
@@ -69,7 +70,7 @@ export interface UpstreamSession {
 export class UpstreamStartupError extends Error {
   constructor(
     message: string,
-    readonly sqlState = "08006",
+    readonly sqlState: string = SqlState.connectionFailure,
   ) {
     super(message);
     this.name = "UpstreamStartupError";
@@ -205,7 +206,7 @@ export async function connectUpstream(
           const fields = decodeNoticeFields(frame.payload);
           throw new UpstreamStartupError(
             `the provider's database refused the session: ${fields.message}`,
-            fields.code ?? "08006",
+            fields.code ?? SqlState.connectionFailure,
           );
         }
         case BackendCode.ReadyForQuery:

@@ -1,6 +1,7 @@
+import { SqlState } from "../db/sql-state.js";
 import type { GuardedStatement } from "../guard/index.js";
 import type { TransactionStatus } from "./backend-messages.js";
-import { errorFrame, SqlState } from "./proxy-errors.js";
+import { errorFrame } from "./proxy-errors.js";
 import { encodeFlush, encodeQuery } from "./serializer.js";
 
 /**

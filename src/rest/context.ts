@@ -1,27 +1,15 @@
 import type pg from "pg";
 import type { Logger } from "pino";
-import type { DepositVerification, VerifyOptions } from "../billing/chain-verify.js";
+import type { DepositVerifier } from "../billing/chain-verify.js";
 import type { Config } from "../config.js";
 import type { ControlSettings } from "../control/settings.js";
 import type { GuardPolicy } from "../guard/index.js";
-import type { McpProxyAddress } from "../mcp/remote-mcp.js";
+import type { McpProxyAddress } from "../mcp/proxy-address.js";
 import type { SecretBox } from "../providers/secret-box.js";
 import type { UpstreamPools } from "../providers/upstream-pools.js";
 import type { X402Gateway } from "../x402/accept-payment.js";
 import type { Metrics } from "./plugins/metrics.js";
 import type { RateLimitStore } from "./plugins/rate-limit-store.js";
-
-/** What the deposit route needs from the chain: verify one transaction. */
-export interface DepositVerifier {
-  verifyDeposit(
-    txHash: `0x${string}`,
-    agentWallet: string,
-    providerWallet: string,
-    options?: VerifyOptions,
-  ): Promise<DepositVerification>;
-  /** Throws when the chain RPC cannot be reached (a refusal may then be the RPC's fault, not the payment's). */
-  probe?(): Promise<void>;
-}
 
 /** Everything the REST routes share; built once by the server, passed to each plugin (no globals). */
 export interface GatewayContext {

@@ -10,6 +10,7 @@ import type { HeldFunds, RequestFunds } from "./held-funds.js";
 import { estimateRows } from "./plan-rows.js";
 import { QueryError, upstreamQueryError } from "./query-errors.js";
 import { runReadOnly } from "./read-only-run.js";
+import type { RunOutcome } from "./run-outcome.js";
 import { executeInTransaction } from "./transaction-run.js";
 
 export interface MeteredQueryRequest {
@@ -42,14 +43,6 @@ export interface MeteredQueryDeps {
   upstream: pg.Pool;
   rowCap: number;
   statementTimeoutMs: number;
-}
-
-/** What running the statements produced, before it is paid for. */
-export interface RunOutcome {
-  rows: Record<string, unknown>[];
-  rowCount: number;
-  estimatedRows: number;
-  statements: { command: string; rowCount: number }[];
 }
 
 /** Single statements that read and can run in a read-only transaction, answered in one round trip. */

@@ -1,4 +1,5 @@
 import { boundText } from "../billing/message-bounds.js";
+import { SqlState } from "../db/sql-state.js";
 
 /** Failures of a metered query, each with the HTTP status the gateway answers it with. */
 export class QueryError extends Error {
@@ -26,8 +27,8 @@ type RefusalStatus = 400 | 403 | 500;
  * may not do it. 500: the server could not run it now (timeouts, resources, lost connections, internal).
  */
 export const STATUS_BY_SQLSTATE: Readonly<Record<string, RefusalStatus>> = {
-  "42501": 403, // insufficient_privilege: the provider's role may not touch that object
-  "25006": 403, // read_only_sql_transaction: a write on a read-only provider
+  [SqlState.insufficientPrivilege]: 403, // the provider's role: the provider's role may not touch that object
+  [SqlState.readOnlyTransaction]: 403, // read_only_sql_transaction: a write on a read-only provider
   "28": 403, // invalid authorization specification
   "0A": 400, // feature not supported
   "21": 400, // cardinality violation
@@ -57,7 +58,7 @@ export function upstreamQueryError(error: unknown, statementTimeoutMs: number): 
   const pgError = error as { code?: string; message?: string };
   const code =
     typeof pgError.code === "string" && /^[0-9A-Z]{5}$/.test(pgError.code) ? pgError.code : undefined;
-  if (code === "57014") {
+  if (code === SqlState.queryCanceled) {
     return new QueryError(
       500,
       `query execution failed: cancelled after the ${statementTimeoutMs / 1000} s statement timeout`,
@@ -65,7 +66,7 @@ export function upstreamQueryError(error: unknown, statementTimeoutMs: number): 
     );
   }
   if (!code) return new QueryError(500, `query execution failed: ${pgError.message ?? String(error)}`);
-  const mismatch = code === "08P01" ? paramsMismatch(pgError.message ?? "") : null;
+  const mismatch = code === SqlState.protocolViolation ? paramsMismatch(pgError.message ?? "") : null;
   if (mismatch) return new QueryError(400, mismatch, code);
   // The database's text can carry data (a failed cast quotes its whole input): bounded, and charged as a row.
   const detail = boundText(pgError.message ?? "");

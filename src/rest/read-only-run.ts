@@ -1,14 +1,12 @@
 import type pg from "pg";
+import { SqlState } from "../db/sql-state.js";
 import type { GuardedStatement } from "../guard/index.js";
 import type { EstimateCache } from "./estimate-cache.js";
-import type { RunOutcome } from "./metered-query.js";
 import { planRows, type QueryPlan } from "./plan-rows.js";
 import { QueryError } from "./query-errors.js";
+import type { RunOutcome } from "./run-outcome.js";
 import { withStatementTimer } from "./statement-timer.js";
 import { type PipelineError, type PipelineStep, runPipeline } from "./upstream-pipeline.js";
-
-/** SQLSTATE 25006: the statement tried to write in a read-only transaction. */
-const READ_ONLY_TRANSACTION = "25006";
 
 export interface ReadOnlyRunSettings {
   rowCap: number;
@@ -60,7 +58,7 @@ async function runOnce(
     results = await withStatementTimer(client, settings.statementTimeoutMs, runPipeline(client, steps));
   } catch (error) {
     const failed = error as PipelineError;
-    if (failed.failedStep === statementStep && failed.code === READ_ONLY_TRANSACTION) {
+    if (failed.failedStep === statementStep && failed.code === SqlState.readOnlyTransaction) {
       await client.query("ROLLBACK");
       return "read-write";
     }

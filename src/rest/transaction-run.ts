@@ -1,9 +1,9 @@
 import type pg from "pg";
 import type { GuardedStatement } from "../guard/index.js";
 import type { EstimateCache } from "./estimate-cache.js";
-import type { RunOutcome } from "./metered-query.js";
 import { estimateRows } from "./plan-rows.js";
 import { QueryError } from "./query-errors.js";
+import type { RunOutcome } from "./run-outcome.js";
 import { withStatementTimer } from "./statement-timer.js";
 import { type PipelineStep, runPipeline } from "./upstream-pipeline.js";
 

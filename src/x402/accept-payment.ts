@@ -1,10 +1,13 @@
 import { decodePaymentSignatureHeader } from "@x402/core/http";
 import type { FacilitatorClient } from "@x402/core/server";
 import type { PaymentPayload, PaymentRequirements, SettleResponse } from "@x402/core/types";
-import { ChainUnavailableError, type DepositVerification } from "../billing/chain-verify.js";
+import {
+  ChainUnavailableError,
+  type DepositVerification,
+  type DepositVerifier,
+} from "../billing/chain-verify.js";
 import { creditDeposit, type LedgerEntry, type Queryable } from "../billing/ledger.js";
 import { formatMicro } from "../billing/money.js";
-import type { DepositVerifier } from "../rest/context.js";
 import {
   type AuthorizationKey,
   claimAuthorization,

@@ -1,6 +1,6 @@
 import type pg from "pg";
+import type { DepositVerifier } from "../billing/chain-verify.js";
 import type { Config } from "../config.js";
-import type { DepositVerifier } from "../rest/context.js";
 import type { X402Gateway } from "./accept-payment.js";
 import { createFacilitator } from "./facilitators.js";
 

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import pg from "pg";
 import { pino } from "pino";
+import type { DepositVerifier } from "../../src/billing/chain-verify.js";
 import { loadConfig } from "../../src/config.js";
 import { loadGuard } from "../../src/guard/index.js";
 import { providerLookup } from "../../src/providers/checked-connect.js";
@@ -9,7 +10,7 @@ import { type ProviderHostPolicy, providerHostsIn } from "../../src/providers/pr
 import { createSecretBox } from "../../src/providers/secret-box.js";
 import { UpstreamPools } from "../../src/providers/upstream-pools.js";
 import { buildApp } from "../../src/rest/app.js";
-import type { DepositVerifier, GatewayContext } from "../../src/rest/context.js";
+import type { GatewayContext } from "../../src/rest/context.js";
 import { createMetrics } from "../../src/rest/plugins/metrics.js";
 import { createMemoryStore } from "../../src/rest/plugins/rate-limit-store.js";
 import { x402Gateway } from "../../src/x402/gateway.js";

@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { authenticateApiKey } from "../../control/api-keys.js";
 import { unauthorized } from "../../control/control-error.js";
+import { authenticateApiKey } from "../../control/key-principals.js";
 import type { Principal } from "../../control/principal.js";
 import type { Queryable } from "../../control/sql.js";
 

@@ -1,7 +1,7 @@
 import { type TObject, type TSchema, type TString, Type } from "@sinclair/typebox";
 import type { FastifyInstance, FastifyRequest, FastifySchema } from "fastify";
-import type { ControlPlane } from "../../control/control-plane.js";
 import type { OperationRow } from "../../control/operations.js";
+import type { Plane } from "../../control/plane.js";
 import type { Principal } from "../../control/principal.js";
 import type { Queryable } from "../../control/sql.js";
 import { principalOf } from "./authentication.js";
@@ -33,14 +33,14 @@ export interface BranchObjectKind<Row, Item extends string, NameParam extends st
   list(db: Queryable, principal: Principal, projectId: string, branchId: string): Promise<Row[]>;
   read(db: Queryable, principal: Principal, projectId: string, branchId: string, name: string): Promise<Row>;
   create(
-    plane: ControlPlane,
+    plane: Plane,
     principal: Principal,
     projectId: string,
     branchId: string,
     input: Input,
   ): Promise<ObjectChange<NoInfer<Row>, Item>>;
   remove(
-    plane: ControlPlane,
+    plane: Plane,
     principal: Principal,
     projectId: string,
     branchId: string,
@@ -56,7 +56,7 @@ export interface BranchObjectKind<Row, Item extends string, NameParam extends st
  */
 export function branchObjectRoutes<Row, Item extends string, NameParam extends string, Input>(
   app: FastifyInstance,
-  plane: ControlPlane,
+  plane: Plane,
   kind: BranchObjectKind<Row, Item, NameParam, Input>,
 ) {
   type ObjectParams = { project_id: string; branch_id: string } & Record<NameParam, string>;

@@ -1,13 +1,13 @@
 import type { Static, TSchema } from "@sinclair/typebox";
 import type { FastifyRequest } from "fastify";
 import { forbidden } from "../../control/control-error.js";
-import type { ControlPlane } from "../../control/control-plane.js";
+import type { Plane } from "../../control/plane.js";
 import type { PersonalPrincipal } from "../../control/principal.js";
 import { principalOf } from "./authentication.js";
 
 /** What every v2 route module receives. */
 export interface RouteOptions {
-  plane: ControlPlane;
+  plane: Plane;
 }
 
 /** The request part, typed by the schema it was validated against. */

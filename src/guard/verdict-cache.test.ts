@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { readGuardCases } from "../guard/guard-cases.js";
-import { checkSql, type GuardVerdict, loadGuard, maskLiterals } from "../guard/index.js";
+import { readGuardCases } from "./guard-cases.js";
+import { checkSql, type GuardVerdict, loadGuard, maskLiterals } from "./index.js";
 import { createVerdictCache, withReadOnlyVerdicts } from "./verdict-cache.js";
 
 const cases = readGuardCases();

@@ -5,7 +5,7 @@ import {
   type GuardVerdict,
   maskLiterals,
   VerdictShapes,
-} from "../guard/index.js";
+} from "./index.js";
 
 /**
  * Longest text remembered: agents may send texts of megabytes, and a full map of them would be gigabytes. Longer
