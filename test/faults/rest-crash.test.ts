@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import type { Hex } from "viem";
+import { waitFor } from "../support/real-clients.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { costOfRows } from "../../src/billing/cost.js";
 import { parseMicro } from "../../src/billing/money.js";
@@ -131,7 +132,9 @@ describe.each([
       }).catch(() => null);
       if (response?.status === 200) acknowledged.deposits.add(txHash);
     });
+    // Killed under load: once queries are being answered (a loaded machine takes a while to answer the first).
     await new Promise((resolve) => setTimeout(resolve, 700));
+    await waitFor(() => acknowledged.queries >= 3, 20_000, "queries to be answered before the kill");
     await first.kill();
     stop = true;
     await Promise.all([...queries, ...deposits]);
