@@ -148,6 +148,9 @@ describe.skipIf(skipReason !== null)("psycopg2 through the proxy", () => {
       { rows: 7 },
       { rows: 7 },
       { rows: 4 },
+      // A database error is text from the database: each is charged as one row.
+      { rows: 1, sql: "SELECT 1" },
+      { rows: 1, sql: "SELECT pg_sleep(20)" },
       { rows: 1, sql: "SELECT 6 * 7" },
     ]);
   });
