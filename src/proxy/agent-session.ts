@@ -188,7 +188,7 @@ function startMeteredRelay(
     void settling.then(() => ctx.releases.delete(settling));
   });
   upstream.socket.on("close", () => {
-    if (!ended && !client.destroyed && !relay.closing) {
+    if (!ended && !client.destroyed && !relay.closing && !relay.fatalRelayed) {
       client.write(
         errorFrame(SqlState.connectionFailure, "the provider's database closed the connection", {
           fatal: true,

@@ -1,3 +1,4 @@
+import { FRAME_HEADER_LENGTH } from "./frame-reader.js";
 import { AuthenticationCode } from "./message-codes.js";
 import { PayloadReader } from "./payload-reader.js";
 import { ProtocolViolationError } from "./protocol-violation-error.js";
@@ -355,4 +356,11 @@ export function decodeNegotiateProtocolVersion(payload: Buffer): NegotiateProtoc
   for (let i = 0; i < count; i++) unsupportedOptions[i] = reader.cstring("option name");
   reader.end();
   return { newestMinor, unsupportedOptions };
+}
+
+/** Whether a whole ErrorResponse frame ends the session (FATAL or PANIC), by its never-localized severity. */
+export function isFatalError(frame: Buffer): boolean {
+  const fields = decodeNoticeFields(frame.subarray(FRAME_HEADER_LENGTH));
+  const severity = fields.severityNonLocalized ?? fields.severity;
+  return severity === "FATAL" || severity === "PANIC";
 }

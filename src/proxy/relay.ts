@@ -4,7 +4,12 @@ import type { Logger } from "pino";
 import { isLedgerUnavailable } from "../billing/ledger-availability.js";
 import { SqlState } from "../db/sql-state.js";
 import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
-import { readyForQueryStatusOf, type TransactionStatus, writeCountOf } from "./backend-messages.js";
+import {
+  isFatalError,
+  readyForQueryStatusOf,
+  type TransactionStatus,
+  writeCountOf,
+} from "./backend-messages.js";
 import { isBinaryCopy, isBinaryCopyTrailer } from "./copy-framing.js";
 import { boundedNotice, withheldError } from "./database-notices.js";
 import {
@@ -173,6 +178,7 @@ export class Relay {
    */
   #idleSince: number | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
+  #fatalRelayed = false;
 
   constructor(private readonly deps: RelayDeps) {
     this.#status = deps.status;
@@ -186,6 +192,14 @@ export class Relay {
   /** True once the client sent Terminate or went away; the upstream closing is then expected. */
   get closing(): boolean {
     return this.#closing !== undefined;
+  }
+
+  /**
+   * True once the database's own FATAL error went to the client: the upstream's close that follows needs no
+   * second error, as a client hears one FATAL from PostgreSQL.
+   */
+  get fatalRelayed(): boolean {
+    return this.#fatalRelayed;
   }
 
   /** Starts relaying; `early` holds client frames that arrived with the password message. */
@@ -989,6 +1003,7 @@ export class Relay {
 
   /** Ends the failed statement (its rows and the error's row charged) and relays `error`. */
   #relayError(head: Unit | undefined, error: Buffer): void {
+    if (isFatalError(error)) this.#fatalRelayed = true;
     const rows = this.deps.meter.statementRows;
     if (rows > 0) void this.deps.meter.endStatement(rows, sqlOf(head), "failed");
     if (head?.kind === "execute") this.#units.shift();

@@ -19,7 +19,7 @@ import {
   type TestAgent,
   type TestProxy,
 } from "../support/proxy.js";
-import { settleCharges } from "../support/real-clients.js";
+import { settleCharges, waitFor } from "../support/real-clients.js";
 import { commandTags, errorOf, firstError, WireClient } from "../support/wire-client.js";
 
 /**
@@ -319,7 +319,13 @@ describe("no lock held by an idle agent", () => {
     expect(set.json()).toMatchObject({ idleInTransactionTimeoutMs: 1000, lockTimeoutMs: 200 });
     const agent = await fundedTestAgent(gateway, quick, 100n * ROW);
     const client = await connectAgent(proxy, agent, quick);
-    const ended = new Promise<Error>((resolve) => client.once("error", resolve));
+    const heard: string[] = [];
+    const ended = new Promise<Error>((resolve) =>
+      client.on("error", (error) => {
+        heard.push(error.message);
+        resolve(error);
+      }),
+    );
     await client.query("BEGIN");
     await client.query("UPDATE items SET name = name WHERE id = 10");
     // The provider's own UPDATE of that row waits for the lock, and gets it once the agent is ended.
@@ -327,6 +333,12 @@ describe("no lock held by an idle agent", () => {
     await provider.query("UPDATE items SET name = name WHERE id = 10");
     expect(Date.now() - started).toBeLessThan(4000);
     expect((await ended).message).toMatch(/idle-in-transaction timeout/);
+    // The database's FATAL is the one the client hears, as from PostgreSQL: no second one from the proxy.
+    await waitFor(() => heard.length >= 2, 5_000, "the connection to end");
+    expect(heard).toEqual([
+      expect.stringMatching(/idle-in-transaction timeout/),
+      "Connection terminated unexpectedly",
+    ]);
 
     // lock_timeout: an agent waiting on the provider's lock gives up quickly.
     const holder = await provider.connect();
