@@ -65,4 +65,18 @@ describe("agent tokens", () => {
     expect(await verifyAgentToken(unnamed, wallet, provider)).toEqual({ ok: true });
     expect(await agentOfToken(unnamed, provider)).toMatchObject({ ok: false, reason: /names no wallet/ });
   });
+
+  it("remembers a token's signer without letting the token outlive its hour or serve another provider", async () => {
+    const now = Date.now();
+    const token = await createAgentToken(key, provider, now);
+    const otherProvider = "00000000-0000-4000-8000-000000000000";
+    for (let use = 0; use < 3; use++) {
+      expect(await verifyAgentToken(token, wallet, provider, now)).toEqual({ ok: true });
+      expect((await verifyAgentToken(token, wallet, otherProvider, now)).ok).toBe(false);
+      expect((await agentOfToken(token, otherProvider, now)).ok).toBe(false);
+      expect(
+        await verifyAgentToken(token, wallet, provider, now + (AGENT_TOKEN_LIFETIME_S + 1) * 1000),
+      ).toMatchObject({ ok: false, reason: /expired/ });
+    }
+  });
 });

@@ -107,13 +107,35 @@ async function readToken(
     return { ok: false, reason: "the agent token is issued in the future" };
   if (now >= expiresAtMs(issuedAt))
     return { ok: false, reason: "the agent token has expired; make a new one" };
-  try {
-    const signer = await recoverMessageAddress({
-      message: agentLoginMessage(providerId, issuedAt),
-      signature: parts[3] as Hex,
-    });
-    return { ok: true, signer: signer.toLowerCase(), named: parts[2]?.toLowerCase() ?? null };
-  } catch {
-    return { ok: false, reason: "the agent token's signature is malformed" };
+  const key = `${providerId}\n${issuedAt}\n${parts[3]}`;
+  let signer = recoveredSigners.get(key);
+  if (signer === undefined) {
+    try {
+      signer = (
+        await recoverMessageAddress({
+          message: agentLoginMessage(providerId, issuedAt),
+          signature: parts[3] as Hex,
+        })
+      ).toLowerCase();
+    } catch {
+      return { ok: false, reason: "the agent token's signature is malformed" };
+    }
+    rememberSigner(key, signer);
   }
+  return { ok: true, signer, named: parts[2]?.toLowerCase() ?? null };
+}
+
+/**
+ * Signers recovered from tokens, by provider, issue time and signature: recovering one costs milliseconds of CPU
+ * (secp256k1), and an agent presents the same token at every connection of its hour, so a client reconnecting
+ * in a loop would otherwise cost pgtoll that much each time. The recovery is a pure function of the key; the
+ * expiry is still checked on every use. Bounded: the oldest entries make room.
+ */
+const recoveredSigners = new Map<string, string>();
+const MAX_REMEMBERED_SIGNERS = 10_000;
+
+function rememberSigner(key: string, signer: string): void {
+  if (recoveredSigners.size >= MAX_REMEMBERED_SIGNERS)
+    recoveredSigners.delete(recoveredSigners.keys().next().value as string);
+  recoveredSigners.set(key, signer);
 }
