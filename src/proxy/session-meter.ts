@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { ChargeWriter } from "../billing/charge-writer.js";
-import { costOfRows, type Price, rowsAffordable } from "../billing/cost.js";
+import { costOfRows, isFree, type Price, rowsAffordable } from "../billing/cost.js";
 import {
   extendReservation,
   getBalance,
@@ -94,7 +94,7 @@ export class SessionMeter {
     private readonly options: MeterOptions,
   ) {
     this.#charges = new QueuedCharges(writer);
-    this.#free = price.priceMicroPer1000Rows === 0n;
+    this.#free = isFree(price);
     const base = costOfRows(options.reserveRows, price);
     this.#baseHold = base > 0n ? base : 1n;
     const max = costOfRows(Math.max(options.maxReserveRows, options.reserveRows), price);
