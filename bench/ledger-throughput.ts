@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import type pg from "pg";
 import { ChargeWriter } from "../src/billing/charge-writer.js";
+import { priceOf } from "../src/billing/cost.js";
 import { reserveFunds, settleReservation } from "../src/billing/ledger.js";
 import { loadConfig } from "../src/config.js";
 import { createMetadataPool } from "../src/db/pool.js";
@@ -32,7 +33,7 @@ export interface LedgerCell {
 /** What one statement of one row costs at the benchmark's price (120 micro-USDC); its exact value is irrelevant. */
 const COST_MICRO = 120n;
 /** The benchmark's price (0.1 USDC per 1000 rows, markup 1.2): a row costs COST_MICRO. */
-const STREAM_PRICE = { priceMicroPer1000Rows: 100_000n, markupPpm: 1_200_000n };
+const STREAM_PRICE = priceOf({ priceMicroPer1000Rows: 100_000n, markupPpm: 1_200_000n });
 
 /**
  * Charges per second that the charge-stream mode offers, about what the proxy meters on two cores with pgbench

@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, describe, expect, it } from "vitest";
-import { costOfRows } from "../src/billing/cost.js";
+import { costOfRows, priceOf } from "../src/billing/cost.js";
 import { formatMicro, parseMicro } from "../src/billing/money.js";
 import { parsePricing } from "../src/billing/pricing.js";
 import { DEMO_DEPOSIT_MICRO, DEMO_PRICE } from "../src/dev/demo-defaults.js";
@@ -15,7 +15,7 @@ import { verifyAgentToken } from "../src/proxy/agent-token.js";
 import { type CliProcess, runCli } from "./support/cli.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
-const price = parsePricing(DEMO_PRICE.basePricePer1000Rows, DEMO_PRICE.markupMultiplier);
+const price = priceOf(parsePricing(DEMO_PRICE.basePricePer1000Rows, DEMO_PRICE.markupMultiplier));
 const LAST_LINE = /alone sends a transfer and prints its hash/;
 
 /** The environment a person's shell would have: none of the test's own PostgreSQL or pgtoll settings. */

@@ -1,16 +1,25 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { costOfRows, type Price, rowsAffordable } from "./cost.js";
+import {
+  costOfRows,
+  formatPricePer1000Rows,
+  type Price,
+  parsePricePer1000Rows,
+  priceOf,
+  rowsAffordable,
+} from "./cost.js";
 import { formatMicro, numberToMicro, parseMicro } from "./money.js";
 import { PricingError, parsePricing } from "./pricing.js";
 
 const price = (basePricePer1000Rows: number, markupMultiplier: number): Price =>
-  parsePricing(basePricePer1000Rows, markupMultiplier);
+  priceOf(parsePricing(basePricePer1000Rows, markupMultiplier));
 
-const priceArb = fc.record({
-  priceMicroPer1000Rows: fc.bigInt({ min: 0n, max: 1_000_000_000_000n }),
-  markupPpm: fc.bigInt({ min: 1_000_000n, max: 100_000_000n }),
-});
+const priceArb = fc
+  .record({
+    priceMicroPer1000Rows: fc.bigInt({ min: 0n, max: 1_000_000_000_000n }),
+    markupPpm: fc.bigInt({ min: 1_000_000n, max: 100_000_000n }),
+  })
+  .map(priceOf);
 
 describe("cost rule", () => {
   it("matches worked examples", () => {
@@ -26,7 +35,7 @@ describe("cost rule", () => {
     fc.assert(
       fc.property(fc.bigInt({ min: 0n, max: 10_000_000_000n }), priceArb, (rows, p) => {
         const cost = costOfRows(rows, p);
-        const exactTimes1e9 = rows * p.priceMicroPer1000Rows * p.markupPpm;
+        const exactTimes1e9 = rows * p.picoUsdcPer1000Rows;
         expect(cost * 1_000_000_000n >= exactTimes1e9).toBe(true);
         expect((cost - 1n) * 1_000_000_000n < exactTimes1e9 || cost === 0n).toBe(true);
       }),
@@ -68,12 +77,26 @@ describe("cost rule", () => {
   it("rowsAffordable is the largest row count the budget pays for", () => {
     fc.assert(
       fc.property(fc.bigInt({ min: 0n, max: 10_000_000_000n }), priceArb, (budget, p) => {
-        fc.pre(p.priceMicroPer1000Rows > 0n);
+        fc.pre(p.picoUsdcPer1000Rows > 0n);
         const rows = rowsAffordable(budget, p);
         expect(costOfRows(rows, p) <= budget).toBe(true);
         expect(costOfRows(rows + 1n, p) > budget).toBe(true);
       }),
     );
+  });
+
+  it("prints a price exactly, below the micro-USDC too, and reads it back", () => {
+    expect(formatPricePer1000Rows(price(0.06, 1))).toBe("0.060000");
+    expect(formatPricePer1000Rows(price(0.000001, 1.5))).toBe("0.0000015");
+    expect(formatPricePer1000Rows(price(3, 1.333333))).toBe("3.999999");
+    expect(formatPricePer1000Rows(price(0.000007, 1.000001))).toBe("0.000007000007");
+    fc.assert(
+      fc.property(priceArb, (p) => {
+        expect(parsePricePer1000Rows(formatPricePer1000Rows(p))).toEqual(p);
+      }),
+    );
+    for (const text of ["", "1", "1.", ".5", "-1.000000", "1e3", "0.0000000000001"])
+      expect(parsePricePer1000Rows(text)).toBeNull();
   });
 
   it("rejects a negative row count", () => {

@@ -1,4 +1,4 @@
-import type { Price } from "./cost.js";
+import type { PriceSettings } from "./cost.js";
 import { numberToMicro } from "./money.js";
 
 /** Bounds of the two pricing numbers; the spec leaves them open, these are documented in docs/payment-gateway.md. */
@@ -17,7 +17,7 @@ export class PricingError extends Error {
  * basePricePer1000Rows: 0 to 1,000,000 token units, at most 6 decimals. markupMultiplier: 1 to 100, at most
  * 6 decimals (1.0 means no markup). Throws {@link PricingError} saying which value is wrong.
  */
-export function parsePricing(basePricePer1000Rows: unknown, markupMultiplier: unknown): Price {
+export function parsePricing(basePricePer1000Rows: unknown, markupMultiplier: unknown): PriceSettings {
   if (typeof basePricePer1000Rows !== "number" || !Number.isFinite(basePricePer1000Rows)) {
     throw new PricingError("basePricePer1000Rows must be a finite number");
   }

@@ -1,4 +1,4 @@
-import { costOfRows } from "../billing/cost.js";
+import { costOfRows, priceOf } from "../billing/cost.js";
 import { formatMicro } from "../billing/money.js";
 import { parsePricing } from "../billing/pricing.js";
 import type { TableCount } from "./airports-tables.js";
@@ -41,7 +41,7 @@ export function formatDevInstructions(info: DevStackInfo): string {
   const proxy = dialUrl(info.proxyUrl);
   const wallet = info.agent.wallet;
   const providerId = info.provider.id;
-  const price = parsePricing(info.price.basePricePer1000Rows, info.price.markupMultiplier);
+  const price = priceOf(parsePricing(info.price.basePricePer1000Rows, info.price.markupMultiplier));
   const conninfo = `host=${dialHost(proxy.hostname)} port=${proxy.port} user=${wallet} dbname=${providerId} sslmode=${info.tls ? "require" : "disable"}`;
   const tokenCommand = `PGTOLL_AGENT_KEY=${info.agent.privateKey} ${info.cli} agent-token --provider ${providerId}`;
   const auth = info.restBearer ? ` -H ${shellQuote(`Authorization: Bearer ${info.restBearer}`)}` : "";

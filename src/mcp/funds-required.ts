@@ -4,7 +4,7 @@ import { SqlState } from "../db/sql-state.js";
 /** What the agent has with the provider, for the free tools. */
 export interface AgentAccount {
   balanceMicro: bigint;
-  /** As `SHOW pgtoll.price` gives it (see priceFromSetting). */
+  /** As `SHOW pgtoll.price` gives it (see parsePricePer1000Rows). */
   price: Price;
   depositAddress: string;
 }

@@ -1,6 +1,7 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
+import { formatPricePer1000Rows } from "../billing/cost.js";
 import { formatMicro } from "../billing/money.js";
 import { describeTable, listTables } from "./schema-catalog.js";
 import { type AgentBackend, estimateStatement, queryFailure } from "./tool-runs.js";
@@ -11,6 +12,10 @@ export const DEFAULT_MAX_ROWS = 100;
 export const MAX_ROWS_LIMIT = 10_000;
 
 const Usdc = z.string().describe("an amount of USDC, as a decimal string with 6 decimals");
+/** A price is exact: a markup can take it below the micro-USDC. */
+const UsdcPrice = z
+  .string()
+  .describe("USDC per 1000 rows with the provider's markup, as a decimal string with 6 to 12 decimals");
 const Row = z.record(z.string(), z.unknown());
 const SqlParam = z.union([z.string(), z.number(), z.boolean(), z.null()]);
 
@@ -104,7 +109,7 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
       outputSchema: {
         estimatedRows: z.number(),
         estimatedCost: Usdc.describe("cost of the estimated rows at the provider's price"),
-        pricePer1000Rows: Usdc,
+        pricePer1000Rows: UsdcPrice,
         cost: Usdc.describe("USDC charged for this estimate"),
       },
       annotations: { title: "Estimate cost", readOnlyHint: true, openWorldHint: false },
@@ -163,7 +168,7 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
         "Your prepaid USDC balance with this provider, this session's charges included, the price and where to " +
         "deposit. Free, and it does not need the provider's database.",
       inputSchema: {},
-      outputSchema: { balance: Usdc, pricePer1000Rows: Usdc, depositAddress: z.string() },
+      outputSchema: { balance: Usdc, pricePer1000Rows: UsdcPrice, depositAddress: z.string() },
       annotations: { title: "Balance", readOnlyHint: true, openWorldHint: false },
     },
     () =>
@@ -171,7 +176,7 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
         const { balanceMicro, price, depositAddress } = await backend.account();
         return answer({
           balance: formatMicro(balanceMicro),
-          pricePer1000Rows: formatMicro(price.priceMicroPer1000Rows / 1_000_000n),
+          pricePer1000Rows: formatPricePer1000Rows(price),
           depositAddress,
         });
       }),

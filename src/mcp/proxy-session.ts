@@ -1,9 +1,9 @@
 import pg from "pg";
-import type { Price } from "../billing/cost.js";
+import { type Price, parsePricePer1000Rows } from "../billing/cost.js";
 import { parseMicro } from "../billing/money.js";
 import { jsonSafeTypes } from "../providers/json-safe-types.js";
 import { readFundsRefusal } from "../proxy/funds-refusal.js";
-import { priceFromSetting } from "../proxy/pgtoll-settings.js";
+
 import { type AgentAccount, FundsRequiredError } from "./funds-required.js";
 import { readCapped, type StatementResult, showSetting } from "./statement-read.js";
 
@@ -135,7 +135,7 @@ export class ProxySession {
     if (this.#price) return Promise.resolve(this.#price);
     return this.exclusive(async (client) => {
       const value = await showSetting(client, "pgtoll.price");
-      const price = priceFromSetting(value);
+      const price = parsePricePer1000Rows(value);
       if (!price) throw new Error(`the proxy answered an unexpected price: ${value}`);
       this.#price = price;
       return price;

@@ -1,6 +1,6 @@
 import { getBalance, type Queryable } from "../billing/ledger.js";
 import type { ProviderCache } from "../providers/provider-cache.js";
-import { formatPricePer1000Rows, priceFromSetting } from "../proxy/pgtoll-settings.js";
+
 import { agentFunding, type FundingTier } from "../proxy/session-funding.js";
 import type { AgentAccount } from "./funds-required.js";
 import type { ProxySession } from "./proxy-session.js";
@@ -33,7 +33,7 @@ export function remoteAccount(
     const balanceMicro = session.connected
       ? await session.balanceMicro()
       : (await getBalance(db, wallet, providerId)).balanceMicro;
-    const price = priceFromSetting(formatPricePer1000Rows(terms.pricing))!;
+    const price = terms.pricing.price;
     return { balanceMicro, price, depositAddress: terms.depositAddress };
   };
 }
@@ -47,5 +47,5 @@ export async function fundingTierOf(
 ): Promise<FundingTier | null> {
   const terms = await providerTerms(providers, providerId);
   if (!terms) return null;
-  return (await agentFunding(db, wallet, providerId, terms.pricing)).tier;
+  return (await agentFunding(db, wallet, providerId, terms.pricing.price)).tier;
 }

@@ -1,4 +1,4 @@
-import { costOfRows } from "../billing/cost.js";
+import { costOfRows, formatPricePer1000Rows } from "../billing/cost.js";
 import { formatMicro } from "../billing/money.js";
 import { SqlState } from "../db/sql-state.js";
 import { planRows, type QueryPlan } from "../rest/plan-rows.js";
@@ -34,7 +34,7 @@ export async function estimateStatement(session: ProxySession, sql: string) {
   return {
     estimatedRows,
     estimatedCost: formatMicro(costOfRows(estimatedRows, price)),
-    pricePer1000Rows: formatMicro(price.priceMicroPer1000Rows / 1_000_000n),
+    pricePer1000Rows: formatPricePer1000Rows(price),
     cost: formatMicro(costMicro),
   };
 }
@@ -77,7 +77,7 @@ async function insufficientBalance(
       `offers x402, pay a top-up from the wallet with POST /api/topup {agentWallet, providerId, amount}`;
   return (
     `${message}.${charged} Your balance with this provider is ${formatMicro(balanceMicro)} USDC; this call can ` +
-    `cost up to ${formatMicro(upTo)} USDC (${maxRows} rows at ${formatMicro(price.priceMicroPer1000Rows / 1_000_000n)} ` +
+    `cost up to ${formatMicro(upTo)} USDC (${maxRows} rows at ${formatPricePer1000Rows(price)} ` +
     `USDC per 1000 rows), so ${formatMicro(missing)} USDC is missing. To top up, ${how}.`
   );
 }

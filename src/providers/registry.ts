@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import pg from "pg";
-import type { Price } from "../billing/cost.js";
+import { type Price, type PriceSettings, priceOf } from "../billing/cost.js";
 import type { Queryable } from "../billing/ledger.js";
 import { type AgentLimits, DEFAULT_AGENT_LIMITS } from "../billing/pricing.js";
 import { SqlState } from "../db/sql-state.js";
@@ -24,9 +24,11 @@ export interface ProviderWithSecrets extends Provider {
   apiKeyHash: Buffer;
 }
 
-export interface PricingRecord extends Price, AgentLimits {
+export interface PricingRecord extends PriceSettings, AgentLimits {
   id: string;
   providerId: string;
+  /** What the cost rule charges at these settings, computed once per record. */
+  price: Price;
   /** Agent sessions run with default_transaction_read_only=on: PostgreSQL refuses their writes. */
   readOnly: boolean;
   createdAt: Date;
@@ -196,6 +198,7 @@ function toPricing(row: PricingRow): PricingRecord {
     providerId: row.provider_id,
     priceMicroPer1000Rows: row.price_micro_per_1000_rows,
     markupPpm: row.markup_ppm,
+    price: priceOf({ priceMicroPer1000Rows: row.price_micro_per_1000_rows, markupPpm: row.markup_ppm }),
     readOnly: row.read_only,
     maxRowsWrittenPerStatement: row.max_rows_written_per_statement,
     lockTimeoutMs: row.lock_timeout_ms,
@@ -228,7 +231,7 @@ export interface PricingSettings extends Partial<AgentLimits> {
 export async function setPricing(
   db: Queryable,
   providerId: string,
-  price: Price,
+  price: PriceSettings,
   settings: PricingSettings = {},
 ): Promise<PricingRecord> {
   // Counted before and after: a cache filled while the statement runs can hold either price, so it must not last.

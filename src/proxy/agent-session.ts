@@ -58,9 +58,9 @@ export async function planAgentSession(
     }
   }
   // No upstream session for an agent that cannot pay a row; one that pays nothing stays out of the funded share.
-  const funding = await agentFunding(ctx.db, request.agentWallet, request.providerId, price);
+  const funding = await agentFunding(ctx.db, request.agentWallet, request.providerId, price.price);
   if (funding.tier === "unfunded")
-    throw fundsRefusal(request.providerId, funding, price, found.provider.walletAddress);
+    throw fundsRefusal(request.providerId, funding, price.price, found.provider.walletAddress);
   const guard = price.readOnly ? readOnlyCheckOf(ctx) : ctx.check;
   return {
     slotKey: funding.tier === "funded" ? request.providerId : limitedSlotKey(request.providerId),
@@ -133,7 +133,7 @@ function startMeteredRelay(
   releaseSlot: () => void,
 ): void {
   const sessionId = randomUUID();
-  const meter = new SessionMeter(ctx.db, ctx.chargeWriter, agentWallet, providerId, price, {
+  const meter = new SessionMeter(ctx.db, ctx.chargeWriter, agentWallet, providerId, price.price, {
     reserveRows: ctx.reserveRows,
     maxReserveRows: ctx.reserveMaxRows,
     reservationTtlSeconds: ctx.reservationTtlSeconds,

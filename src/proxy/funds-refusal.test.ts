@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { costOfRows } from "../billing/cost.js";
+import { costOfRows, priceOf } from "../billing/cost.js";
 import { SqlState } from "../db/sql-state.js";
 import { fundsRefusal, readFundsRefusal } from "./funds-refusal.js";
 
@@ -7,7 +7,7 @@ const WALLET = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 
 describe("the refusal of a session for want of funds", () => {
   it("says what is available, what is needed and where to deposit, and reads back as such", () => {
-    const price = { priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_500_000n };
+    const price = priceOf({ priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_500_000n });
     const refusal = fundsRefusal(
       "p1",
       { tier: "unfunded", availableMicro: 700n, neededMicro: costOfRows(1, price) },
@@ -22,7 +22,7 @@ describe("the refusal of a session for want of funds", () => {
     const read = readFundsRefusal({ code: refusal.sqlState, message: refusal.message, hint: refusal.hint });
     expect(read).toEqual({
       availableMicro: 700n,
-      price: { priceMicroPer1000Rows: 1_500_000_000_000n, markupPpm: 1n },
+      price,
       depositAddress: WALLET,
     });
     // The price read back costs a row as the provider's own does.

@@ -1,7 +1,7 @@
-import type { Price } from "../billing/cost.js";
+import { formatPricePer1000Rows, type Price, parsePricePer1000Rows } from "../billing/cost.js";
 import { formatMicro, parseMicro } from "../billing/money.js";
 import { SqlState } from "../db/sql-state.js";
-import { formatPricePer1000Rows, priceFromSetting } from "./pgtoll-settings.js";
+
 import { FUNDING_HINT, StartupRefusal } from "./proxy-errors.js";
 import type { AgentFunding } from "./session-funding.js";
 
@@ -30,7 +30,7 @@ export function fundsRefusal(
 /** What a refusal from {@link fundsRefusal} says; null for any other error. */
 export interface RefusedAccount {
   availableMicro: bigint;
-  /** As `SHOW pgtoll.price` gives it (see priceFromSetting). */
+  /** As `SHOW pgtoll.price` gives it (see parsePricePer1000Rows). */
   price: Price;
   depositAddress: string;
 }
@@ -43,7 +43,7 @@ export function readFundsRefusal(error: unknown): RefusedAccount | null {
   const price = /one row at (\d+\.\d+) USDC per 1000 rows/.exec(message)?.[1];
   const wallet = /the provider's wallet is (0x[0-9a-fA-F]{40})\./.exec(hint)?.[1];
   const availableMicro = available ? parseMicro(available) : null;
-  const parsedPrice = price ? priceFromSetting(price) : null;
+  const parsedPrice = price ? parsePricePer1000Rows(price) : null;
   if (availableMicro === null || !parsedPrice || !wallet) return null;
   return { availableMicro, price: parsedPrice, depositAddress: wallet };
 }

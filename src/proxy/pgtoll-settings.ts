@@ -1,4 +1,4 @@
-import type { Price } from "../billing/cost.js";
+import { formatPricePer1000Rows } from "../billing/cost.js";
 import { formatMicro } from "../billing/money.js";
 import { SqlState } from "../db/sql-state.js";
 import type { TransactionStatus } from "./backend-messages.js";
@@ -59,34 +59,6 @@ export async function pgtollSettingValue(
     default:
       return formatPricePer1000Rows(meter.price);
   }
-}
-
-const PRICE_SCALE = 1_000_000_000_000n;
-
-/**
- * USDC per 1000 rows as `SHOW pgtoll.price` prints it: base price times markup, exactly (micro-USDC times parts
- * per million, so 12 decimals, trailing zeros cut to 6).
- */
-export function formatPricePer1000Rows(price: Price): string {
-  const scaled = price.priceMicroPer1000Rows * price.markupPpm; // USDC x 10^12
-  const whole = scaled / PRICE_SCALE;
-  const fraction = (scaled % PRICE_SCALE)
-    .toString()
-    .padStart(12, "0")
-    .replace(/0{1,6}$/, "");
-  return `${whole}.${fraction.padEnd(6, "0")}`;
-}
-
-/**
- * The price a `SHOW pgtoll.price` value stands for, as a {@link Price} that the cost rule gives exactly the
- * provider's costs with: the value is base price times markup to the micro-USDC-per-ppm, so it is the base
- * price scaled by 10^6 with a markup of one part per million. Null for text that is not such a value.
- */
-export function priceFromSetting(value: string): Price | null {
-  const match = /^(\d{1,12})\.(\d{1,12})$/.exec(value.trim());
-  if (!match) return null;
-  const scaled = BigInt(match[1]!) * PRICE_SCALE + BigInt(match[2]!.padEnd(12, "0"));
-  return { priceMicroPer1000Rows: scaled, markupPpm: 1n };
 }
 
 /** The whole answer to a simple-protocol `SHOW pgtoll.<name>`, as PostgreSQL sends one, ReadyForQuery included. */

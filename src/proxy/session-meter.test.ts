@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { depositFor, randomWallet, useLedgerDatabase } from "../../test/support/fixtures.js";
 import { ChargeWriter } from "../billing/charge-writer.js";
+import { priceOf } from "../billing/cost.js";
 import { getBalance, type LedgerEntry, listLedgerEntries } from "../billing/ledger.js";
 import { loadGuard } from "../guard/index.js";
 import { StatementShapes } from "../guard/statement-shape.js";
@@ -12,7 +13,7 @@ const meta = useLedgerDatabase();
 beforeAll(() => loadGuard());
 
 /** 1 micro-USDC a row: costs in tests are row counts. */
-const ONE_MICRO_A_ROW = { priceMicroPer1000Rows: 1000n, markupPpm: 1_000_000n };
+const ONE_MICRO_A_ROW = priceOf({ priceMicroPer1000Rows: 1000n, markupPpm: 1_000_000n });
 
 /** A meter whose blocking top-ups (the session stops for the ledger) are counted. */
 function countedMeter(
@@ -310,7 +311,7 @@ describe("SessionMeter", () => {
 
   it("lets every row of a provider that charges nothing through, from the first statement, without the ledger", async () => {
     const agent = randomWallet(); // no balance at all
-    const counted = countedMeter(agent, 20, {}, { priceMicroPer1000Rows: 0n, markupPpm: 1_000_000n });
+    const counted = countedMeter(agent, 20, {}, { picoUsdcPer1000Rows: 0n });
     for (const rows of [3, 0, 500]) expect(await runStatement(counted.meter, rows)).toBe(true);
     await counted.meter.release();
     expect(counted.waits).toBe(0);

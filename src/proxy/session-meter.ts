@@ -1,16 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { ChargeWriter } from "../billing/charge-writer.js";
-import { costOfRows, type Price, rowsAffordable } from "../billing/cost.js";
-import {
-  extendReservation,
-  getBalance,
-  type Queryable,
-  type Reservation,
-  type ReservationCharge,
-  reserveFunds,
-  settleReservation,
-  voidReservation,
-} from "../billing/ledger.js";
+import { costOfRows, isFree, type Price, rowsAffordable } from "../billing/cost.js";
+import { getBalance, type Queryable, type ReservationCharge } from "../billing/ledger.js";
+import { LedgerHold } from "../billing/ledger-hold.js";
 import { QueuedCharges } from "../billing/queued-charges.js";
 import type { StatementShapes } from "../guard/statement-shape.js";
 import type { SettlementClock } from "./settlement-clock.js";
@@ -58,7 +50,8 @@ const MAX_WINDOW_TEXTS = 2000;
  * the session goes idle (`release`), so in steady state no row waits for the ledger.
  */
 export class SessionMeter {
-  #reservation: Reservation | null = null;
+  /** The funds held now; replaced by an empty one when they are given back (`release`). */
+  #funds: LedgerHold;
   /** Micro-USDC of the reservation not yet spent (spent means charged, settled or not). */
   #unspent = 0n;
   #statementRows = 0;
@@ -94,7 +87,8 @@ export class SessionMeter {
     private readonly options: MeterOptions,
   ) {
     this.#charges = new QueuedCharges(writer);
-    this.#free = price.priceMicroPer1000Rows === 0n;
+    this.#funds = this.#emptyHold();
+    this.#free = isFree(price);
     const base = costOfRows(options.reserveRows, price);
     this.#baseHold = base > 0n ? base : 1n;
     const max = costOfRows(Math.max(options.maxReserveRows, options.reserveRows), price);
@@ -103,6 +97,10 @@ export class SessionMeter {
     this.#setHold(this.#baseHold);
     // Nothing is held yet: no row is paid for, unless the provider charges nothing (then none is ever limited).
     this.#updateLimit();
+  }
+
+  #emptyHold(): LedgerHold {
+    return new LedgerHold(this.ledger, this.agentWallet, this.providerId, this.options.reservationTtlSeconds);
   }
 
   /** Rows of the running statement so far. */
@@ -181,28 +179,8 @@ export class SessionMeter {
     const needed = this.#costOf(this.#statementRows + minRows) - this.#unspent;
     const minDelta = needed > 0n ? needed : 0n;
     const maxDelta = minDelta > this.#hold ? minDelta : this.#hold;
-    const ttl = this.options.reservationTtlSeconds;
-    let added: bigint;
-    if (!this.#reservation) {
-      this.#reservation = await this.#ledgerCall(
-        reserveFunds(this.ledger, {
-          agentWallet: this.agentWallet,
-          providerId: this.providerId,
-          minMicro: minDelta,
-          maxMicro: maxDelta,
-          ttlSeconds: ttl,
-          fairShareAboveMicro: this.#baseHold,
-        }),
-      );
-      added = this.#reservation?.amountMicro ?? 0n;
-      if (!this.#reservation || added < minDelta) return false;
-    } else {
-      const reservation = this.#reservation;
-      added = await this.#ledgerCall(
-        extendReservation(this.ledger, reservation, minDelta, maxDelta, ttl, this.#baseHold),
-      );
-      if (added < minDelta) return false;
-    }
+    const added = await this.#ledgerCall(this.#funds.add(minDelta, maxDelta, this.#baseHold));
+    if (added < minDelta) return false;
     if (added > 0n) this.#balanceSpent = false;
     this.#unspent += added;
     this.#updateLimit();
@@ -216,20 +194,17 @@ export class SessionMeter {
    * really needed.
    */
   #extendAhead(midStatement: boolean): void {
-    const reservation = this.#reservation;
-    if (!reservation || this.#ahead || this.#balanceSpent) return;
+    const funds = this.#funds;
+    if (funds.reservationId === null || this.#ahead || this.#balanceSpent) return;
     if (!midStatement && this.#unspent * 2n >= this.#hold) return;
     this.#grow();
-    const ttl = this.options.reservationTtlSeconds;
-    const call = this.#ledgerCall(
-      extendReservation(this.ledger, reservation, 0n, this.#hold, ttl, this.#baseHold),
-    );
+    const call = this.#ledgerCall(funds.add(0n, this.#hold, this.#baseHold));
     this.#ahead = call.then(
       (added) => {
         this.#ahead = null;
         if (added === 0n) this.#balanceSpent = true;
         // The session may have ended (released) while the call ran: what it added is then released with it.
-        if (this.#reservation !== reservation) return;
+        if (this.#funds !== funds) return;
         this.#unspent += added;
         this.#updateLimit();
       },
@@ -280,24 +255,7 @@ export class SessionMeter {
 
   /** Adds up to `missingMicro` to the hold (or takes a first hold), as much as the balance allows. */
   async #holdMore(missingMicro: bigint): Promise<void> {
-    const ttl = this.options.reservationTtlSeconds;
-    if (this.#reservation) {
-      const reservation = this.#reservation;
-      this.#unspent += await this.#ledgerCall(
-        extendReservation(this.ledger, reservation, 0n, missingMicro, ttl),
-      );
-      return;
-    }
-    this.#reservation = await this.#ledgerCall(
-      reserveFunds(this.ledger, {
-        agentWallet: this.agentWallet,
-        providerId: this.providerId,
-        minMicro: 0n,
-        maxMicro: missingMicro,
-        ttlSeconds: ttl,
-      }),
-    );
-    this.#unspent += this.#reservation?.amountMicro ?? 0n;
+    this.#unspent += await this.#ledgerCall(this.#funds.add(0n, missingMicro));
   }
 
   /**
@@ -347,12 +305,12 @@ export class SessionMeter {
     if (!window) return null;
     this.#window = null;
     this.options.clock.cancel(this.#settleOnTick);
-    const reservation = this.#reservation;
+    const reservationId = this.#funds.reservationId;
     // Without a reservation nothing could be charged (a statement is charged only from a hold).
-    if (window.costMicro === 0n || !reservation) return null;
+    if (window.costMicro === 0n || reservationId === null) return null;
     this.#windowsSettled++;
     return {
-      reservationId: reservation.id,
+      reservationId,
       agentWallet: this.agentWallet,
       providerId: this.providerId,
       costMicro: window.costMicro,
@@ -388,22 +346,18 @@ export class SessionMeter {
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
     const last = this.#closeWindow();
-    const reservation = this.#reservation;
-    this.#reservation = null;
+    const funds = this.#funds;
+    this.#funds = this.#emptyHold();
     this.#unspent = 0n;
     this.#balanceSpent = false;
     this.#setHold(this.#baseHold);
     this.#updateLimit();
     await this.#charges.settled();
-    if (!reservation) return;
-    if (!last) {
-      await voidReservation(this.ledger, reservation);
-      return;
-    }
     // The last window is charged and the hold given back in one commit (a short session: two in all).
     try {
-      await settleReservation(this.ledger, reservation, last.costMicro, last.metadata, last.key);
-    } catch {
+      await funds.release(last ?? undefined);
+    } catch (error) {
+      if (!last) throw error;
       // Left to the charge writer, which retries while the ledger is unavailable and reports what it cannot
       // write; the key keeps a charge whose acknowledgement was lost from being written twice. The hold expires.
       this.#charges.submit(last);

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { depositFor, useLedgerDatabase } from "../../test/support/fixtures.js";
 import { ChargeWriter } from "../billing/charge-writer.js";
+import { priceOf } from "../billing/cost.js";
 import { getBalance, listLedgerEntries } from "../billing/ledger.js";
 import { loadGuard } from "../guard/index.js";
 import { StatementShapes } from "../guard/statement-shape.js";
@@ -9,7 +10,7 @@ import { SessionMeter } from "./session-meter.js";
 import { SettlementClock, untilNextTick } from "./settlement-clock.js";
 
 const meta = useLedgerDatabase();
-const ONE_MICRO_A_ROW = { priceMicroPer1000Rows: 1000n, markupPpm: 1_000_000n };
+const ONE_MICRO_A_ROW = priceOf({ priceMicroPer1000Rows: 1000n, markupPpm: 1_000_000n });
 const shapes = new StatementShapes();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

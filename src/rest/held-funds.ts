@@ -1,12 +1,6 @@
 import type { ChargeWriter } from "../billing/charge-writer.js";
-import {
-  extendReservation,
-  type Queryable,
-  type Reservation,
-  reserveFunds,
-  settleReservation,
-  voidReservation,
-} from "../billing/ledger.js";
+import type { Queryable } from "../billing/ledger.js";
+import { LedgerHold } from "../billing/ledger-hold.js";
 import { QueuedCharges } from "../billing/queued-charges.js";
 
 export interface HeldFundsOptions {
@@ -27,7 +21,7 @@ interface Hold {
   key: string;
   agentWallet: string;
   providerId: string;
-  reservation: Reservation | null;
+  funds: LedgerHold;
   /** Held by the reservation and promised to no request. */
   unspent: bigint;
   /** Requests that joined and whose charge is not yet durable. */
@@ -76,7 +70,12 @@ export class HeldFunds {
         key,
         agentWallet,
         providerId,
-        reservation: null,
+        funds: new LedgerHold(
+          this.options.ledger,
+          agentWallet,
+          providerId,
+          this.options.reservationTtlSeconds,
+        ),
         unspent: 0n,
         members: 0,
         shared: false,
@@ -123,22 +122,7 @@ export class HeldFunds {
   }
 
   async #reserve(hold: Hold, minMicro: bigint, maxMicro: bigint): Promise<bigint> {
-    const ttlSeconds = this.options.reservationTtlSeconds;
-    let added: bigint;
-    if (!hold.reservation) {
-      const { agentWallet, providerId } = hold;
-      const ledger = this.options.ledger;
-      hold.reservation = await reserveFunds(ledger, {
-        agentWallet,
-        providerId,
-        minMicro,
-        maxMicro,
-        ttlSeconds,
-      });
-      added = hold.reservation?.amountMicro ?? 0n;
-    } else {
-      added = await extendReservation(this.options.ledger, hold.reservation, minMicro, maxMicro, ttlSeconds);
-    }
+    const added = await hold.funds.add(minMicro, maxMicro);
     hold.unspent += added;
     return added;
   }
@@ -170,7 +154,7 @@ export class HeldFunds {
     return new Promise((resolve, reject) =>
       hold.charges.submit(
         {
-          reservationId: hold.reservation!.id,
+          reservationId: hold.funds.reservationId!,
           agentWallet: hold.agentWallet,
           providerId: hold.providerId,
           costMicro,
@@ -207,17 +191,8 @@ export class HeldFunds {
   /** After the queued charges: charges `costMicro` and releases the rest of the reservation. */
   async #release(hold: Hold, costMicro: bigint, metadata: Record<string, unknown>): Promise<void> {
     await hold.charges.settled();
-    const reservation = hold.reservation;
-    hold.reservation = null;
     hold.unspent = 0n;
-    if (!reservation) return;
-    if (costMicro === 0n) return voidReservation(this.options.ledger, reservation);
-    try {
-      await settleReservation(this.options.ledger, reservation, costMicro, metadata);
-    } catch (error) {
-      await voidReservation(this.options.ledger, reservation).catch(() => {});
-      throw error;
-    }
+    await hold.funds.release({ costMicro, metadata }, true);
   }
 }
 

@@ -1,6 +1,6 @@
 import { performance } from "node:perf_hooks";
 import type pg from "pg";
-import { costOfRows, type Price } from "../billing/cost.js";
+import { costOfRows, isFree, type Price } from "../billing/cost.js";
 import { isLedgerUnavailable } from "../billing/ledger-availability.js";
 import type { AgentLimits } from "../billing/pricing.js";
 import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
@@ -18,8 +18,10 @@ export interface MeteredQueryRequest {
   providerId: string;
   sql: string;
   params?: unknown[];
-  /** The provider's price and the limits it sets on agents (rows written per statement, lock timeout). */
-  price: Price & Pick<AgentLimits, "maxRowsWrittenPerStatement" | "lockTimeoutMs">;
+  /** The provider's price. */
+  price: Price;
+  /** The limits the provider sets on agents: rows written per statement, lock timeout. */
+  limits: Pick<AgentLimits, "maxRowsWrittenPerStatement" | "lockTimeoutMs">;
 }
 
 export interface MeteredQueryResult {
@@ -79,7 +81,7 @@ export async function runMeteredQuery(
   if (request.params && request.params.length > 0 && statements.length !== 1) {
     throw new QueryError(400, "params can only be used with a single statement");
   }
-  const paid = request.price.priceMicroPer1000Rows > 0n;
+  const paid = !isFree(request.price);
   const funds = paid
     ? deps.funds.join(request.agentWallet, request.providerId, costOfRows(deps.reserveRows, request.price))
     : null;
@@ -146,10 +148,10 @@ async function runOnProvider(
         client.release();
         client = await connectTo(deps.upstream);
       }
-      const { params, providerId, price } = request;
+      const { params, providerId, price, limits } = request;
       return await executeInTransaction(
         client,
-        { ...deps, maxRowsWritten: price.maxRowsWrittenPerStatement, lockTimeoutMs: price.lockTimeoutMs },
+        { ...deps, maxRowsWritten: limits.maxRowsWrittenPerStatement, lockTimeoutMs: limits.lockTimeoutMs },
         statements,
         params,
         deps.estimates,

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import pg from "pg";
 import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { costOfRows } from "../../src/billing/cost.js";
+import { costOfRows, priceOf } from "../../src/billing/cost.js";
 import { type EmbeddedCluster, startEmbeddedCluster } from "../../src/db/embedded.js";
 import { createAgentToken } from "../../src/proxy/agent-token.js";
 import type { TestDatabase } from "../support/database.js";
@@ -19,7 +19,7 @@ import {
 import { waitFor } from "../support/real-clients.js";
 
 /** 1 USDC per 1000 rows: a row costs 1000 micro-USDC. */
-const PRICE = { priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_000_000n };
+const PRICE = priceOf({ priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_000_000n });
 const FUNDED = 100_000_000n;
 const OUTAGE_MS = 10_000;
 

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { costOfRows } from "../../src/billing/cost.js";
+import { costOfRows, priceOf } from "../../src/billing/cost.js";
 import { getBalance } from "../../src/billing/ledger.js";
 import { type EmbeddedCluster, startEmbeddedCluster } from "../../src/db/embedded.js";
 import { registerPricedProvider, startTestGateway, type TestGateway } from "../support/gateway.js";
@@ -11,7 +11,7 @@ import { fundedTestAgent, startTestProxy, type TestAgent, type TestProxy } from 
 import { waitFor } from "../support/real-clients.js";
 
 /** 1 USDC per 1000 rows: a row costs 1000 micro-USDC. */
-const PRICE = { priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_000_000n };
+const PRICE = priceOf({ priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_000_000n });
 const FUNDED = 100_000_000n;
 
 let dir: string;

@@ -1,7 +1,7 @@
 import pg from "pg";
 import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { costOfRows } from "../../src/billing/cost.js";
+import { costOfRows, priceOf } from "../../src/billing/cost.js";
 import { createAgentToken } from "../../src/proxy/agent-token.js";
 import { createMetadataDatabase, type TestDatabase } from "../support/database.js";
 import { createProviderDatabase } from "../support/gateway.js";
@@ -15,7 +15,7 @@ import {
 import { waitFor } from "../support/real-clients.js";
 
 /** 1 USDC per 1000 rows: a row costs 1000 micro-USDC. */
-const PRICE = { priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_000_000n };
+const PRICE = priceOf({ priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_000_000n });
 const SESSIONS = 20;
 // Far more than 20 busy sessions spend in the test, with room for their holds: a restarted process must find funds
 // that the dead one does not hold.

@@ -1,6 +1,6 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { costOfRows } from "../../src/billing/cost.js";
+import { costOfRows, priceOf } from "../../src/billing/cost.js";
 import { creditDeposit, getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
 import { formatMicro } from "../../src/billing/money.js";
 import { readGuardCases } from "../../src/guard/guard-cases.js";
@@ -22,7 +22,7 @@ let providerId: string;
 let contractDb: TestDatabase;
 let contractProviderId: string;
 // 1 USDC per 1000 rows, markup 1.5: 1 row costs 1500 micro-USDC
-const price = { priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_500_000n };
+const price = priceOf({ priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_500_000n });
 
 beforeAll(async () => {
   gateway = await startTestGateway({ env: { PGTOLL_STATEMENT_TIMEOUT_MS: "10000", PGTOLL_ROW_CAP: "500" } });

@@ -7,7 +7,7 @@ import pg from "pg";
 import type { Hex } from "viem";
 import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { costOfRows } from "../../src/billing/cost.js";
+import { costOfRows, priceOf } from "../../src/billing/cost.js";
 import { formatMicro } from "../../src/billing/money.js";
 import {
   deployTestToken,
@@ -30,7 +30,7 @@ import {
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 /** 1 USDC per 1000 rows with a markup of 1.5: a row costs 1500 micro-USDC. */
-const PRICE = { priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_500_000n };
+const PRICE = priceOf({ priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_500_000n });
 const FUNDED = 50_000_000n;
 
 let chain: LocalChain;

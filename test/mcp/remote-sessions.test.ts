@@ -3,7 +3,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { Hex } from "viem";
 import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { costOfRows } from "../../src/billing/cost.js";
+import { costOfRows, priceOf } from "../../src/billing/cost.js";
 import { formatMicro } from "../../src/billing/money.js";
 import { createAgentToken } from "../../src/proxy/agent-token.js";
 import { createMetadataDatabase, type OwnedTestDatabase, type TestDatabase } from "../support/database.js";
@@ -17,7 +17,7 @@ import {
 } from "../support/pgtoll-process.js";
 
 /** 1 USDC per 1000 rows: a row costs 1000 micro-USDC. */
-const PRICE = { priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_000_000n };
+const PRICE = priceOf({ priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_000_000n });
 const IDLE_MS = 1000;
 
 let meta: { db: TestDatabase; close(): Promise<void> };

@@ -1,7 +1,7 @@
 import pg from "pg";
 import Cursor from "pg-cursor";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { costOfRows } from "../../src/billing/cost.js";
+import { costOfRows, priceOf } from "../../src/billing/cost.js";
 import { getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
 import type { TestDatabase } from "../support/database.js";
 import {
@@ -17,7 +17,7 @@ let gateway: TestGateway;
 let proxy: TestProxy;
 let providerDb: TestDatabase;
 let providerId: string;
-const price = { priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_000_000n }; // 1000 micro-USDC a row
+const price = priceOf({ priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_000_000n }); // 1000 micro-USDC a row
 
 beforeAll(async () => {
   gateway = await startTestGateway();

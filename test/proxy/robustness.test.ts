@@ -1,7 +1,7 @@
 import { Socket } from "node:net";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { costOfRows } from "../../src/billing/cost.js";
+import { costOfRows, priceOf } from "../../src/billing/cost.js";
 import { getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
 import { FrontendCode, StartupCode } from "../../src/proxy/message-codes.js";
 import { startProxyServer } from "../../src/proxy/proxy-server.js";
@@ -37,7 +37,7 @@ import {
 
 const RAW_APP = "robust-raw";
 const HEALTHY_APP = "robust-healthy";
-const price = { priceMicroPer1000Rows: 1000n, markupPpm: 1_000_000n }; // 1 micro-USDC a row
+const price = priceOf({ priceMicroPer1000Rows: 1000n, markupPpm: 1_000_000n }); // 1 micro-USDC a row
 const BIG_RESULT = "SELECT g FROM generate_series(1, 2000000) g";
 /** About 70 MB in 300000 rows. */
 const WIDE_RESULT = "SELECT g, repeat('x', 200) AS pad FROM generate_series(1, 300000) g";

@@ -1,6 +1,6 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { costOfRows } from "../../src/billing/cost.js";
+import { costOfRows, priceOf } from "../../src/billing/cost.js";
 import { getBalance } from "../../src/billing/ledger.js";
 import { DATABASE_TEXT_LIMIT } from "../../src/billing/message-bounds.js";
 import { FrontendCode } from "../../src/proxy/message-codes.js";
@@ -33,7 +33,7 @@ let providerId: string;
 let apiKey: string;
 let provider: pg.Pool;
 const ROW = 1000n;
-const price = { priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_000_000n };
+const price = priceOf({ priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_000_000n });
 
 beforeAll(async () => {
   gateway = await startTestGateway();

@@ -1,7 +1,7 @@
 import pg from "pg";
 import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { costOfRows } from "../../src/billing/cost.js";
+import { costOfRows, priceOf } from "../../src/billing/cost.js";
 import { createAgentToken } from "../../src/proxy/agent-token.js";
 import { createMetadataDatabase, type TestDatabase } from "../support/database.js";
 import { createProviderDatabase } from "../support/gateway.js";
@@ -14,7 +14,7 @@ import {
 } from "../support/pgtoll-process.js";
 
 /** 1 USDC per 1000 rows with a markup of 1.5: 1500 micro-USDC a row. */
-const PRICE = { priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_500_000n };
+const PRICE = priceOf({ priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_500_000n });
 const SESSIONS = 200;
 const STATEMENTS_PER_SESSION = 6;
 /** Less than the sessions would spend: some statements are cut off or refused, and the balance must not go below 0. */

@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { expect } from "vitest";
-import { costOfRows, type Price } from "../../src/billing/cost.js";
+import { costOfRows, type Price, priceOf } from "../../src/billing/cost.js";
 import { getBalance, type LedgerEntry, listLedgerEntries } from "../../src/billing/ledger.js";
 import { parseMicro } from "../../src/billing/money.js";
 import { loadGuard } from "../../src/guard/index.js";
@@ -14,7 +14,7 @@ import type { TestProxy } from "./proxy.js";
  * that rounding up happens per statement (3 rows cost 5, not 4.5) and a wrong grouping of rows shows.
  */
 export const ODD_PRICING = { basePricePer1000Rows: 0.001, markupMultiplier: 1.5 };
-export const ODD_PRICE: Price = { priceMicroPer1000Rows: 1_000n, markupPpm: 1_500_000n };
+export const ODD_PRICE: Price = priceOf({ priceMicroPer1000Rows: 1_000n, markupPpm: 1_500_000n });
 
 export interface ProcessResult {
   code: number | null;

@@ -128,7 +128,8 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
         providerId,
         sql: request.body.sql,
         params: request.body.params,
-        price: found.pricing,
+        price: found.pricing.price,
+        limits: found.pricing,
       };
       const offer = async (costMicro?: bigint): Promise<PaymentOffer | undefined> =>
         ctx.x402 && {
