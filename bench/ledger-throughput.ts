@@ -3,28 +3,28 @@ import { performance } from "node:perf_hooks";
 import type pg from "pg";
 import { ChargeWriter } from "../src/billing/charge-writer.js";
 import { priceOf } from "../src/billing/cost.js";
-import { reserveFunds, settleReservation } from "../src/billing/ledger.js";
+import { releaseWithCharge, reserveFunds } from "../src/billing/ledger.js";
 import { loadConfig } from "../src/config.js";
 import { createMetadataPool } from "../src/db/pool.js";
 import { loadGuard } from "../src/guard/index.js";
 import { StatementShapes } from "../src/guard/statement-shape.js";
 import { SessionMeter } from "../src/proxy/session-meter.js";
-import { SettlementClock } from "../src/proxy/settlement-clock.js";
+import { WindowClock } from "../src/proxy/window-clock.js";
 import { type CpuSnapshot, cpuSpent } from "./cpu-usage.js";
 import { fundedAgent } from "./metered-agent.js";
 import { type Spread, spread } from "./stats.js";
 
-export type LedgerMode = "reserve-settle" | "charge-writer" | "charge-stream" | "settlement-windows";
+export type LedgerMode = "reserve-release" | "charge-writer" | "charge-stream" | "charge-windows";
 
 export interface LedgerCell {
   mode: LedgerMode;
   sessions: number;
   /**
-   * Settled charges (ledger entries written and committed) per second; for settlement-windows, metered
+   * Written charges (ledger entries written and committed) per second; for charge-windows, metered
    * statements per second (their charges written in windows).
    */
   chargesPerSecond: Spread;
-  /** CPU microseconds per charge (settlement-windows: per metered statement) of PostgreSQL and of this process. */
+  /** CPU microseconds per charge (charge-windows: per metered statement) of PostgreSQL and of this process. */
   cpuUsPerCharge: { postgres: number; client: number };
   /** After the runs: balance = sum of the agent's entries and no reservation left behind. */
   consistent: boolean;
@@ -83,7 +83,7 @@ async function stream(
   }
   await Promise.all(written);
   const rate = written.length / ((performance.now() - started) / 1000);
-  await Promise.all(reservations.map((r) => r && settleReservation(db, r, 0n, {})));
+  await Promise.all(reservations.map((r) => r && releaseWithCharge(db, r, 0n, {})));
   return { rate, charges: written.length };
 }
 
@@ -91,7 +91,7 @@ async function stream(
  * The wire proxy's metering as it is: `sessions` real {@link SessionMeter}s with pgtoll's default settings share a
  * stream of STREAM_RATE one-row statements/s (a new literal in each text), each charged by the cost rule in the
  * session's window and written to the ledger one entry per window; then each session ends (its last window and
- * its hold are settled). Returns the statements metered.
+ * its hold are written). Returns the statements metered.
  */
 async function meteredStream(
   db: pg.Pool,
@@ -99,10 +99,10 @@ async function meteredStream(
   target: { agentWallet: string; providerId: string },
   durationS: number,
 ) {
-  const config = loadConfig({ PGTOLL_SETTLE_INTERVAL_MS: process.env.PGTOLL_SETTLE_INTERVAL_MS });
+  const config = loadConfig({ PGTOLL_WINDOW_INTERVAL_MS: process.env.PGTOLL_WINDOW_INTERVAL_MS });
   const writer = new ChargeWriter(db, { ttlSeconds: config.reservationTtlSeconds });
   const shapes = new StatementShapes();
-  const clock = new SettlementClock(config.settleIntervalMs, writer);
+  const clock = new WindowClock(config.windowIntervalMs, writer);
   const meters = Array.from(
     { length: sessions },
     () =>
@@ -111,7 +111,7 @@ async function meteredStream(
         maxReserveRows: config.proxyReserveMaxRows,
         reservationTtlSeconds: config.reservationTtlSeconds,
         clock,
-        settleMaxMicro: config.settleMaxMicro,
+        windowMaxCostMicro: config.windowMaxCostMicro,
         sessionId: randomUUID(),
         shapes,
       }),
@@ -139,7 +139,7 @@ async function meteredStream(
 
 /**
  * `sessions` loops for `durationS` seconds, each awaiting one durable charge at a time, except charge-stream:
- * - reserve-settle: reserveFunds then settleReservation per charge (the REST gateway's two round trips);
+ * - reserve-release: reserveFunds then releaseWithCharge per charge (the REST gateway's two round trips);
  * - charge-writer: each session holds one reservation and awaits ChargeWriter.enqueue per charge (the wire
  *   proxy's group commit: charges of concurrent sessions share a round trip);
  * - charge-stream: the proxy's own pattern, charges queued without waiting (see `stream`).
@@ -154,12 +154,12 @@ async function measure(
 ) {
   const target = { agentWallet: agent.wallet, providerId: agent.providerId };
   if (mode === "charge-stream") return stream(db, sessions, target, durationS);
-  if (mode === "settlement-windows") return meteredStream(db, sessions, target, durationS);
+  if (mode === "charge-windows") return meteredStream(db, sessions, target, durationS);
   const writer = new ChargeWriter(db, { ttlSeconds: 300 });
   const until = performance.now() + durationS * 1000;
   let charges = 0;
   const loop = async () => {
-    if (mode === "reserve-settle") {
+    if (mode === "reserve-release") {
       while (performance.now() < until) {
         const reservation = await reserveFunds(db, {
           ...target,
@@ -168,7 +168,7 @@ async function measure(
           ttlSeconds: 300,
         });
         if (!reservation) throw new Error("the ledger benchmark's agent ran out of funds");
-        await settleReservation(db, reservation, COST_MICRO, chargeMetadata(charges));
+        await releaseWithCharge(db, reservation, COST_MICRO, chargeMetadata(charges));
         charges++;
       }
       return;
@@ -191,7 +191,7 @@ async function measure(
         charges++;
       }
     } finally {
-      await settleReservation(db, reservation, 0n, {});
+      await releaseWithCharge(db, reservation, 0n, {});
     }
   };
   const started = performance.now();
@@ -226,7 +226,7 @@ interface LedgerRunOptions {
   runs: number;
   durationS: number;
   /**
-   * Length of a settlement-windows run: longer than the others, as windows are written every 250 ms and the CPU
+   * Length of a charge-windows run: longer than the others, as windows are written every 250 ms and the CPU
    * accounting's 10 ms ticks are a third of a microsecond per statement in a 2-second run.
    */
   windowsDurationS: number;
@@ -247,7 +247,7 @@ async function measureCell(
   const rates: number[] = [];
   const cpu = { postgres: 0, client: 0, charges: 0 };
   await measure(db, mode, sessions, agent, 0.5);
-  const durationS = mode === "settlement-windows" ? options.windowsDurationS : options.durationS;
+  const durationS = mode === "charge-windows" ? options.windowsDurationS : options.durationS;
   for (let run = 1; run <= options.runs; run++) {
     const before = options.sampleCpu();
     const { rate, charges } = await measure(db, mode, sessions, agent, durationS);
@@ -272,11 +272,11 @@ async function measureCell(
   };
 }
 
-/** The ledger alone, from this process, against pgtoll's metadata database: settled charges per second. */
+/** The ledger alone, from this process, against pgtoll's metadata database: written charges per second. */
 export async function runLedgerThroughput(options: LedgerRunOptions): Promise<LedgerCell[]> {
   const cells: LedgerCell[] = [];
   await loadGuard();
-  for (const mode of ["reserve-settle", "charge-writer", "charge-stream", "settlement-windows"] as const) {
+  for (const mode of ["reserve-release", "charge-writer", "charge-stream", "charge-windows"] as const) {
     for (const sessions of options.sessions) {
       // A pool per cell, ended between cells: a backend that exits hands its CPU time over to the postmaster's
       // count of reaped children, and the kernel's two figures differ by a few percent. The connections of a busy

@@ -160,7 +160,7 @@ export function formatReport(result: BenchResult): string {
   }
   if (result.ledger.length > 0) {
     out.push(
-      "ledger alone (one agent, N concurrent sessions each awaiting one durable charge at a time; charge-stream: 5 000 charges/s queued without waiting; settlement-windows: 5 000 one-row statements/s metered by the proxy's own SessionMeter, one entry per session window): charges (statements) per second",
+      "ledger alone (one agent, N concurrent sessions each awaiting one durable charge at a time; charge-stream: 5 000 charges/s queued without waiting; charge-windows: 5 000 one-row statements/s metered by the proxy's own SessionMeter, one entry per session window): charges (statements) per second",
     );
     for (const c of result.ledger) {
       out.push(

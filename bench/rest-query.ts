@@ -103,7 +103,7 @@ async function probe(url: string, body: string): Promise<void> {
 }
 
 /**
- * `POST /api/query` on pgtoll (guard, planner estimate, reservation, execution, settlement) against a bare
+ * `POST /api/query` on pgtoll (guard, planner estimate, reservation, execution, charge) against a bare
  * fastify + node-postgres route running the same statement, both in their own process with the same pool size,
  * driven by autocannon from this process. Repetitions alternate between the two.
  */

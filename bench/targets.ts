@@ -134,7 +134,7 @@ export function checkTargets({ select, range, rest, ledger, memory }: TargetInpu
   const restSide = (name: "baseline" | "pgtoll") => rest?.sides.find((s) => s.name === name && !s.error);
   const restPgtoll = restSide("pgtoll");
   const restBaseline = restSide("baseline");
-  const windows = ledger.find((c) => c.mode === "settlement-windows" && c.sessions === 10);
+  const windows = ledger.find((c) => c.mode === "charge-windows" && c.sessions === 10);
   const checks: TargetCheck[] = [];
   for (const clients of [10, 50]) {
     checks.push(

@@ -31,6 +31,14 @@ describe("configuration", () => {
     expect(config.logLevel).toBe("debug");
   });
 
+  it("reads the charge window's options from their other names too, the current name winning", () => {
+    const older = loadConfig({ PGTOLL_SETTLE_INTERVAL_MS: "100", PGTOLL_SETTLE_MAX_COST: "0.5" });
+    expect(older).toMatchObject({ windowIntervalMs: 100, windowMaxCostMicro: 500_000n });
+    const both = loadConfig({ PGTOLL_SETTLE_INTERVAL_MS: "100", PGTOLL_WINDOW_INTERVAL_MS: "50" });
+    expect(both.windowIntervalMs).toBe(50);
+    expect(() => loadConfig({ PGTOLL_SETTLE_MAX_COST: "lots" })).toThrow(/PGTOLL_WINDOW_MAX_COST/);
+  });
+
   it("derives flag names from variable names", () => {
     expect(flagName("PGTOLL_HTTP_PORT")).toBe("http-port");
     expect(flagName("DATABASE_URL")).toBe("database-url");

@@ -11,6 +11,8 @@ interface OptionSpec<T> {
   description: string;
   /** Shown in the table of docs/configuration.md; `undefined` means "unset by default". */
   defaultText?: string;
+  /** Another variable read when `env` is not set, so that deployments configured under that name keep working. */
+  alsoReadFrom?: string;
   parse(raw: string | undefined): T;
 }
 
@@ -192,19 +194,21 @@ export const optionSpecs = {
     defaultText: "1000000",
     parse: integer("PGTOLL_PROXY_RESERVE_MAX_ROWS", 1_000_000, 1, 1_000_000_000),
   },
-  settleIntervalMs: {
-    env: "PGTOLL_SETTLE_INTERVAL_MS",
+  windowIntervalMs: {
+    env: "PGTOLL_WINDOW_INTERVAL_MS",
+    alsoReadFrom: "PGTOLL_SETTLE_INTERVAL_MS",
     description:
-      "Longest time a proxy session's charges wait before they are written to the ledger as one entry (a settlement window). Warning: with PGTOLL_SETTLE_MAX_COST it bounds what a crash of pgtoll leaves uncharged.",
+      "Longest time a proxy session's charges wait before they are written to the ledger as one entry (a charge window). Warning: with PGTOLL_WINDOW_MAX_COST it bounds what a crash of pgtoll leaves uncharged. Also read from PGTOLL_SETTLE_INTERVAL_MS.",
     defaultText: "250",
-    parse: integer("PGTOLL_SETTLE_INTERVAL_MS", 250, 1, 1000),
+    parse: integer("PGTOLL_WINDOW_INTERVAL_MS", 250, 1, 1000),
   },
-  settleMaxMicro: {
-    env: "PGTOLL_SETTLE_MAX_COST",
+  windowMaxCostMicro: {
+    env: "PGTOLL_WINDOW_MAX_COST",
+    alsoReadFrom: "PGTOLL_SETTLE_MAX_COST",
     description:
-      "Unsettled cost, in USDC, at which a proxy session's window is written at once. A crash of pgtoll leaves at most twice this much uncharged per open session (the open window and the one being written; never an overcharge).",
+      "Cost, in USDC, at which a proxy session's open window is closed and written at once. A crash of pgtoll leaves at most twice this much uncharged per open session (the open window and the one being written; never an overcharge). Also read from PGTOLL_SETTLE_MAX_COST.",
     defaultText: "1",
-    parse: usdc("PGTOLL_SETTLE_MAX_COST", 1_000_000n, 1n, 1_000_000_000n),
+    parse: usdc("PGTOLL_WINDOW_MAX_COST", 1_000_000n, 1n, 1_000_000_000n),
   },
   allowPrivilegedProviderRoles: {
     env: "PGTOLL_ALLOW_PRIVILEGED_PROVIDER_ROLES",
@@ -443,7 +447,8 @@ export const optionSpecs = {
   },
   reservationTtlSeconds: {
     env: "PGTOLL_RESERVATION_TTL_S",
-    description: "How long an unsettled reservation holds funds before it expires and is released.",
+    description:
+      "How long a reservation that is never released holds funds before it expires and is given back.",
     defaultText: "300",
     parse: integer("PGTOLL_RESERVATION_TTL_S", 300, 30, 86_400),
   },
@@ -511,8 +516,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
     values[envName] = value;
   }
   const config: Record<string, unknown> = {};
-  for (const [key, spec] of Object.entries(optionSpecs)) {
-    config[key] = spec.parse(values[spec.env] ?? env[spec.env]);
+  for (const [key, spec] of Object.entries(optionSpecs) as [string, OptionSpec<unknown>][]) {
+    config[key] = spec.parse(
+      values[spec.env] ?? env[spec.env] ?? (spec.alsoReadFrom ? env[spec.alsoReadFrom] : undefined),
+    );
   }
   return checkCombinations(config as Config);
 }

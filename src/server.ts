@@ -24,9 +24,9 @@ import { createProxyMetrics } from "./proxy/proxy-metrics.js";
 import { startProxyServer } from "./proxy/proxy-server.js";
 import { fundedShare } from "./proxy/session-funding.js";
 import { SessionRegistry } from "./proxy/session-registry.js";
-import { SettlementClock } from "./proxy/settlement-clock.js";
 import { UnauthenticatedConnections } from "./proxy/unauthenticated-connections.js";
 import { UpstreamSlots } from "./proxy/upstream-slots.js";
+import { WindowClock } from "./proxy/window-clock.js";
 import { buildApp } from "./rest/app.js";
 import type { GatewayContext } from "./rest/context.js";
 import { createMetrics } from "./rest/plugins/metrics.js";
@@ -200,8 +200,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         reservationTtlSeconds: config.reservationTtlSeconds,
         reserveRows: config.proxyReserveRows,
         reserveMaxRows: config.proxyReserveMaxRows,
-        settlementClock: new SettlementClock(config.settleIntervalMs, chargeWriter),
-        settleMaxMicro: config.settleMaxMicro,
+        windowClock: new WindowClock(config.windowIntervalMs, chargeWriter),
+        windowMaxCostMicro: config.windowMaxCostMicro,
         startupTimeoutMs: config.proxyStartupTimeoutMs,
         unauthenticated: new UnauthenticatedConnections({
           total: config.proxyMaxUnauthenticated,

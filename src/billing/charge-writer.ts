@@ -14,16 +14,16 @@ function nextTurn(): Promise<void> {
 }
 
 /** Told once a charge is written (no argument) or could not be written (the error). */
-export type ChargeSettled = (error?: Error) => void;
+export type ChargeWritten = (error?: Error) => void;
 
 interface Pending {
   charge: ReservationCharge;
-  settled: ChargeSettled;
+  written: ChargeWritten;
   /** performance.now() of the first attempt that found the ledger unavailable. */
   unavailableSince?: number;
 }
 
-/** A batch's outcome: `tell` informs the callers of what was settled; `retry` goes back to the queue. */
+/** A batch's outcome: `tell` informs the callers of what was written; `retry` goes back to the queue. */
 interface Attempt {
   tell(): void;
   retry: Pending[];
@@ -107,16 +107,16 @@ export class ChargeWriter {
   }
 
   /**
-   * Queues a charge and calls `settled` once it is durably in the ledger or could not be written. The proxy's
-   * per-statement path: no promise per charge. `settled` may be called synchronously (a charge of 0).
+   * Queues a charge and calls `written` once it is durably in the ledger or could not be written. The proxy's
+   * per-statement path: no promise per charge. `written` may be called synchronously (a charge of 0).
    */
-  submit(charge: ReservationCharge, settled: ChargeSettled): void {
+  submit(charge: ReservationCharge, written: ChargeWritten): void {
     if (charge.costMicro === 0n) {
-      settled();
+      written();
       return;
     }
     charge.key ??= randomUUID();
-    this.#queue.push({ charge, settled });
+    this.#queue.push({ charge, written });
     if (this.#corked === 0) this.#startWriting();
   }
 
@@ -157,9 +157,9 @@ export class ChargeWriter {
     try {
       while (this.#queue.length > 0) {
         const started = performance.now();
-        const { tell: settle, retry } = await this.#write(this.#queue.splice(0, this.#maxBatch));
+        const { tell, retry } = await this.#write(this.#queue.splice(0, this.#maxBatch));
         if (retry.length > 0) {
-          settle();
+          tell();
           this.#queue.unshift(...retry);
           const delay = RETRY_DELAYS_MS[Math.min(this.#unavailableAttempts++, RETRY_DELAYS_MS.length - 1)]!;
           await this.#sleep(delay);
@@ -169,7 +169,7 @@ export class ChargeWriter {
         // Charges queued while this batch was written mean load; those its callers queue once told (below)
         // do not: a lone session awaiting each charge must never wait out the interval.
         const underLoad = this.#queue.length > 0;
-        settle();
+        tell();
         if (underLoad) await this.#gather(started + this.#intervalMs);
         // Callers told just now queue their next charge within this turn of the event loop: into the next batch.
         else await nextTurn();
@@ -225,7 +225,7 @@ export class ChargeWriter {
       if (missing.length === 0) {
         return {
           tell: () => {
-            for (const pending of batch) pending.settled();
+            for (const pending of batch) pending.written();
           },
           retry: [],
         };
@@ -235,12 +235,12 @@ export class ChargeWriter {
         batch.filter((pending) => missingSet.has(pending.charge)),
         false,
         () => {
-          for (const pending of batch) if (!missingSet.has(pending.charge)) pending.settled();
+          for (const pending of batch) if (!missingSet.has(pending.charge)) pending.written();
         },
       );
     } catch (error) {
       if (isLedgerUnavailable(error)) return { tell: nothingToTell, retry: this.#retryable(batch, error) };
-      if (batch.length === 1) return { tell: () => this.#settleFailure(batch[0]!, error), retry: [] };
+      if (batch.length === 1) return { tell: () => this.#failCharge(batch[0]!, error), retry: [] };
       return this.#writeEach(batch, true, nothingToTell);
     }
   }
@@ -273,7 +273,7 @@ export class ChargeWriter {
       pending.unavailableSince ??= now;
       const limitMs = pending.charge.retryForMs ?? this.options.ttlSeconds * 1000;
       if (now - pending.unavailableSince < limitMs) retry.push(pending);
-      else this.#settleFailure(pending, error ?? new Error("the ledger stayed unavailable"));
+      else this.#failCharge(pending, error ?? new Error("the ledger stayed unavailable"));
     }
     return retry;
   }
@@ -282,7 +282,7 @@ export class ChargeWriter {
     try {
       if (viaReservation) {
         const { missing } = await chargeReservations(this.db, [pending.charge], this.options.ttlSeconds);
-        if (missing.length === 0) return () => pending.settled();
+        if (missing.length === 0) return () => pending.written();
       }
       // The reservation expired (e.g. an idle session outlived it): take the cost from the available balance.
       await chargeWithoutReservation(
@@ -292,15 +292,15 @@ export class ChargeWriter {
         pending.charge.metadata,
         pending.charge.key,
       );
-      return () => pending.settled();
+      return () => pending.written();
     } catch (error) {
       if (isLedgerUnavailable(error)) return "retry";
-      return () => this.#settleFailure(pending, error);
+      return () => this.#failCharge(pending, error);
     }
   }
 
-  #settleFailure(pending: Pending, error: unknown): void {
+  #failCharge(pending: Pending, error: unknown): void {
     this.options.onError?.(error, pending.charge);
-    pending.settled(error instanceof Error ? error : new InsufficientFundsError(String(error)));
+    pending.written(error instanceof Error ? error : new InsufficientFundsError(String(error)));
   }
 }

@@ -2,8 +2,8 @@ import {
   extendReservation,
   type Queryable,
   type Reservation,
+  releaseWithCharge,
   reserveFunds,
-  settleReservation,
   voidReservation,
 } from "./ledger.js";
 
@@ -80,7 +80,7 @@ export class LedgerHold {
     if (!reservation) return;
     if (!charge || charge.costMicro === 0n) return voidReservation(this.ledger, reservation);
     try {
-      await settleReservation(this.ledger, reservation, charge.costMicro, charge.metadata, charge.key);
+      await releaseWithCharge(this.ledger, reservation, charge.costMicro, charge.metadata, charge.key);
     } catch (error) {
       if (voidOnFailure) await voidReservation(this.ledger, reservation).catch(() => {});
       throw error;

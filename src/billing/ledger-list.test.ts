@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMetadataDatabase } from "../../test/support/database.js";
 import { insertProvider, randomTxHash, randomWallet } from "../../test/support/fixtures.js";
-import { creditDeposit, listLedgerEntries, reserveFunds, settleReservation } from "./ledger.js";
+import { creditDeposit, listLedgerEntries, releaseWithCharge, reserveFunds } from "./ledger.js";
 
 let meta: Awaited<ReturnType<typeof createMetadataDatabase>>;
 let providers: string[];
@@ -25,7 +25,7 @@ async function charge(agentWallet: string, providerId: string, n: number) {
     maxMicro: 1n,
     ttlSeconds: 60,
   });
-  await settleReservation(meta.pool, r!, 1n, { sql: `SELECT ${n}`, rowCount: 1 });
+  await releaseWithCharge(meta.pool, r!, 1n, { sql: `SELECT ${n}`, rowCount: 1 });
 }
 
 describe("listLedgerEntries", () => {

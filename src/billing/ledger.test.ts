@@ -7,8 +7,8 @@ import {
   InsufficientFundsError,
   listLedgerEntries,
   releaseExpiredReservations,
+  releaseWithCharge,
   reserveFunds,
-  settleReservation,
   voidReservation,
 } from "./ledger.js";
 
@@ -45,7 +45,7 @@ async function expectLedgerConsistent(agentWallet: string) {
 }
 
 describe("reservations", () => {
-  it("holds at most what is available, settles the actual cost and releases the rest", async () => {
+  it("holds at most what is available, charges the actual cost and releases the rest", async () => {
     const agent = randomWallet();
     await deposit(agent, 1000n);
     const r = await reserveFunds(meta.pool, {
@@ -65,7 +65,7 @@ describe("reservations", () => {
         ttlSeconds: 60,
       }),
     ).toBeNull();
-    const entry = await settleReservation(meta.pool, r!, 300n, { sql: "SELECT 1", rowCount: 3 });
+    const entry = await releaseWithCharge(meta.pool, r!, 300n, { sql: "SELECT 1", rowCount: 3 });
     expect(entry?.amountMicro).toBe(-300n);
     expect(entry?.metadata).toEqual({ sql: "SELECT 1", rowCount: 3 });
     const balance = await getBalance(meta.pool, agent, meta.providerId);
@@ -73,7 +73,7 @@ describe("reservations", () => {
     await expectLedgerConsistent(agent);
   });
 
-  it("refuses to settle more than the agent can pay, changing nothing", async () => {
+  it("refuses to charge more than the agent can pay, changing nothing", async () => {
     const agent = randomWallet();
     await deposit(agent, 100n);
     const r = await reserveFunds(meta.pool, {
@@ -83,20 +83,20 @@ describe("reservations", () => {
       maxMicro: 50n,
       ttlSeconds: 60,
     });
-    await expect(settleReservation(meta.pool, r!, 101n, {})).rejects.toBeInstanceOf(InsufficientFundsError);
+    await expect(releaseWithCharge(meta.pool, r!, 101n, {})).rejects.toBeInstanceOf(InsufficientFundsError);
     expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({
       balanceMicro: 100n,
       reservedMicro: 50n,
     });
     // more than reserved but within the balance is fine
-    await settleReservation(meta.pool, r!, 100n, {});
+    await releaseWithCharge(meta.pool, r!, 100n, {});
     expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({
       balanceMicro: 0n,
       reservedMicro: 0n,
     });
   });
 
-  it("a settlement cannot eat into another statement's reservation", async () => {
+  it("a charge cannot eat into another statement's reservation", async () => {
     const agent = randomWallet();
     await deposit(agent, 100n);
     const a = await reserveFunds(meta.pool, {
@@ -113,14 +113,14 @@ describe("reservations", () => {
       maxMicro: 10n,
       ttlSeconds: 60,
     });
-    await expect(settleReservation(meta.pool, b!, 41n, {})).rejects.toBeInstanceOf(InsufficientFundsError);
-    await settleReservation(meta.pool, b!, 40n, {});
-    await settleReservation(meta.pool, a!, 60n, {});
+    await expect(releaseWithCharge(meta.pool, b!, 41n, {})).rejects.toBeInstanceOf(InsufficientFundsError);
+    await releaseWithCharge(meta.pool, b!, 40n, {});
+    await releaseWithCharge(meta.pool, a!, 60n, {});
     await expectLedgerConsistent(agent);
     expect((await getBalance(meta.pool, agent, meta.providerId)).balanceMicro).toBe(0n);
   });
 
-  it("void releases the hold without a ledger entry; zero-cost settles leave none either", async () => {
+  it("void releases the hold without a ledger entry; zero-cost releases leave none either", async () => {
     const agent = randomWallet();
     await deposit(agent, 10n);
     const r = await reserveFunds(meta.pool, {
@@ -139,13 +139,13 @@ describe("reservations", () => {
       maxMicro: 10n,
       ttlSeconds: 60,
     });
-    expect(await settleReservation(meta.pool, r2!, 0n, {})).toBeNull();
+    expect(await releaseWithCharge(meta.pool, r2!, 0n, {})).toBeNull();
     const { entries, balance } = await expectLedgerConsistent(agent);
     expect(entries).toHaveLength(1);
     expect(balance).toMatchObject({ balanceMicro: 10n, reservedMicro: 0n });
   });
 
-  it("expired reservations are released, and settling one afterwards charges the available balance", async () => {
+  it("expired reservations are released, and charging one afterwards takes the available balance", async () => {
     const agent = randomWallet();
     await deposit(agent, 100n);
     const r = await reserveFunds(meta.pool, {
@@ -160,7 +160,7 @@ describe("reservations", () => {
     ]);
     expect(await releaseExpiredReservations(meta.pool)).toBeGreaterThanOrEqual(1);
     expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({ reservedMicro: 0n });
-    await settleReservation(meta.pool, r!, 30n, {});
+    await releaseWithCharge(meta.pool, r!, 30n, {});
     expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({
       balanceMicro: 70n,
       reservedMicro: 0n,
@@ -212,7 +212,7 @@ describe("ledger integrity", () => {
         Array.from({ length: 200 }, async (_, i) => {
           const pool = pools[i % pools.length]!;
           const cost = 7n;
-          // Half reserve the exact cost; half reserve too little and must find the rest at settlement.
+          // Half reserve the exact cost; half reserve too little and must find the rest when charged.
           const held = i % 2 === 0 ? cost : 3n;
           const r = await reserveFunds(pool, {
             agentWallet: agent,
@@ -226,7 +226,7 @@ describe("ledger integrity", () => {
             return;
           }
           try {
-            await settleReservation(pool, r, cost, { sql: `SELECT ${i}`, rowCount: 7 });
+            await releaseWithCharge(pool, r, cost, { sql: `SELECT ${i}`, rowCount: 7 });
             charged++;
           } catch (error) {
             expect(error).toBeInstanceOf(InsufficientFundsError);
@@ -240,7 +240,7 @@ describe("ledger integrity", () => {
     }
     const { balance, entries } = await expectLedgerConsistent(agent);
     expect(charged + refused).toBe(200);
-    // floor(1000 / 7) = 142 charges fit; a settlement may be refused while others hold funds, never more.
+    // floor(1000 / 7) = 142 charges fit; a charge may be refused while others hold funds, never more.
     expect(charged).toBeLessThanOrEqual(142);
     expect(charged).toBeGreaterThan(100);
     expect(balance).toMatchObject({ balanceMicro: 1000n - 7n * BigInt(charged), reservedMicro: 0n });
@@ -262,7 +262,7 @@ describe("ledger integrity", () => {
           ttlSeconds: 60,
         });
         if (!r) return false;
-        await settleReservation(pool, r, 7n, { sql: `SELECT ${i}`, rowCount: 7 });
+        await releaseWithCharge(pool, r, 7n, { sql: `SELECT ${i}`, rowCount: 7 });
         return true;
       }),
     ).finally(() => Promise.all(pools.map((pool) => pool.end())));

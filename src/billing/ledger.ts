@@ -104,7 +104,7 @@ const RESERVE = ledgerStatement(
 /**
  * Holds between `minMicro` and `maxMicro` of the agent's available balance (balance minus what other
  * reservations hold), as much as is available. Returns null when less than `minMicro` is available or the
- * agent has no balance with this provider. The hold expires after `ttlSeconds` if never settled or voided.
+ * agent has no balance with this provider. The hold expires after `ttlSeconds` if never released.
  *
  * `fairShareAboveMicro` (default `maxMicro`: no limit): a hold beyond this amount takes at most a quarter of the
  * available balance, so that one busy session whose holds grow cannot take what the agent's other sessions need.
@@ -142,7 +142,7 @@ export async function reserveFunds(
 
 /**
  * Locks the reservation before its balance row, as every statement that touches both does (the charge batch,
- * settle, void): statements that take the two locks in opposite orders deadlock, and PostgreSQL only breaks a
+ * release with a charge, void): statements that take the two locks in opposite orders deadlock, and PostgreSQL only breaks a
  * deadlock after `deadlock_timeout` (1 s), stalling the whole charge writer meanwhile.
  */
 const EXTEND = ledgerStatement(
@@ -318,8 +318,8 @@ export async function chargeReservations(
   }
 }
 
-const SETTLE = ledgerStatement(
-  "settle",
+const RELEASE_CHARGED = ledgerStatement(
+  "release_charged",
   `WITH released AS (
          DELETE FROM reservations WHERE id = $1 RETURNING agent_wallet, provider_id, amount_micro),
        charged AS (
@@ -336,7 +336,7 @@ const SETTLE = ledgerStatement(
          SELECT agent_wallet, provider_id, 'query', -$2::bigint, balance_micro + $2::bigint, balance_micro, $3, $4::uuid
            FROM charged WHERE $2::bigint > 0
          RETURNING ${ENTRY_COLUMNS})
-       SELECT entry.*, EXISTS (SELECT 1 FROM released) AS settled FROM (SELECT 1) one LEFT JOIN entry ON true`,
+       SELECT entry.*, EXISTS (SELECT 1 FROM released) AS released FROM (SELECT 1) one LEFT JOIN entry ON true`,
 );
 
 /**
@@ -347,7 +347,7 @@ const SETTLE = ledgerStatement(
  * written with the entry, so that a retry after a lost acknowledgement (through {@link chargeWithoutReservation}
  * or the charge writer, with the same key) does not charge twice.
  */
-export async function settleReservation(
+export async function releaseWithCharge(
   db: Queryable,
   reservation: Reservation,
   costMicro: bigint,
@@ -355,14 +355,14 @@ export async function settleReservation(
   key?: string,
 ): Promise<LedgerEntry | null> {
   try {
-    const { rows } = await runStatement<EntryRow & { settled: boolean }>(db, SETTLE, [
+    const { rows } = await runStatement<EntryRow & { released: boolean }>(db, RELEASE_CHARGED, [
       reservation.id,
       costMicro,
       metadata,
       key ?? null,
     ]);
     const row = rows[0];
-    if (row?.settled) return row.id === null ? null : toEntry(row);
+    if (row?.released) return row.id === null ? null : toEntry(row);
   } catch (error) {
     if (isOverdraft(error)) throw new InsufficientFundsError("the balance does not cover this charge");
     throw error;

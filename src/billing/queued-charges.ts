@@ -1,4 +1,4 @@
-import type { ChargeSettled, ChargeWriter } from "./charge-writer.js";
+import type { ChargeWriter, ChargeWritten } from "./charge-writer.js";
 import type { ReservationCharge } from "./ledger.js";
 
 /**
@@ -11,7 +11,7 @@ export class QueuedCharges {
   #unwritten = 0;
   #allWritten: { promise: Promise<void>; resolve(): void } | null = null;
   #oneLeft: { promise: Promise<void>; resolve(): void } | null = null;
-  readonly #written = (): void => {
+  readonly #oneWritten = (): void => {
     --this.#unwritten;
     if (this.#unwritten <= 1 && this.#oneLeft) {
       this.#oneLeft.resolve();
@@ -31,30 +31,30 @@ export class QueuedCharges {
   constructor(private readonly writer: ChargeWriter) {}
 
   /**
-   * Queues a charge; a failure to write it is the writer's to report (its `onError`). `settled`, when given, is
+   * Queues a charge; a failure to write it is the writer's to report (its `onError`). `written`, when given, is
    * also told once this charge is written or has failed (a REST request answers only after that).
    */
-  submit(charge: ReservationCharge, settled?: ChargeSettled): void {
+  submit(charge: ReservationCharge, written?: ChargeWritten): void {
     this.#unwritten++;
-    if (!settled) {
-      this.writer.submit(charge, this.#written);
+    if (!written) {
+      this.writer.submit(charge, this.#oneWritten);
       return;
     }
     this.writer.submit(charge, (error) => {
-      this.#written();
-      settled(error);
+      this.#oneWritten();
+      written(error);
     });
   }
 
   /** Resolves once every charge submitted so far is written or has failed. */
-  settled(): Promise<void> {
+  written(): Promise<void> {
     if (this.#unwritten === 0) return Promise.resolve();
     this.#allWritten ??= deferred();
     return this.#allWritten.promise;
   }
 
   /** Resolves once at most one of the charges submitted so far is still unwritten (a session's latest window). */
-  allButOneSettled(): Promise<void> {
+  allButOneWritten(): Promise<void> {
     if (this.#unwritten <= 1) return Promise.resolve();
     this.#oneLeft ??= deferred();
     return this.#oneLeft.promise;

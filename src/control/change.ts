@@ -37,6 +37,6 @@ export async function changeProject<T>(
     const scheduled = await scheduleOperations(client, projectId, change.planned, plane.instanceId);
     return { result: change.result, ids: scheduled.map((op) => op.id) };
   });
-  if (ids.length) await plane.settle(projectId);
+  if (ids.length) await plane.awaitOperations(projectId);
   return { result, operations: await getOperations(plane.db, ids) };
 }

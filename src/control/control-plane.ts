@@ -114,8 +114,8 @@ export class ControlPlane implements Plane {
   }
 
   /** Runs the project's operations and waits for them up to the configured time. */
-  settle(projectId: string): Promise<void> {
-    return this.runner.settle(projectId, this.operationWaitMs);
+  awaitOperations(projectId: string): Promise<void> {
+    return this.runner.awaitOperations(projectId, this.operationWaitMs);
   }
 
   kick(projectId: string): Promise<void> {

@@ -42,7 +42,7 @@ export class OperationRunner {
   }
 
   /** Waits for the project's operations up to `ms`; the caller then answers with their current status. */
-  async settle(projectId: string, ms: number): Promise<void> {
+  async awaitOperations(projectId: string, ms: number): Promise<void> {
     const running = this.kick(projectId);
     if (ms > 0) await Promise.race([running, sleep(ms)]);
   }

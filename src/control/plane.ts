@@ -16,7 +16,7 @@ export interface Plane {
   /** This process's lease id: the owner of the operations it schedules. */
   readonly instanceId: number;
   /** Runs the project's operations and waits for them up to the configured time. */
-  settle(projectId: string): Promise<void>;
+  awaitOperations(projectId: string): Promise<void>;
   /** Starts the project's operations without waiting for them. */
   kick(projectId: string): Promise<void>;
 }

@@ -165,7 +165,7 @@ export async function createProject(
     );
     return ops.map((op) => op.id);
   });
-  await plane.settle(projectId);
+  await plane.awaitOperations(projectId);
   const project = await loadProject(plane.db, projectId);
   const [branch] = await branchesOf(plane.db, projectId);
   return {

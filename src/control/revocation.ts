@@ -79,6 +79,6 @@ export async function revokeAccess<T>(
     const { result, scope } = await work(client);
     return { result, projects: await rotateLapsedPasswords(client, plane, scope) };
   });
-  await Promise.all(projects.map((projectId) => plane.settle(projectId)));
+  await Promise.all(projects.map((projectId) => plane.awaitOperations(projectId)));
   return result;
 }

@@ -161,7 +161,7 @@ export class ProxySession {
     }
   }
 
-  /** Ends the session; its charges are settled by the proxy as the connection closes. */
+  /** Ends the session; its charges are written by the proxy as the connection closes. */
   async close(): Promise<void> {
     this.#closed = true;
     if (this.#idleTimer) clearTimeout(this.#idleTimer);

@@ -116,7 +116,7 @@ export function stdioBackend(argv: readonly string[], env: NodeJS.ProcessEnv): A
   return backend;
 }
 
-/** `pgtoll mcp`: serves until the host closes stdin, then ends the proxy session (settling its charges). */
+/** `pgtoll mcp`: serves until the host closes stdin, then ends the proxy session (its charges written). */
 export async function mcpCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<void> {
   const backend = stdioBackend(argv, env);
   const server = new McpServer({ name: "pgtoll", version: "1" }, { capabilities: { logging: {} } });

@@ -137,8 +137,8 @@ function startMeteredRelay(
     reserveRows: ctx.reserveRows,
     maxReserveRows: ctx.reserveMaxRows,
     reservationTtlSeconds: ctx.reservationTtlSeconds,
-    clock: ctx.settlementClock,
-    settleMaxMicro: ctx.settleMaxMicro,
+    clock: ctx.windowClock,
+    windowMaxCostMicro: ctx.windowMaxCostMicro,
     sessionId,
     shapes: statementShapesOf(ctx),
     onCharge: (cost) => ctx.metrics.chargedMicro.inc(Number(cost)),
@@ -147,7 +147,7 @@ function startMeteredRelay(
   upstream.socket.on("error", () => {});
   const log = ctx.logger.child({ session: sessionId, pid: key.processId, providerId });
   let ended = false;
-  let settled: () => void = () => {};
+  let drained: () => void = () => {};
   const relay: Relay = new Relay({
     client,
     upstream: upstream.socket,
@@ -176,16 +176,16 @@ function startMeteredRelay(
         .catch((error) => log.error({ err: error }, "could not release the session's reservation"));
       ctx.releases.add(release);
       void release.finally(() => ctx.releases.delete(release));
-      settled();
+      drained();
     },
   });
   client.on("close", () => {
     relay.clientGone();
-    // A session still settling what its client left upstream is waited for at shutdown, like a release.
+    // A session still draining what its client left upstream is waited for at shutdown, like a release.
     if (ended) return;
-    const settling = new Promise<void>((resolve) => (settled = resolve));
-    ctx.releases.add(settling);
-    void settling.then(() => ctx.releases.delete(settling));
+    const draining = new Promise<void>((resolve) => (drained = resolve));
+    ctx.releases.add(draining);
+    void draining.then(() => ctx.releases.delete(draining));
   });
   upstream.socket.on("close", () => {
     if (!ended && !client.destroyed && !relay.closing && !relay.fatalRelayed) {

@@ -53,7 +53,7 @@ export async function pgtollSettingValue(
     case "pgtoll.deposit_address":
       return depositAddress;
     case "pgtoll.balance":
-      return formatMicro(await meter.settledBalance());
+      return formatMicro(await meter.writtenBalance());
     case "pgtoll.session_cost":
       return formatMicro(meter.sessionCostMicro);
     default:

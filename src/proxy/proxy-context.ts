@@ -7,9 +7,9 @@ import type { GuardVerdict } from "../guard/index.js";
 import type { SecretBox } from "../providers/secret-box.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import type { SessionRegistry } from "./session-registry.js";
-import type { SettlementClock } from "./settlement-clock.js";
 import type { UnauthenticatedConnections } from "./unauthenticated-connections.js";
 import type { UpstreamSlots } from "./upstream-slots.js";
+import type { WindowClock } from "./window-clock.js";
 
 /** How the proxy reaches the management API's endpoints (see `src/control`). */
 export interface EndpointRouting {
@@ -50,10 +50,10 @@ export interface ProxyContext {
   reserveRows: number;
   /** Most a session's hold grows to, in rows (PGTOLL_PROXY_RESERVE_MAX_ROWS). */
   reserveMaxRows: number;
-  /** Settles the sessions' windows on common ticks, every PGTOLL_SETTLE_INTERVAL_MS, on `chargeWriter`. */
-  settlementClock: SettlementClock;
-  /** Unsettled cost that settles a window at once (PGTOLL_SETTLE_MAX_COST), micro-USDC. */
-  settleMaxMicro: bigint;
+  /** Closes the sessions' windows on common ticks, every PGTOLL_WINDOW_INTERVAL_MS, on `chargeWriter`. */
+  windowClock: WindowClock;
+  /** Cost of an open window that closes it at once (PGTOLL_WINDOW_MAX_COST), micro-USDC. */
+  windowMaxCostMicro: bigint;
   /** Startup (TLS, authentication, upstream connect) must finish within this. */
   startupTimeoutMs: number;
   /**

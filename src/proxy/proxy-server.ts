@@ -53,7 +53,7 @@ export async function startProxyServer(
     port,
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      // Sessions hear of their socket's close after the server does, then settle what they left upstream.
+      // Sessions hear of their socket's close after the server does, then drain and charge what they left upstream.
       const gone = [...sockets]
         .filter((socket) => !socket.closed)
         .map((socket) => new Promise<void>((resolve) => socket.once("close", () => resolve())));

@@ -251,7 +251,7 @@ export class Relay {
     this.end("upstream protocol violation");
   }
 
-  /** The client's socket closed: what it left upstream is cancelled and settled, then the session ends. */
+  /** The client's socket closed: what it left upstream is cancelled and charged, then the session ends. */
   clientGone(): void {
     this.#close("gone", "client closed");
   }

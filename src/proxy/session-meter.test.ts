@@ -7,7 +7,7 @@ import { getBalance, type LedgerEntry, listLedgerEntries } from "../billing/ledg
 import { loadGuard } from "../guard/index.js";
 import { StatementShapes } from "../guard/statement-shape.js";
 import { type MeterOptions, SessionMeter } from "./session-meter.js";
-import { SettlementClock, untilNextTick } from "./settlement-clock.js";
+import { untilNextTick, WindowClock } from "./window-clock.js";
 
 const meta = useLedgerDatabase();
 beforeAll(() => loadGuard());
@@ -19,7 +19,7 @@ const ONE_MICRO_A_ROW = priceOf({ priceMicroPer1000Rows: 1000n, markupPpm: 1_000
 function countedMeter(
   agentWallet: string,
   reserveRows: number,
-  { settleIntervalMs = 1000, ...options }: Partial<MeterOptions> & { settleIntervalMs?: number } = {},
+  { windowIntervalMs = 1000, ...options }: Partial<MeterOptions> & { windowIntervalMs?: number } = {},
   price = ONE_MICRO_A_ROW,
 ) {
   const writer = new ChargeWriter(meta.pool, { ttlSeconds: 60 });
@@ -27,8 +27,8 @@ function countedMeter(
     reserveRows,
     maxReserveRows: reserveRows,
     reservationTtlSeconds: 60,
-    clock: new SettlementClock(settleIntervalMs, writer),
-    settleMaxMicro: 1_000_000n,
+    clock: new WindowClock(windowIntervalMs, writer),
+    windowMaxCostMicro: 1_000_000n,
     sessionId: randomUUID(),
     shapes: new StatementShapes(),
     ...options,
@@ -54,14 +54,14 @@ function watchedPool(onStatement: (name: string) => Promise<void> | undefined): 
 }
 
 /** A meter whose ledger statements go through `db`, with a clock that does not tick during a test. */
-function meterOver(db: never, agentWallet: string, settleMaxMicro: bigint): SessionMeter {
+function meterOver(db: never, agentWallet: string, windowMaxCostMicro: bigint): SessionMeter {
   const writer = new ChargeWriter(db, { ttlSeconds: 60 });
   return new SessionMeter(db, writer, agentWallet, meta.providerId, ONE_MICRO_A_ROW, {
     reserveRows: 1000,
     maxReserveRows: 1000,
     reservationTtlSeconds: 60,
-    clock: new SettlementClock(10_000, writer),
-    settleMaxMicro,
+    clock: new WindowClock(10_000, writer),
+    windowMaxCostMicro,
     sessionId: randomUUID(),
     shapes: new StatementShapes(),
   });
@@ -141,7 +141,7 @@ describe("SessionMeter", () => {
     });
   });
 
-  it("writes one entry per settlement window: the exact sum of its statements, with a breakdown by statement shape", async () => {
+  it("writes one entry per charge window: the exact sum of its statements, with a breakdown by statement shape", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
     const { meter } = countedMeter(agent, 1000);
     for (let id = 1; id <= 30; id++)
@@ -177,7 +177,7 @@ describe("SessionMeter", () => {
     for (let i = 0; i < 3; i++) expect(await runStatement(meter, 5)).toBe(true);
     expect(statements).toEqual(["pgtoll_ledger_reserve"]);
     await meter.release();
-    expect(statements).toEqual(["pgtoll_ledger_reserve", "pgtoll_ledger_settle"]);
+    expect(statements).toEqual(["pgtoll_ledger_reserve", "pgtoll_ledger_release_charged"]);
     const entries = await queryEntries(agent);
     expect(entries.map((entry) => [entry.amountMicro, entry.metadata.statements])).toEqual([[-15n, 3]]);
     const balance = await getBalance(meta.pool, agent, meta.providerId);
@@ -212,13 +212,13 @@ describe("SessionMeter", () => {
     expect((await queryEntries(agent)).map((entry) => entry.amountMicro)).toEqual([-100n, -100n]);
   });
 
-  it("settles a window once its unsettled cost reaches the bound, and the rest at the clock's next tick", async () => {
+  it("closes a window once its cost reaches the bound, and the rest at the clock's next tick", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
-    const { meter } = countedMeter(agent, 1000, { settleMaxMicro: 100n, settleIntervalMs: 300 });
+    const { meter } = countedMeter(agent, 1000, { windowMaxCostMicro: 100n, windowIntervalMs: 300 });
     // Start just after a tick, so the open window is written at the next one, 300 ms on.
     await new Promise((resolve) => setTimeout(resolve, untilNextTick(300) + 2));
     for (let i = 0; i < 25; i++) expect(await runStatement(meter, 10)).toBe(true);
-    // 250 micro-USDC in windows of at most 100: two settled by the bound, 50 left open.
+    // 250 micro-USDC in windows of at most 100: two closed by the bound, 50 left open.
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect((await queryEntries(agent)).map((entry) => entry.amountMicro)).toEqual([-100n, -100n]);
     await new Promise((resolve) => setTimeout(resolve, 350));
@@ -227,7 +227,7 @@ describe("SessionMeter", () => {
     expect((await getBalance(meta.pool, agent, meta.providerId)).balanceMicro).toBe(100_000n - 250n);
   });
 
-  it("spends a balance smaller than a hold to the last micro-USDC, settles the cut-off at once, then refuses", async () => {
+  it("spends a balance smaller than a hold to the last micro-USDC, closes the window at the cut-off at once, then refuses", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 25n);
     const { meter } = countedMeter(agent, 20);
     let ran = 0;
@@ -305,7 +305,7 @@ describe("SessionMeter", () => {
     const agent = await depositFor(meta.pool, meta.providerId, 1000n);
     const { meter } = countedMeter(agent, 20);
     for (let i = 0; i < 7; i++) expect(await runStatement(meter, 3)).toBe(true);
-    expect(await meter.settledBalance()).toBe(979n);
+    expect(await meter.writtenBalance()).toBe(979n);
     await meter.release();
   });
 

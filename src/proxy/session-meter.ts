@@ -5,8 +5,8 @@ import { getBalance, type Queryable, type ReservationCharge } from "../billing/l
 import { LedgerHold } from "../billing/ledger-hold.js";
 import { QueuedCharges } from "../billing/queued-charges.js";
 import type { StatementShapes } from "../guard/statement-shape.js";
-import type { SettlementClock } from "./settlement-clock.js";
-import { SettlementWindow, type StatementOutcome } from "./settlement-window.js";
+import { ChargeWindow, type StatementOutcome } from "./charge-window.js";
+import type { WindowClock } from "./window-clock.js";
 
 export interface MeterOptions {
   /** Rows' worth of funds a session holds at first; the hold doubles at each top-up while the session spends. */
@@ -18,15 +18,15 @@ export interface MeterOptions {
   maxReserveRows: number;
   reservationTtlSeconds: number;
   /**
-   * Settles the session's open window at the process's next tick, with every other session's (the longest a charge
+   * Closes the session's open window at the process's next tick, with every other session's (the longest a charge
    * waits in a window before it is written as one entry is the clock's interval).
    */
-  clock: SettlementClock;
+  clock: WindowClock;
   /**
-   * Unsettled cost (micro-USDC) at which the window is settled at once. Warning: this bounds what a crash of
+   * Cost (micro-USDC) of the open window at which it is closed at once. Warning: this bounds what a crash of
    * pgtoll can leave uncharged per open session (to the agent's benefit; never an overcharge).
    */
-  settleMaxMicro: bigint;
+  windowMaxCostMicro: bigint;
   /** Named in every entry the session writes. */
   sessionId: string;
   /** Fingerprints statements for the per-shape breakdown of an entry; shared by all sessions of a proxy. */
@@ -35,16 +35,16 @@ export interface MeterOptions {
   onCharge?: (costMicro: bigint) => void;
 }
 
-/** Distinct texts a window keeps before it is settled early (simple-protocol clients inline their values). */
+/** Distinct texts a window keeps before it is closed early (simple-protocol clients inline their values). */
 const MAX_WINDOW_TEXTS = 2000;
 
 /**
  * The wire proxy's side of two-phase charging for one client session. The session holds a reservation (part of
  * the agent's balance) and spends it statement by statement: rows are forwarded only while the reservation
  * still pays for them (`allowRow`), and each completed statement's cost, by the cost rule, is taken from the
- * hold at once (`endStatement`). Charges are written to the ledger per settlement window: one entry sums the
+ * hold at once (`endStatement`). Charges are written to the ledger per charge window: one entry sums the
  * window's statements, written at the clock's next tick (at most its interval after the window opened), when
- * it reaches `settleMaxMicro`, or when the session is cut off, goes idle or ends. The hold is adaptive: it doubles at each top-up while the session
+ * it reaches `windowMaxCostMicro`, or when the session is cut off, goes idle or ends. The hold is adaptive: it doubles at each top-up while the session
  * spends (up to `maxReserveRows`), the next part is reserved in the background once less than half of the
  * hold's size is left (at the end of a statement or in the middle of a long result), and it shrinks back when
  * the session goes idle (`release`), so in steady state no row waits for the ledger.
@@ -52,13 +52,13 @@ const MAX_WINDOW_TEXTS = 2000;
 export class SessionMeter {
   /** The funds held now; replaced by an empty one when they are given back (`release`). */
   #funds: LedgerHold;
-  /** Micro-USDC of the reservation not yet spent (spent means charged, settled or not). */
+  /** Micro-USDC of the reservation not yet spent (spent means charged, written or not). */
   #unspent = 0n;
   #statementRows = 0;
   #rowLimit = 0;
   /** Row of the running statement at which the next part of the hold is reserved ahead. */
   #aheadRow = -1;
-  /** Settled windows queued for the ledger and not yet written; `release` waits for them. */
+  /** Closed windows queued for the ledger and not yet written; `release` waits for them. */
   readonly #charges: QueuedCharges;
   /** Costs of small row counts, the common case, so a statement does not redo the bigint arithmetic. */
   readonly #smallCosts: bigint[] = [];
@@ -74,8 +74,8 @@ export class SessionMeter {
   #ahead: Promise<void> | null = null;
   /** The last top-up ahead got nothing: the balance is spent, so the next need waits for its own. */
   #balanceSpent = false;
-  #window: SettlementWindow | null = null;
-  #windowsSettled = 0;
+  #window: ChargeWindow | null = null;
+  #windowsClosed = 0;
   #sessionCostMicro = 0n;
 
   constructor(
@@ -108,7 +108,7 @@ export class SessionMeter {
     return this.#statementRows;
   }
 
-  /** What this session's statements have cost so far, settled or not. */
+  /** What this session's statements have cost so far, written or not. */
   get sessionCostMicro(): bigint {
     return this.#sessionCostMicro;
   }
@@ -215,7 +215,7 @@ export class SessionMeter {
   }
 
   /**
-   * Ends the running statement: charges `rowCount` rows to the settlement window. The rows are within the hold
+   * Ends the running statement: charges `rowCount` rows to the charge window. The rows are within the hold
    * (each was allowed by `allowRows`), so this is synchronous, unless the window reached the cost bound while an
    * earlier one is still being written: then the promise is what the session waits for.
    */
@@ -269,60 +269,61 @@ export class SessionMeter {
     this.#unspent -= cost;
     this.#sessionCostMicro += cost;
     if (!this.#window) {
-      this.#window = new SettlementWindow();
-      this.options.clock.atNextTick(this.#settleOnTick);
+      this.#window = new ChargeWindow();
+      this.options.clock.atNextTick(this.#closeOnTick);
     }
     const window = this.#window;
     window.add(sql, rows, cost, outcome);
     if (cost > 0n) this.options.onCharge?.(cost);
     let waiting: Promise<void> | undefined;
-    if (window.costMicro >= this.options.settleMaxMicro) {
+    if (window.costMicro >= this.options.windowMaxCostMicro) {
       this.options.clock.tickEarly();
-      if (this.#charges.unwritten > 1) waiting = this.#charges.allButOneSettled();
-    } else if (outcome === "cutOff" || window.distinctTexts >= MAX_WINDOW_TEXTS) this.settle();
+      if (this.#charges.unwritten > 1) waiting = this.#charges.allButOneWritten();
+    } else if (outcome === "cutOff" || window.distinctTexts >= MAX_WINDOW_TEXTS) this.closeWindow();
     this.#updateLimit();
     this.#extendAhead(false);
     return waiting;
   }
 
   /**
-   * At a tick the window is settled; at an early tick (another session's window reached the cost bound) only
+   * At a tick the window is closed; at an early tick (another session's window reached the cost bound) only
    * when it has reached half the bound, so that the commit carries windows worth writing, not a crowd of tiny ones.
    */
-  readonly #settleOnTick = (early: boolean): void => {
-    if (!early || (this.#window && this.#window.costMicro * 2n >= this.options.settleMaxMicro)) this.settle();
+  readonly #closeOnTick = (early: boolean): void => {
+    if (!early || (this.#window && this.#window.costMicro * 2n >= this.options.windowMaxCostMicro))
+      this.closeWindow();
   };
 
   /** Queues the open window's charges for the ledger as one entry (nothing when it cost nothing). */
-  settle(): void {
-    const charge = this.#closeWindow();
+  closeWindow(): void {
+    const charge = this.#takeWindow();
     if (charge) this.#charges.submit(charge);
   }
 
   /** Closes the open window; returns its charge, or null when it cost nothing. */
-  #closeWindow(): ReservationCharge | null {
+  #takeWindow(): ReservationCharge | null {
     const window = this.#window;
     if (!window) return null;
     this.#window = null;
-    this.options.clock.cancel(this.#settleOnTick);
+    this.options.clock.cancel(this.#closeOnTick);
     const reservationId = this.#funds.reservationId;
     // Without a reservation nothing could be charged (a statement is charged only from a hold).
     if (window.costMicro === 0n || reservationId === null) return null;
-    this.#windowsSettled++;
+    this.#windowsClosed++;
     return {
       reservationId,
       agentWallet: this.agentWallet,
       providerId: this.providerId,
       costMicro: window.costMicro,
-      metadata: window.metadata(this.options.sessionId, this.#windowsSettled, this.options.shapes),
+      metadata: window.metadata(this.options.sessionId, this.#windowsClosed, this.options.shapes),
       key: randomUUID(),
     };
   }
 
-  /** The agent's balance with every charge of this session written: settles the window and waits for it. */
-  async settledBalance(): Promise<bigint> {
-    this.settle();
-    await this.#charges.settled();
+  /** The agent's balance with every charge of this session written: closes the window and waits for it. */
+  async writtenBalance(): Promise<bigint> {
+    this.closeWindow();
+    await this.#charges.written();
     return (await getBalance(this.ledger, this.agentWallet, this.providerId)).balanceMicro;
   }
 
@@ -334,25 +335,25 @@ export class SessionMeter {
   }
 
   /**
-   * Settles the window, waits for reservation calls in flight and this session's charges to be written, then
+   * Closes the window, waits for reservation calls in flight and this session's charges to be written, then
    * gives back what the reservation still holds; the next statement starts again from the base hold. The hold
    * is detached before the first wait: a statement that starts meanwhile (an idle session woken up) reserves a
    * hold of its own instead of spending the one being given back.
    */
   async release(): Promise<void> {
-    // A statement may still be settling (a costly write): give it the moment it needs to queue its charge.
+    // A statement may still be being charged (a costly write): give it the moment it needs to queue its charge.
     while (this.#ledgerCalls.size > 0) {
       await Promise.allSettled([...this.#ledgerCalls]);
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
-    const last = this.#closeWindow();
+    const last = this.#takeWindow();
     const funds = this.#funds;
     this.#funds = this.#emptyHold();
     this.#unspent = 0n;
     this.#balanceSpent = false;
     this.#setHold(this.#baseHold);
     this.#updateLimit();
-    await this.#charges.settled();
+    await this.#charges.written();
     // The last window is charged and the hold given back in one commit (a short session: two in all).
     try {
       await funds.release(last ?? undefined);
@@ -361,7 +362,7 @@ export class SessionMeter {
       // Left to the charge writer, which retries while the ledger is unavailable and reports what it cannot
       // write; the key keeps a charge whose acknowledgement was lost from being written twice. The hold expires.
       this.#charges.submit(last);
-      await this.#charges.settled();
+      await this.#charges.written();
     }
   }
 }

@@ -42,7 +42,7 @@ interface Hold {
  * (and again, for its actual cost, before its result is committed or returned), then charges exactly that cost.
  *
  * A lone request reserves what it expects to cost, and its charge releases the rest in the same statement
- * (settleReservation), before its answer: nothing stays held after it. Requests of one agent that run at the
+ * (releaseWithCharge), before its answer: nothing stays held after it. Requests of one agent that run at the
  * same time share one reservation instead (held in SQL like any other, so the balance never goes below zero,
  * whatever runs elsewhere): each takes what it needs from it without a round trip, tops it up by `chunkMicro`
  * when it runs low, and has its charge written by the group-committing ChargeWriter, whose commit it waits for
@@ -190,7 +190,7 @@ export class HeldFunds {
 
   /** After the queued charges: charges `costMicro` and releases the rest of the reservation. */
   async #release(hold: Hold, costMicro: bigint, metadata: Record<string, unknown>): Promise<void> {
-    await hold.charges.settled();
+    await hold.charges.written();
     hold.unspent = 0n;
     await hold.funds.release({ costMicro, metadata }, true);
   }

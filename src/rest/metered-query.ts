@@ -67,7 +67,7 @@ const READ_ONLY_COMMANDS = new Set(["SELECT", "SHOW"]);
  * COMMIT (read-only-run.ts); being read-only, its transaction has nothing to undo when it cannot be paid for.
  * Anything else (writes, several statements, session commands) runs in a read-write transaction that is
  * committed only once the cost is secured (transaction-run.ts). The funds come from held-funds.ts: a lone
- * request reserves before and settles after; an agent's concurrent requests share one reservation.
+ * request reserves before and is charged after; an agent's concurrent requests share one reservation.
  */
 export async function runMeteredQuery(
   deps: MeteredQueryDeps,

@@ -96,10 +96,10 @@ describe("bench targets", () => {
     expect(targets.find((t) => t.name.startsWith("ledger"))?.met).toBeNull();
   });
 
-  it("holds the ledger to 2 us of PostgreSQL CPU per metered statement with settlement windows, at 10 sessions", () => {
+  it("holds the ledger to 2 us of PostgreSQL CPU per metered statement with charge windows, at 10 sessions", () => {
     const ledger = [
       { mode: "charge-stream" as const, sessions: 10, cpuUsPerCharge: { postgres: 17, client: 9 } },
-      { mode: "settlement-windows" as const, sessions: 10, cpuUsPerCharge: { postgres: 0.6, client: 2 } },
+      { mode: "charge-windows" as const, sessions: 10, cpuUsPerCharge: { postgres: 0.6, client: 2 } },
     ].map((c) => ({ ...c, chargesPerSecond: spread([5000]), consistent: true }));
     expect(checkTargets({ ...inputs, ledger }).find((t) => t.name.startsWith("ledger"))).toMatchObject({
       value: 0.6,

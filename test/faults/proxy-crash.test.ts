@@ -20,15 +20,15 @@ const SESSIONS = 20;
 // Far more than 20 busy sessions spend in the test, with room for their holds: a restarted process must find funds
 // that the dead one does not hold.
 const FUNDED = 100_000_000_000n;
-/** PGTOLL_SETTLE_MAX_COST of the run: 0.2 USDC, about eight statements of a session. */
-const SETTLE_MAX_MICRO = 200_000n;
+/** PGTOLL_WINDOW_MAX_COST of the run: 0.2 USDC, about eight statements of a session. */
+const WINDOW_MAX_COST_MICRO = 200_000n;
 /**
  * What a crash may leave uncharged: per session, the window being written and the open one, each at most the
  * bound plus the statement that reached it (a read here is at most 50 rows).
  */
-const EXPOSURE_BOUND_MICRO = BigInt(SESSIONS) * 2n * (SETTLE_MAX_MICRO + costOfRows(50, PRICE));
+const EXPOSURE_BOUND_MICRO = BigInt(SESSIONS) * 2n * (WINDOW_MAX_COST_MICRO + costOfRows(50, PRICE));
 const ENV = {
-  PGTOLL_SETTLE_MAX_COST: "0.2",
+  PGTOLL_WINDOW_MAX_COST: "0.2",
   PGTOLL_RESERVATION_TTL_S: "30",
   PGTOLL_PROXY_UPSTREAM_LIMIT: "40",
 };
@@ -86,7 +86,7 @@ async function readUntilKilled(client: pg.Client): Promise<SessionTally> {
 }
 
 describe("pgtoll killed with SIGKILL under proxy load", () => {
-  it("loses at most the unsettled windows, only in the agent's favour, and is consistent after a restart", async () => {
+  it("loses at most the unwritten windows, only in the agent's favour, and is consistent after a restart", async () => {
     const first = await startPgtollProcess(meta.db.url, ENV);
     running.push(first);
     const providerId = await registerProviderOver(first.httpUrl, providerDb.url, {

@@ -56,8 +56,8 @@ function session(agent: TestAgent, options?: string): Promise<pg.Client> {
   return connectAgent(proxy, agent, providerId, options ? { options } : {});
 }
 
-/** Charges are group-committed; once the session has ended and settled they are all in the ledger. */
-async function endAndSettle(client: pg.Client): Promise<void> {
+/** Charges are group-committed; once the session has ended and they are written they are all in the ledger. */
+async function endAndWaitForCharges(client: pg.Client): Promise<void> {
   await client.end();
   await new Promise((resolve) => setTimeout(resolve, 50));
   await Promise.all(proxy.ctx.releases);
@@ -180,7 +180,7 @@ describe("a read-only provider", () => {
     ]);
     // Still usable after every refusal.
     expect((await client.query("SELECT count(*)::int AS n FROM items")).rows).toEqual([{ n: 10 }]);
-    await endAndSettle(client);
+    await endAndWaitForCharges(client);
     expect(await providerData()).toBe(before);
     // Three rows, SHOW's one and the count's one, and one for each error the database sent (six 25006s);
     // nothing for the statements pgtoll refused itself.

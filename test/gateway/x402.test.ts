@@ -23,7 +23,7 @@ import {
   type TestGateway,
 } from "../support/gateway.js";
 import { startTestProxy } from "../support/proxy.js";
-import { missingTool, runProcess, settleCharges } from "../support/real-clients.js";
+import { missingTool, runProcess, waitForCharges } from "../support/real-clients.js";
 import { signedPayment, startHttpFacilitator } from "../support/x402.js";
 
 const PSQL = "/usr/bin/psql";
@@ -482,7 +482,7 @@ describe("POST /api/topup", () => {
       );
       expect(run.stderr).toBe("");
       expect(run.stdout.trim()).toBe("25");
-      await settleCharges(proxy);
+      await waitForCharges(proxy);
     } finally {
       await proxy.close();
     }

@@ -16,8 +16,8 @@ import {
   expectChargedPerStatement,
   ODD_PRICE,
   ODD_PRICING,
-  settleCharges,
   waitFor,
+  waitForCharges,
 } from "../support/real-clients.js";
 
 let gateway: TestGateway;
@@ -154,7 +154,7 @@ describe("cancel through the proxy", () => {
       await direct.end();
       await Promise.all([a.end(), b.end()]);
     }
-    await settleCharges(proxy);
+    await waitForCharges(proxy);
     await expectChargedPerStatement(gateway, agentA, providerId, FUNDS, [
       // The cancel's error is the database's text: charged as a row.
       { rows: 1, sql: "SELECT pg_sleep(20) AS a" },
@@ -213,7 +213,7 @@ describe("many agent sessions at once", () => {
     expect(slots.queued).toBeGreaterThanOrEqual(limit);
     expect(slots.inUse(providerId)).toBe(0);
 
-    await settleCharges(proxy);
+    await waitForCharges(proxy);
     // One query entry per agent, for exactly its rows; nothing left reserved.
     const { rows } = await gateway.ctx.db.query<{
       agent_wallet: string;
@@ -265,7 +265,7 @@ describe("many agent sessions at once", () => {
     const late = await waiting;
     expect((await late.query("SELECT 'late' AS who")).rows).toEqual([{ who: "late" }]);
     await late.end();
-    await settleCharges(proxy);
+    await waitForCharges(proxy);
     expect(await getBalance(gateway.ctx.db, second!.wallet, providerId)).toMatchObject({
       balanceMicro: FUNDS,
       reservedMicro: 0n,

@@ -47,7 +47,7 @@ async function connect(agent: TestAgent, database = providerId): Promise<pg.Clie
 }
 
 /** Charges are group-committed; a closed session has written all of them. */
-async function closeAndSettle(client: pg.Client): Promise<void> {
+async function closeAndWaitForCharges(client: pg.Client): Promise<void> {
   await client.end();
   await new Promise((r) => setTimeout(r, 50));
   await Promise.all(proxy.ctx.releases);
@@ -104,11 +104,11 @@ describe("node-postgres through the proxy", () => {
       values: [3],
     });
     expect(again.rowCount).toBe(2);
-    await closeAndSettle(client);
+    await closeAndWaitForCharges(client);
     const expected = [5, 1, 3, 2].reduce((sum, n) => sum + costOfRows(n, price), 0n);
     const balance = await getBalance(gateway.ctx.db, agent.wallet, providerId);
     expect(balance).toMatchObject({ balanceMicro: 1_000_000n - expected, reservedMicro: 0n });
-    // One entry per settlement window (usually one; a slow machine can split the session over two), broken
+    // One entry per charge window (usually one; a slow machine can split the session over two), broken
     // down by statement shape: together they hold each statement once.
     const entries = await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId, limit: 10 });
     const queries = entries.filter((e) => e.type === "query");
@@ -141,7 +141,7 @@ describe("node-postgres through the proxy", () => {
     const client = await connect(agent);
     await client.query("SELECT id FROM items WHERE id <= 3");
     await client.query("SELECT name FROM items WHERE id = $1", [1]);
-    await closeAndSettle(client);
+    await closeAndWaitForCharges(client);
     const entries = await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId, limit: 10 });
     const queries = entries.filter((e) => e.type === "query").reverse();
     expect(queries.map((e) => [e.metadata.source, e.metadata.statements ?? 1, e.metadata.rowCount])).toEqual([
@@ -155,7 +155,7 @@ describe("node-postgres through the proxy", () => {
     const client = await connect(agent);
     const updated = await client.query("UPDATE items SET name = name WHERE id <= 6");
     expect(updated.rowCount).toBe(6);
-    await closeAndSettle(client);
+    await closeAndWaitForCharges(client);
     const balance = await getBalance(gateway.ctx.db, agent.wallet, providerId);
     expect(balance.balanceMicro).toBe(1_000_000n - costOfRows(6, price));
   });
@@ -169,7 +169,7 @@ describe("node-postgres through the proxy", () => {
     expect(first).toHaveLength(10);
     expect(second[0]).toEqual({ id: 11 });
     await cursor.close();
-    await closeAndSettle(client);
+    await closeAndWaitForCharges(client);
     const balance = await getBalance(gateway.ctx.db, agent.wallet, providerId);
     expect(balance.balanceMicro).toBe(1_000_000n - costOfRows(10, price) - costOfRows(15, price));
   });
@@ -276,7 +276,7 @@ describe("node-postgres through the proxy", () => {
       { name: "item 9" },
     ]);
     expect((await client.query("UPDATE items SET name = name WHERE id <= 2")).rowCount).toBe(2);
-    await closeAndSettle(client);
+    await closeAndWaitForCharges(client);
     expect(
       await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId: free.providerId, limit: 10 }),
     ).toEqual([]);
@@ -293,7 +293,7 @@ describe("node-postgres through the proxy", () => {
       code: "PT402",
     });
     expect((await client.query("ROLLBACK")).command).toBe("ROLLBACK");
-    await closeAndSettle(client);
+    await closeAndWaitForCharges(client);
     const balance = await getBalance(gateway.ctx.db, agent.wallet, providerId);
     expect(balance).toMatchObject({ balanceMicro: 25_500n - costOfRows(25, price), reservedMicro: 0n });
     const [entry] = await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId, limit: 1 });
@@ -356,7 +356,7 @@ describe("node-postgres through the proxy", () => {
     const client = await connect(agent);
     await client.query("SELECT id FROM items WHERE id <= 3");
     await client.query("DROP TABLE items").catch(() => {});
-    await closeAndSettle(client);
+    await closeAndWaitForCharges(client);
     const body = (await gateway.app.inject({ method: "GET", url: "/metrics" })).body;
     const value = (pattern: RegExp) => Number(pattern.exec(body)?.[1] ?? Number.NaN);
     expect(value(/^pgtoll_proxy_sessions_total (\d+)/m)).toBeGreaterThan(0);

@@ -12,7 +12,12 @@ import {
   type TestGateway,
 } from "../support/gateway.js";
 import { fundedTestAgent, startTestProxy, type TestAgent, type TestProxy } from "../support/proxy.js";
-import { expectChargedPerStatement, ODD_PRICE, ODD_PRICING, settleCharges } from "../support/real-clients.js";
+import {
+  expectChargedPerStatement,
+  ODD_PRICE,
+  ODD_PRICING,
+  waitForCharges,
+} from "../support/real-clients.js";
 
 let gateway: TestGateway;
 let proxy: TestProxy;
@@ -161,7 +166,7 @@ describe("postgres.js through the proxy", () => {
       await sql.end();
       tap.close();
       expect(tap.maxInFlight()).toBeGreaterThan(5);
-      await settleCharges(proxy);
+      await waitForCharges(proxy);
       await expectChargedPerStatement(
         gateway,
         agent,
@@ -219,7 +224,7 @@ describe("postgres.js through the proxy", () => {
     tap.close();
     expect(tap.maxInFlight()).toBeGreaterThanOrEqual(3);
     expect(await providerQuery("SELECT count(*)::int AS n FROM items")).toEqual([{ n: ITEMS }]);
-    await settleCharges(proxy);
+    await waitForCharges(proxy);
     await expectChargedPerStatement(
       gateway,
       agent,
@@ -271,7 +276,7 @@ describe("postgres.js through the proxy", () => {
       [...(await sql`SELECT id, name FROM items WHERE id BETWEEN 1 AND 7 ORDER BY id`)].map((r) => r.name),
     ).toEqual(["committed", "committed", "item 3", "item 4", "item 5", "item 6", "item 7"]);
     await sql.end();
-    await settleCharges(proxy);
+    await waitForCharges(proxy);
     // Writes are charged by affected rows when they ran, whether or not their transaction committed.
     await expectChargedPerStatement(
       gateway,
@@ -306,7 +311,7 @@ describe("postgres.js through the proxy", () => {
     }
     expect([...(await sql`SELECT 1 AS one`)]).toEqual([{ one: 1 }]);
     await sql.end();
-    await settleCharges(proxy);
+    await waitForCharges(proxy);
     await expectChargedPerStatement(
       gateway,
       agent,
@@ -334,7 +339,7 @@ describe("postgres.js through the proxy", () => {
       [],
     ]);
     await sql.end();
-    await settleCharges(proxy);
+    await waitForCharges(proxy);
     await expectChargedPerStatement(
       gateway,
       agent,
@@ -368,7 +373,7 @@ describe("postgres.js through the proxy", () => {
     expect(reasons[1]).toMatchObject({ code: "PT402" });
     expect(reasons[2]).toMatchObject({ code: "PT402" });
     await sql.end();
-    await settleCharges(proxy);
+    await waitForCharges(proxy);
     await expectChargedPerStatement(
       gateway,
       agent,

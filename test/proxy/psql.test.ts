@@ -17,8 +17,8 @@ import {
   missingTool,
   ODD_PRICING,
   runProcess,
-  settleCharges,
   waitFor,
+  waitForCharges,
 } from "../support/real-clients.js";
 
 const PSQL = "/usr/bin/psql";
@@ -89,7 +89,7 @@ describe.skipIf(skipReason !== null)("psql through the proxy", () => {
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
     expect(result.stdout.trim().split("\n")).toEqual(["1|item 1", "2|item 2", "3|item 3", "40", "UPDATE 5"]);
-    await settleCharges(proxy);
+    await waitForCharges(proxy);
     await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [
       { rows: 3, sql: "SELECT id, name FROM items WHERE id <= 3 ORDER BY id" },
       { rows: 1, sql: "SELECT count(*) FROM items" },
@@ -124,7 +124,7 @@ describe.skipIf(skipReason !== null)("psql through the proxy", () => {
     } finally {
       await direct.end();
     }
-    await settleCharges(proxy);
+    await waitForCharges(proxy);
     const entries = await expectChargedPerStatement(
       gateway,
       agent,
@@ -186,7 +186,7 @@ describe.skipIf(skipReason !== null)("psql through the proxy", () => {
     await check.connect();
     expect((await check.query("SELECT count(*)::int AS n FROM items")).rows[0].n).toBe(40);
     await check.end();
-    await settleCharges(proxy);
+    await waitForCharges(proxy);
     await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [
       { rows: 1, sql: "SELECT 'before' AS step" },
       { rows: 1, sql: "SELECT name FROM items WHERE id = 2" },
@@ -222,7 +222,7 @@ describe.skipIf(skipReason !== null)("psql through the proxy", () => {
       },
     );
     expect(copyIn.stderr).toMatch(/ERROR: {2}42501: pgtoll policy: statement not allowed \(no-copy-from\)/);
-    await settleCharges(proxy);
+    await waitForCharges(proxy);
     await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [
       { rows: 4, sql: /^COPY +\( SELECT id, name FROM items WHERE id <= 4 ORDER BY id \) TO STDOUT/ },
       { rows: 7, sql: "COPY (SELECT id FROM items WHERE id BETWEEN 11 AND 17 ORDER BY id) TO STDOUT" },
@@ -295,7 +295,7 @@ describe.skipIf(skipReason !== null)("psql through the proxy", () => {
       } finally {
         spawnSync(TMUX, ["-L", socketName, "kill-server"]);
       }
-      await settleCharges(proxy);
+      await waitForCharges(proxy);
       await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [
         // The cancel's error is the database's text: charged as a row.
         { rows: 1, sql: "SELECT pg_sleep(20)" },

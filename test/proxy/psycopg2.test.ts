@@ -12,7 +12,7 @@ import {
   expectChargedPerStatement,
   ODD_PRICING,
   runProcess,
-  settleCharges,
+  waitForCharges,
 } from "../support/real-clients.js";
 
 /** Debian's interpreter: python3-psycopg2 installs there, not into a PATH python3 that may be another one. */
@@ -139,7 +139,7 @@ describe.skipIf(skipReason !== null)("psycopg2 through the proxy", () => {
     expect(out.cancelled.seconds).toBeLessThan(2);
     expect(out.after_cancel).toBe(42);
 
-    await settleCharges(proxy);
+    await waitForCharges(proxy);
     await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [
       { rows: 2, sql: "SELECT id, name FROM items WHERE id = 3 OR name = 'item 5' ORDER BY id" },
       { rows: 3, sql: "UPDATE items SET name = name WHERE id = ANY(ARRAY[1,2,3])" },

@@ -693,7 +693,7 @@ describe("clients that vanish or stop reading", () => {
 });
 
 describe("shutdown", () => {
-  it("settles sessions that are mid-result or mid-statement before close() resolves", async () => {
+  it("charges sessions that are mid-result or mid-statement before close() resolves", async () => {
     const slots = new UpstreamSlots(10, 5000);
     const closing = await startProxyServer(
       { ...proxy.ctx, slots, releases: new Set() },
@@ -712,7 +712,7 @@ describe("shutdown", () => {
       ),
     );
     await closing.close();
-    // Nothing is left to settle once close() is done: the ledger can be shut right after it.
+    // Nothing is left to write once close() is done: the ledger can be shut right after it.
     expect(slots.inUse(providerId)).toBe(0);
     expect((await getBalance(gateway.ctx.db, rawAgent.wallet, providerId)).reservedMicro).toBe(0n);
     paused.destroy();

@@ -33,7 +33,7 @@ import {
   missingTool,
   ODD_PRICING,
   runProcess,
-  settleCharges,
+  waitForCharges,
 } from "../support/real-clients.js";
 
 const OPENSSL = "/usr/bin/openssl";
@@ -232,7 +232,7 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
       ],
     );
     await client.end();
-    await settleCharges(proxy);
+    await waitForCharges(proxy);
     await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 3 }]);
   });
 
@@ -255,7 +255,7 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
     expect(result.stderr).toBe("");
     expect(result.stdout).toMatch(/SSL connection \(protocol: TLSv1\.[23],/);
     expect(result.stdout.trim().split("\n").at(-1)).toBe("10");
-    await settleCharges(proxy);
+    await waitForCharges(proxy);
     await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [
       { rows: 1, sql: "SELECT count(*) FROM items" },
     ]);
@@ -285,7 +285,7 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
     const secure = await tlsClient({ socket: raw });
     expect(await queryByHand(secure, agent, "SELECT 'gss refused, then TLS'")).toBe("gss refused, then TLS");
 
-    await settleCharges(proxy);
+    await waitForCharges(proxy);
     await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }, { rows: 1 }]);
   });
 
@@ -296,7 +296,7 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
         const secure = await open();
         expect(secure.alpnProtocol).toBe("postgresql");
         expect(await queryByHand(secure, agent, "SELECT 'TLS with ALPN'")).toBe("TLS with ALPN");
-        await settleCharges(proxy);
+        await waitForCharges(proxy);
         await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }]);
       }
     });
@@ -313,7 +313,7 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
         { via: "direct from node-postgres" },
       ]);
       await client.end();
-      await settleCharges(proxy);
+      await waitForCharges(proxy);
       await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }]);
     });
 
@@ -450,7 +450,7 @@ describe.skipIf(skipReason !== null)("TLS and encryption negotiation", () => {
         { via: "remote over TLS" },
       ]);
       await client.end();
-      await settleCharges(proxy);
+      await waitForCharges(proxy);
       await expectChargedPerStatement(gateway, agent, providerId, FUNDS, [{ rows: 1 }]);
     });
   });

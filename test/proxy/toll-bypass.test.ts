@@ -19,7 +19,7 @@ import {
   type TestAgent,
   type TestProxy,
 } from "../support/proxy.js";
-import { settleCharges, waitFor } from "../support/real-clients.js";
+import { waitFor, waitForCharges } from "../support/real-clients.js";
 import { commandTags, errorOf, firstError, WireClient } from "../support/wire-client.js";
 
 /**
@@ -57,7 +57,7 @@ afterAll(async () => {
 });
 
 async function balanceOf(agent: TestAgent): Promise<bigint> {
-  await settleCharges(proxy);
+  await waitForCharges(proxy);
   return (await getBalance(gateway.ctx.db, agent.wallet, providerId)).balanceMicro;
 }
 

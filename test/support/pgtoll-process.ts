@@ -11,7 +11,7 @@ export interface PgtollProcess {
   cli: CliProcess;
   httpUrl: string;
   proxyPort: number;
-  /** As the OOM killer would: no chance to settle anything. */
+  /** As the OOM killer would: no chance to write or release anything. */
   kill(): Promise<void>;
   /** SIGTERM and wait for the exit code. */
   stop(): Promise<number | null>;

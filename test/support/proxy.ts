@@ -13,9 +13,9 @@ import { type ProxyContext, runClientSession } from "../../src/proxy/client-sess
 import { createProxyMetrics } from "../../src/proxy/proxy-metrics.js";
 import { type RunningProxy, startProxyServer } from "../../src/proxy/proxy-server.js";
 import { SessionRegistry } from "../../src/proxy/session-registry.js";
-import { SettlementClock } from "../../src/proxy/settlement-clock.js";
 import { UnauthenticatedConnections } from "../../src/proxy/unauthenticated-connections.js";
 import { UpstreamSlots } from "../../src/proxy/upstream-slots.js";
+import { WindowClock } from "../../src/proxy/window-clock.js";
 import type { TestGateway } from "./gateway.js";
 
 export interface TestProxy extends RunningProxy {
@@ -46,8 +46,8 @@ export async function startTestProxy(
     reservationTtlSeconds: 300,
     reserveRows: 1000,
     reserveMaxRows: 1_000_000,
-    settlementClock: new SettlementClock(250, chargeWriter),
-    settleMaxMicro: 1_000_000n,
+    windowClock: new WindowClock(250, chargeWriter),
+    windowMaxCostMicro: 1_000_000n,
     startupTimeoutMs: 10_000,
     unauthenticated: new UnauthenticatedConnections({ total: 1000, perAddress: 100 }),
     idleReleaseMs: 30_000,

@@ -74,7 +74,7 @@ export async function waitFor(
  * Charges are group-committed and reservations given back when a session ends: once every client session of
  * `proxy` has ended, this waits for both, so balance and ledger are final.
  */
-export async function settleCharges(proxy: TestProxy): Promise<void> {
+export async function waitForCharges(proxy: TestProxy): Promise<void> {
   await waitFor(() => proxy.ctx.registry.size === 0, 5_000, "the proxy's sessions to end");
   await Promise.all(proxy.ctx.releases);
   await proxy.ctx.chargeWriter.flush();
@@ -82,7 +82,7 @@ export async function settleCharges(proxy: TestProxy): Promise<void> {
 
 /**
  * Checks that the agent was charged exactly the cost rule per statement: the proxy writes one `query` entry per
- * settlement window, whose amount is the sum of its statements' costs, each rounded up on its own; so the
+ * charge window, whose amount is the sum of its statements' costs, each rounded up on its own; so the
  * entries together must sum to `costOfRows` of each statement that returned or wrote rows (`statements`), row
  * counts included, and the per-shape breakdown must show each statement given with its SQL text. Balances are
  * chained, nothing is left reserved, and the balance fell by the sum. Returns the query entries, oldest first.

@@ -24,10 +24,10 @@ interface ShapeTally extends Tally {
 /**
  * The charges of one wire-proxy session not yet written to the ledger: every statement's cost (computed by the
  * cost rule, rounded up per statement) is added here, and the sum becomes one ledger entry when the window is
- * settled. Per statement this costs one map lookup by text; shapes (fingerprints) are worked out only when the
+ * closed. Per statement this costs one map lookup by text; shapes (fingerprints) are worked out only when the
  * entry is written.
  */
-export class SettlementWindow {
+export class ChargeWindow {
   readonly openedAt = new Date();
   costMicro = 0n;
   statements = 0;
@@ -53,7 +53,7 @@ export class SettlementWindow {
     }
   }
 
-  /** Distinct texts in the window: the session settles early when there are too many to keep. */
+  /** Distinct texts in the window: the session closes it early when there are too many to keep. */
   get distinctTexts(): number {
     return this.#byText.size;
   }

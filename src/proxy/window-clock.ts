@@ -9,47 +9,47 @@ export function untilNextTick(intervalMs: number): number {
   return left < 1 ? left + intervalMs : left;
 }
 
-/** Settles a session's open window; `early` when a tick comes before its time (see `tickEarly`). */
-export type SettleOnTick = (early: boolean) => void;
+/** Closes a session's open window; `early` when a tick comes before its time (see `tickEarly`). */
+export type CloseOnTick = (early: boolean) => void;
 
 /**
- * The wire proxy's settlement ticks, one every `intervalMs` for the whole process. A session's open window is
- * settled at the first tick after it opened (so never later than `intervalMs`), together with every other
+ * The wire proxy's window ticks, one every `intervalMs` for the whole process. A session's open window is
+ * closed at the first tick after it opened (so never later than `intervalMs`), together with every other
  * session's: their entries are queued on the charge writer in one go and written in one ledger commit. With a
  * timer per window, each busy session would cost a commit of its own every interval (measured at 10 sessions
  * of point reads: 56 commits for 210 windows, against 22 on common ticks).
  */
-export class SettlementClock {
-  readonly #due = new Set<SettleOnTick>();
+export class WindowClock {
+  readonly #due = new Set<CloseOnTick>();
   #timer: NodeJS.Timeout | undefined;
 
   constructor(
-    /** Time between ticks (PGTOLL_SETTLE_INTERVAL_MS): the longest a charge waits in a window. */
+    /** Time between ticks (PGTOLL_WINDOW_INTERVAL_MS): the longest a charge waits in a window. */
     readonly intervalMs: number,
     private readonly writer: ChargeWriter,
   ) {}
 
-  /** Calls `settle` at the next tick. Scheduling the same function again before then changes nothing. */
-  atNextTick(settle: SettleOnTick): void {
-    this.#due.add(settle);
+  /** Calls `close` at the next tick. Scheduling the same function again before then changes nothing. */
+  atNextTick(close: CloseOnTick): void {
+    this.#due.add(close);
     if (this.#timer) return;
     this.#timer = setTimeout(this.#tick, untilNextTick(this.intervalMs));
-    // Open sessions keep the process alive, not their windows: a session that ends settles its own.
+    // Open sessions keep the process alive, not their windows: a session that ends closes its own.
     this.#timer.unref();
   }
 
-  /** Takes back a `settle` that is no longer due (its window was settled before the tick). */
-  cancel(settle: SettleOnTick): void {
-    this.#due.delete(settle);
+  /** Takes back a `close` that is no longer due (its window was closed before the tick). */
+  cancel(close: CloseOnTick): void {
+    this.#due.delete(close);
   }
 
   /**
    * A tick now, for a session whose window reached the cost bound: every due window is offered to it (`early`),
-   * and those that settle (their sessions decide: a window well on its way to the bound) go in the same commit
+   * and those that close (their sessions decide: a window well on its way to the bound) go in the same commit
    * as the one that reached it, written at once. The others wait for the next tick.
    */
   tickEarly(): void {
-    this.#settleTogether(this.#due, true);
+    this.#closeTogether(this.#due, true);
     // Written without the writer's wait for more: the session may be waiting for its window before this one.
     void this.writer.flush();
   }
@@ -58,14 +58,14 @@ export class SettlementClock {
     this.#timer = undefined;
     const due = [...this.#due];
     this.#due.clear();
-    this.#settleTogether(due, false);
+    this.#closeTogether(due, false);
   };
 
-  /** Calls each `settle`, their charges held back on the writer until all are queued: one batch. */
-  #settleTogether(settles: Iterable<SettleOnTick>, early: boolean): void {
+  /** Calls each `close`, their charges held back on the writer until all are queued: one batch. */
+  #closeTogether(closes: Iterable<CloseOnTick>, early: boolean): void {
     this.writer.cork();
     try {
-      for (const settle of settles) settle(early);
+      for (const close of closes) close(early);
     } finally {
       this.writer.uncork();
     }

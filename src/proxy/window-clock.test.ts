@@ -7,7 +7,7 @@ import { getBalance, listLedgerEntries } from "../billing/ledger.js";
 import { loadGuard } from "../guard/index.js";
 import { StatementShapes } from "../guard/statement-shape.js";
 import { SessionMeter } from "./session-meter.js";
-import { SettlementClock, untilNextTick } from "./settlement-clock.js";
+import { untilNextTick, WindowClock } from "./window-clock.js";
 
 const meta = useLedgerDatabase();
 const ONE_MICRO_A_ROW = priceOf({ priceMicroPer1000Rows: 1000n, markupPpm: 1_000_000n });
@@ -37,22 +37,22 @@ function countingBatches() {
 function meterOn(
   db: never,
   writer: ChargeWriter,
-  clock: SettlementClock,
+  clock: WindowClock,
   agent: string,
-  settleMaxMicro: bigint,
+  windowMaxCostMicro: bigint,
 ) {
   return new SessionMeter(db, writer, agent, meta.providerId, ONE_MICRO_A_ROW, {
     reserveRows: 1000,
     maxReserveRows: 1000,
     reservationTtlSeconds: 60,
     clock,
-    settleMaxMicro,
+    windowMaxCostMicro,
     sessionId: randomUUID(),
     shapes,
   });
 }
 
-describe("SettlementClock", () => {
+describe("WindowClock", () => {
   it("counts the next tick from a multiple of the interval, never 0", () => {
     for (const interval of [1, 7, 250, 1000]) {
       const left = untilNextTick(interval);
@@ -64,7 +64,7 @@ describe("SettlementClock", () => {
   it("writes the open windows of every session in one ledger commit at the tick", async () => {
     const counter = countingBatches();
     const writer = new ChargeWriter(counter.db, { ttlSeconds: 60 });
-    const clock = new SettlementClock(200, writer);
+    const clock = new WindowClock(200, writer);
     const agents = await Promise.all(
       Array.from({ length: 8 }, () => depositFor(meta.pool, meta.providerId, 1_000_000n)),
     );
@@ -99,7 +99,7 @@ describe("SettlementClock", () => {
   it("writes, with a window that reaches the cost bound, the windows at least half way to it, and no others", async () => {
     const counter = countingBatches();
     const writer = new ChargeWriter(counter.db, { ttlSeconds: 60 });
-    const clock = new SettlementClock(1000, writer);
+    const clock = new WindowClock(1000, writer);
     const agents = await Promise.all(
       Array.from({ length: 3 }, () => depositFor(meta.pool, meta.providerId, 1_000_000n)),
     );
@@ -133,19 +133,19 @@ describe("SettlementClock", () => {
     await Promise.all([full, halfWay, small].map((meter) => meter.release()));
   });
 
-  it("forgets a window settled before its tick", async () => {
+  it("forgets a window closed before its tick", async () => {
     const counter = countingBatches();
     const writer = new ChargeWriter(counter.db, { ttlSeconds: 60 });
-    const clock = new SettlementClock(100, writer);
+    const clock = new WindowClock(100, writer);
     let calls = 0;
-    const settle = () => calls++;
-    clock.atNextTick(settle);
-    clock.atNextTick(settle);
-    clock.cancel(settle);
+    const close = () => calls++;
+    clock.atNextTick(close);
+    clock.atNextTick(close);
+    clock.cancel(close);
     await sleep(150);
     expect(calls).toBe(0);
-    clock.atNextTick(settle);
-    clock.atNextTick(settle);
+    clock.atNextTick(close);
+    clock.atNextTick(close);
     await sleep(150);
     expect(calls).toBe(1);
   });
