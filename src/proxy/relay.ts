@@ -38,6 +38,7 @@ import {
   standInQuery,
   unknownSettingError,
 } from "./pgtoll-settings.js";
+import { PreparedStatements } from "./prepared-statements.js";
 import { ProtocolViolationError } from "./protocol-violation-error.js";
 import { errorFrame } from "./proxy-errors.js";
 import type { ProxyMetrics, ProxyTally } from "./proxy-metrics.js";
@@ -132,14 +133,7 @@ interface Direction {
  */
 export class Relay {
   readonly #units: Unit[] = [];
-  readonly #statements = new Map<string, string>();
-  readonly #portals = new Map<string, string>();
-  /** Prepared statements and portals that are a `SHOW pgtoll.<name>`, by name: the setting's name. */
-  readonly #settingStatements = new Map<string, string>();
-  readonly #settingPortals = new Map<string, string>();
-  /** Prepared statements and portals that write, by name. */
-  readonly #writeStatements = new Set<string>();
-  readonly #writePortals = new Set<string>();
+  readonly #prepared = new PreparedStatements();
   /** The write the client's frames wait for: resolved once `unit` has left the queue (paid, or undone). */
   #pendingWrite: { unit: Unit; resolve: () => void } | undefined;
   /** A write query waits for everything before it to be answered, to know whether a transaction is open. */
@@ -427,53 +421,44 @@ export class Relay {
         const verdict = this.deps.check(parse.sql);
         this.#tally.verdicts[verdict.kind]++;
         if (verdict.kind !== "allow") {
-          this.#statements.delete(parse.name);
+          this.#prepared.parsed(parse.name, undefined);
           this.#refuse(refusalFor(verdict), false);
           return;
         }
-        this.#statements.set(parse.name, parse.sql);
-        if (this.#settingStatements.size > 0) this.#settingStatements.delete(parse.name);
-        if (verdict.statements.some(isWrite)) this.#writeStatements.add(parse.name);
-        else if (this.#writeStatements.size > 0) this.#writeStatements.delete(parse.name);
         const setting = settingOf(verdict.statements);
         if (setting !== undefined)
-          return void this.#parseSetting(parse.name, setting, verdict.statements.length);
+          return void this.#parseSetting(parse.name, parse.sql, setting, verdict.statements.length);
+        this.#prepared.parsed(parse.name, { sql: parse.sql, writes: verdict.statements.some(isWrite) });
         // The server parses and analyses it: nothing reaches the provider's database unfunded.
         if (this.deps.meter.canStart) return void this.#toUpstream.pushRange(buffer, start, end);
         return this.#forwardFunded(buffer, start, end);
       }
       case FrontendCode.Bind: {
         const bind = decodeBindTarget(payloadOf(buffer, start, end));
-        this.#portals.set(bind.portal, this.#statements.get(bind.statement) ?? "");
-        if (this.#settingStatements.size > 0 || this.#settingPortals.size > 0) {
-          const setting = this.#settingStatements.get(bind.statement);
-          if (setting === undefined) this.#settingPortals.delete(bind.portal);
-          else this.#settingPortals.set(bind.portal, setting);
-        }
-        if (this.#writeStatements.has(bind.statement)) this.#writePortals.add(bind.portal);
-        else if (this.#writePortals.size > 0) this.#writePortals.delete(bind.portal);
+        this.#prepared.bound(bind.portal, bind.statement);
         // Binding plans the statement (and may evaluate its functions): funded first too.
         if (this.deps.meter.canStart) return void this.#toUpstream.pushRange(buffer, start, end);
         return this.#forwardFunded(buffer, start, end);
       }
       case FrontendCode.Execute: {
         const { portal, maxRows } = decodeExecute(payloadOf(buffer, start, end));
-        const setting = this.#settingPortals.size > 0 ? this.#settingPortals.get(portal) : undefined;
-        if (setting !== undefined) {
-          this.#units.push({ kind: "setting", name: setting });
+        const prepared = this.#prepared.portal(portal);
+        if (prepared?.setting !== undefined) {
+          this.#units.push({ kind: "setting", name: prepared.setting });
           this.#toUpstream.pushRange(buffer, start, end);
           return;
         }
-        const writes = this.#writePortals.size > 0 && this.#writePortals.has(portal);
+        const sql = prepared?.sql ?? "";
+        const writes = prepared?.writes === true;
         if (writes && maxRows > 0) return void this.#refuse(LIMITED_WRITE_EXECUTE, false);
         if (this.deps.meter.canStart) {
-          this.#forwardExecute(portal, writes, buffer, start, end);
+          this.#forwardExecute(sql, writes, buffer, start, end);
           return writes ? this.#awaitExecutedWrite() : undefined;
         }
         return this.deps.meter.topUp(1).then(
           (ok) => {
             if (!ok) return this.#refuse(insufficientFunds(0), false);
-            this.#forwardExecute(portal, writes, buffer, start, end);
+            this.#forwardExecute(sql, writes, buffer, start, end);
             return writes ? this.#awaitExecutedWrite() : undefined;
           },
           (error: unknown) => this.#refuseWithoutLedger(error, false),
@@ -485,15 +470,7 @@ export class Relay {
         return;
       case FrontendCode.Close: {
         const target = decodeClose(payloadOf(buffer, start, end));
-        if (target.kind === "S") {
-          this.#statements.delete(target.name);
-          this.#settingStatements.delete(target.name);
-          this.#writeStatements.delete(target.name);
-        } else {
-          this.#portals.delete(target.name);
-          this.#settingPortals.delete(target.name);
-          this.#writePortals.delete(target.name);
-        }
+        this.#prepared.closed(target.kind, target.name);
         this.#toUpstream.pushRange(buffer, start, end);
         return;
       }
@@ -628,10 +605,10 @@ export class Relay {
     this.#toUpstream.pushRange(buffer, start, end);
   }
 
-  #forwardExecute(portal: string, writes: boolean, buffer: Buffer, start: number, end: number): void {
+  #forwardExecute(sql: string, writes: boolean, buffer: Buffer, start: number, end: number): void {
     this.#units.push({
       kind: "execute",
-      sql: this.#portals.get(portal) ?? "",
+      sql,
       started: performance.now(),
       writes,
     });
@@ -666,14 +643,14 @@ export class Relay {
   }
 
   /** An extended-protocol `SHOW pgtoll.<name>`: its stand-in is prepared under the client's statement name. */
-  #parseSetting(statementName: string, name: string, statementCount: number): void {
+  #parseSetting(statementName: string, sql: string, name: string, statementCount: number): void {
     const refusal = settingRefusal(name, statementCount);
     if (refusal) {
-      this.#statements.delete(statementName);
+      this.#prepared.parsed(statementName, undefined);
       this.#refuse(refusal, false);
       return;
     }
-    this.#settingStatements.set(statementName, name);
+    this.#prepared.parsed(statementName, { sql, writes: false, setting: name });
     this.#toUpstream.push(standInParse(statementName, name));
   }
 
