@@ -472,6 +472,13 @@ export const optionSpecs = {
     defaultText: "local",
     parse: (raw: string | undefined) => raw || "local",
   },
+  shutdownGraceMs: {
+    env: "PGTOLL_SHUTDOWN_GRACE_MS",
+    description:
+      "On SIGTERM or SIGINT, how long each open wire session may finish its statement and transaction before it is ended with 57P01 (a second signal stops at once).",
+    defaultText: "30000",
+    parse: integer("PGTOLL_SHUTDOWN_GRACE_MS", 30_000, 0, 3_600_000),
+  },
   branchFenceGraceMs: {
     env: "PGTOLL_BRANCH_FENCE_GRACE_MS",
     description:

@@ -22,13 +22,14 @@ import { UpstreamPools } from "./providers/upstream-pools.js";
 import { isLoopback } from "./proxy/loopback.js";
 import { createProxyMetrics } from "./proxy/proxy-metrics.js";
 import { startProxyServer } from "./proxy/proxy-server.js";
+import { SessionDrain } from "./proxy/session-drain.js";
 import { fundedShare } from "./proxy/session-funding.js";
 import { SessionRegistry } from "./proxy/session-registry.js";
 import { SettlementClock } from "./proxy/settlement-clock.js";
 import { UnauthenticatedConnections } from "./proxy/unauthenticated-connections.js";
 import { UpstreamSlots } from "./proxy/upstream-slots.js";
 import { buildApp } from "./rest/app.js";
-import type { GatewayContext } from "./rest/context.js";
+import type { GatewayContext, Lifecycle } from "./rest/context.js";
 import { createMetrics } from "./rest/plugins/metrics.js";
 import { createMemoryStore, createRedisStore } from "./rest/plugins/rate-limit-store.js";
 import { x402Gateway } from "./x402/gateway.js";
@@ -40,6 +41,12 @@ export interface RunningServer {
   databaseUrl: string;
   /** The embedded cluster, when pgtoll started one (no DATABASE_URL). */
   embedded: EmbeddedCluster | null;
+  /**
+   * The graceful stop: `/ready` answers 503 and HTTP connections close after their answer, the wire proxy
+   * refuses new connections and lets its sessions finish (PGTOLL_SHUTDOWN_GRACE_MS), then everything stops as
+   * `stop()` does: in-flight requests answered, every window written, every hold given back.
+   */
+  drain(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -154,8 +161,10 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     });
     // The proxy's port is known once it listens, after the HTTP server: /mcp reads it per request.
     const mcpProxy = { ...loopbackOf(config.host), port: 0 };
+    const lifecycle: Lifecycle = { draining: false };
     const ctx: GatewayContext = {
       config,
+      lifecycle,
       mcpProxy,
       db,
       box,
@@ -185,6 +194,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         ),
         chargeWriter,
         registry: new SessionRegistry(),
+        drain: new SessionDrain(),
         metrics: createProxyMetrics(metrics.registry),
         logger,
         check: createVerdictCache(),
@@ -237,6 +247,17 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       proxyUrl: `postgres://${proxyHost}:${proxy.port}`,
       databaseUrl,
       embedded,
+      async drain() {
+        const started = performance.now();
+        lifecycle.draining = true;
+        await proxy.drain(config.shutdownGraceMs);
+        const sessionsMs = Math.round(performance.now() - started);
+        await stop();
+        logger.info(
+          { sessionsMs, totalMs: Math.round(performance.now() - started) },
+          "drained: every window written, every hold given back",
+        );
+      },
       stop,
     };
   } catch (error) {

@@ -6,6 +6,7 @@ import type { ChargeWriter } from "../billing/charge-writer.js";
 import type { GuardVerdict } from "../guard/index.js";
 import type { SecretBox } from "../providers/secret-box.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
+import type { SessionDrain } from "./session-drain.js";
 import type { SessionRegistry } from "./session-registry.js";
 import type { SettlementClock } from "./settlement-clock.js";
 import type { UnauthenticatedConnections } from "./unauthenticated-connections.js";
@@ -72,6 +73,8 @@ export interface ProxyContext {
   exemptFromAddressLimit?(address: string): boolean;
   /** An idle session gives its unspent reservation back after this long. */
   idleReleaseMs: number;
+  /** The open agent sessions, ended one by one as they finish their work when the server stops gracefully. */
+  drain?: SessionDrain;
   /** Reservations being given back by ended sessions; the server awaits them before it stops. */
   releases: Set<Promise<void>>;
 }

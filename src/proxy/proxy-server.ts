@@ -7,6 +7,11 @@ import { isQuotaRefusal, SessionQuota } from "./session-quota.js";
 export interface RunningProxy {
   host: string;
   port: number;
+  /**
+   * Stops gracefully: refuses new connections, lets each agent session finish its statement and transaction
+   * for at most `graceMs` and ends it with 57P01, then closes as `close()` does.
+   */
+  drain(graceMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -48,11 +53,33 @@ export async function startProxyServer(
   server.on("error", (error) => ctx.logger.error({ err: error }, "proxy listener error"));
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : options.port;
-  return {
+  let closed: Promise<void> | undefined;
+  const stopListening = () => {
+    closed ??= new Promise<void>((resolve) => server.close(() => resolve()));
+    return closed;
+  };
+  const running: RunningProxy = {
     host: options.host,
     port,
+    async drain(graceMs) {
+      const listenerClosed = stopListening();
+      const drain = ctx.drain;
+      if (drain) {
+        drain.begin();
+        let timer: NodeJS.Timeout | undefined;
+        const graceOver = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)));
+        await Promise.race([drain.whenEmpty(), graceOver]);
+        clearTimeout(timer);
+        if (drain.size > 0) {
+          ctx.logger.warn({ sessions: drain.size, graceMs }, "grace over: ending the sessions still open");
+          drain.endAll();
+        }
+      }
+      await running.close();
+      await listenerClosed;
+    },
     async close() {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      const closed = stopListening();
       // Sessions hear of their socket's close after the server does, then settle what they left upstream.
       const gone = [...sockets]
         .filter((socket) => !socket.closed)
@@ -65,4 +92,5 @@ export async function startProxyServer(
       await ctx.chargeWriter.flush();
     },
   };
+  return running;
 }
