@@ -32,6 +32,7 @@ import { buildApp } from "./rest/app.js";
 import type { GatewayContext, Lifecycle } from "./rest/context.js";
 import { createMetrics } from "./rest/plugins/metrics.js";
 import { createMemoryStore, createRedisStore } from "./rest/plugins/rate-limit-store.js";
+import { walletAuthWarning } from "./rest/wallet-auth-warning.js";
 import { x402Gateway } from "./x402/gateway.js";
 
 export interface RunningServer {
@@ -118,6 +119,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       logger.warn(
         "PGTOLL_ALLOW_PRIVILEGED_PROVIDER_ROLES is on: providers may register superuser or administrative roles, and every agent of theirs runs with those rights; for local experiments only",
       );
+    const walletWarning = walletAuthWarning(config.host, config.restAgentAuth);
+    if (walletWarning) logger.warn(walletWarning);
     await loadGuard();
 
     const box = createSecretBox(await loadSecretKey(config.secretKey, config.dataDir));
