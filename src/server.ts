@@ -26,6 +26,7 @@ import { SessionDrain } from "./proxy/session-drain.js";
 import { fundedShare } from "./proxy/session-funding.js";
 import { SessionRegistry } from "./proxy/session-registry.js";
 import { SettlementClock } from "./proxy/settlement-clock.js";
+import { addressMatcher } from "./proxy/trusted-proxies.js";
 import { UnauthenticatedConnections } from "./proxy/unauthenticated-connections.js";
 import { UpstreamSlots } from "./proxy/upstream-slots.js";
 import { buildApp } from "./rest/app.js";
@@ -197,6 +198,14 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         ),
         chargeWriter,
         registry: new SessionRegistry(),
+        ...(config.trustedProxies.length > 0
+          ? {
+              proxyProtocol: {
+                trusted: addressMatcher(config.trustedProxies),
+                required: config.proxyProtocol === "required",
+              },
+            }
+          : {}),
         drain: new SessionDrain(),
         metrics: createProxyMetrics(metrics.registry),
         logger,

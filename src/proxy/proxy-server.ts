@@ -2,6 +2,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { type ProxyContext, runClientSession } from "./client-session.js";
 import { refuseConnection } from "./connection-refusal.js";
 import { ownHostAddresses } from "./own-host.js";
+import { readClientAddress } from "./proxied-address.js";
 import { isQuotaRefusal, SessionQuota } from "./session-quota.js";
 
 export interface RunningProxy {
@@ -31,17 +32,32 @@ export async function startProxyServer(
     total,
     exempt: ctx.exemptFromAddressLimit ?? ownHostAddresses(),
   });
-  const server: Server = createServer((socket) => {
-    sockets.add(socket);
-    const place = quota.take(socket.remoteAddress);
+  /** Runs a connection whose client address is known: the peer's, or the one its PROXY header gave. */
+  const accept = (socket: Socket, address: string | undefined) => {
+    const place = quota.take(address);
     socket.once("close", () => {
-      sockets.delete(socket);
       if (!isQuotaRefusal(place)) place.release();
     });
     if (isQuotaRefusal(place)) return refuseConnection(socket, place, ctx.metrics);
-    runClientSession(socket, ctx).catch((error: unknown) => {
+    runClientSession(socket, ctx, address).catch((error: unknown) => {
       ctx.logger.error({ err: error }, "proxy session crashed");
       socket.destroy();
+    });
+  };
+  const server: Server = createServer((socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+    if (!ctx.proxyProtocol?.trusted(socket.remoteAddress)) return accept(socket, socket.remoteAddress);
+    socket.on("error", () => {});
+    void readClientAddress(socket, ctx.proxyProtocol, {
+      logger: ctx.logger,
+      metrics: ctx.metrics,
+      timeoutMs: ctx.startupTimeoutMs,
+    }).then((address) => {
+      if (address === null || socket.closed) return;
+      accept(socket, address);
+      // The header's reader left the socket paused, with the client's first bytes put back.
+      if (!socket.destroyed) socket.resume();
     });
   });
   // A backstop only: beyond the limits, a connection gets an ErrorResponse saying which one it reached.
