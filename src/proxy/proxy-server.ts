@@ -44,9 +44,15 @@ export async function startProxyServer(
       socket.destroy();
     });
   };
+  let whenAllClosed: (() => void) | undefined;
+  const allClosed = () =>
+    sockets.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => (whenAllClosed = resolve));
   const server: Server = createServer((socket) => {
     sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
+    socket.once("close", () => {
+      sockets.delete(socket);
+      if (sockets.size === 0) whenAllClosed?.();
+    });
     if (!ctx.proxyProtocol?.trusted(socket.remoteAddress)) return accept(socket, socket.remoteAddress);
     socket.on("error", () => {});
     void readClientAddress(socket, ctx.proxyProtocol, {
@@ -82,9 +88,10 @@ export async function startProxyServer(
       const drain = ctx.drain;
       if (drain) {
         drain.begin();
+        // Connections still starting up become sessions that end at once: wait for every socket, not only sessions.
         let timer: NodeJS.Timeout | undefined;
         const graceOver = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)));
-        await Promise.race([drain.whenEmpty(), graceOver]);
+        await Promise.race([allClosed(), graceOver]);
         clearTimeout(timer);
         if (drain.size > 0) {
           ctx.logger.warn({ sessions: drain.size, graceMs }, "grace over: ending the sessions still open");
