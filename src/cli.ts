@@ -49,19 +49,24 @@ async function start(argv: string[]): Promise<void> {
   const logger = createLogger(config.logLevel);
   const { startServer } = await import("./server.js");
   let server: Awaited<ReturnType<typeof startServer>> | undefined;
-  let stopRequested = false;
+  let signals = 0;
   const stop = async () => {
-    await server?.stop();
+    await server?.drain();
     process.exit(0);
   };
   takeOverStopSignals((signal) => {
-    stopRequested = true;
-    logger.info({ signal }, "stopping");
+    signals++;
+    if (signals > 1) {
+      // The operator wants it gone: what open windows had not written is lost in the agents' favour, as in a crash.
+      logger.warn({ signal }, "second stop signal: stopping at once");
+      process.exit(1);
+    }
+    logger.info({ signal, graceMs: config.shutdownGraceMs }, "stopping: draining sessions");
     // A signal during start-up is acted on once start-up has finished (or failed and undone itself).
     if (server) void stop();
   });
   server = await startServer(config, logger);
-  if (stopRequested) return stop();
+  if (signals > 0) return stop();
   process.stdout.write(`pgtoll ready ${server.httpUrl} ${server.proxyUrl}\n`);
 }
 

@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import { formatMicro, parseMicro } from "./billing/money.js";
 import { type ProviderHostPolicy, parseProviderHosts } from "./providers/provider-hosts.js";
+import { parseCidrList } from "./proxy/trusted-proxies.js";
 
 /**
  * One configuration option: read from an environment variable, overridable by a CLI flag of the same
@@ -176,7 +177,7 @@ export const optionSpecs = {
   proxySessionsPerIp: {
     env: "PGTOLL_PROXY_SESSIONS_PER_IP",
     description:
-      "Open wire-proxy connections (sessions, in any phase) per client address; further ones are refused with 53300. Addresses of pgtoll's own host (the remote MCP endpoint's sessions) are not limited per address. 0: no limit per address. Warning: behind a TCP load balancer every client has the balancer's address: set 0 there.",
+      "Open wire-proxy connections (sessions, in any phase) per client address; further ones are refused with 53300. Addresses of pgtoll's own host (the remote MCP endpoint's sessions) are not limited per address. 0: no limit per address. Warning: behind a TCP load balancer every client has the balancer's address: set 0 there, or have the balancer send a PROXY header (PGTOLL_TRUSTED_PROXIES).",
     defaultText: "100",
     parse: integer("PGTOLL_PROXY_SESSIONS_PER_IP", 100, 0, 1_000_000),
   },
@@ -377,9 +378,28 @@ export const optionSpecs = {
   trustProxy: {
     env: "PGTOLL_TRUST_PROXY",
     description:
-      "`on` to take the client IP from X-Forwarded-For (only behind a trusted load balancer). HTTP only: the wire proxy (and endpoints' IP allowlists) always see the TCP peer.",
+      "`on` to take the client IP from X-Forwarded-For (only behind a trusted load balancer). HTTP only: the wire proxy takes the client address from a PROXY protocol header (PGTOLL_TRUSTED_PROXIES).",
     defaultText: "off",
     parse: onOff("PGTOLL_TRUST_PROXY", false),
+  },
+  trustedProxies: {
+    env: "PGTOLL_TRUSTED_PROXIES",
+    description:
+      "Addresses and CIDR ranges (comma-separated) of load balancers whose PROXY protocol header (v1 or v2) the wire proxy takes: the client address it carries is the session's for endpoints' IP allowlists, per-address limits, logs and metrics. A PROXY header from any other peer closes the connection. Unset: none.",
+    parse: (raw: string | undefined): string[] => {
+      try {
+        return parseCidrList(raw ?? "");
+      } catch (error) {
+        throw new ConfigError("PGTOLL_TRUSTED_PROXIES", (error as Error).message);
+      }
+    },
+  },
+  proxyProtocol: {
+    env: "PGTOLL_PROXY_PROTOCOL",
+    description:
+      "`optional`: a connection from PGTOLL_TRUSTED_PROXIES may come without a PROXY header (its peer address is then the client's). `required`: such a connection without one is closed.",
+    defaultText: "optional",
+    parse: oneOf("PGTOLL_PROXY_PROTOCOL", "optional", ["optional", "required"] as const),
   },
   rowCap: {
     env: "PGTOLL_ROW_CAP",
@@ -434,7 +454,7 @@ export const optionSpecs = {
   proxyMaxUnauthenticatedPerAddress: {
     env: "PGTOLL_PROXY_MAX_UNAUTHENTICATED_PER_ADDRESS",
     description:
-      "Wire-proxy connections that have not finished authenticating from one client address (an IPv6 /64 counts as one), at most; further ones are refused at once (53300). Loopback is not capped. 0: no cap. **Warning:** behind a TCP load balancer every client has the balancer's address: set 0 there.",
+      "Wire-proxy connections that have not finished authenticating from one client address (an IPv6 /64 counts as one), at most; further ones are refused at once (53300). Loopback is not capped. 0: no cap. **Warning:** behind a TCP load balancer every client has the balancer's address: set 0 there, or have the balancer send a PROXY header (PGTOLL_TRUSTED_PROXIES).",
     defaultText: "100",
     parse: integer("PGTOLL_PROXY_MAX_UNAUTHENTICATED_PER_ADDRESS", 100, 0, 1_000_000),
   },
@@ -476,6 +496,13 @@ export const optionSpecs = {
     description: "Region id reported for every project of the management API (`region_id`).",
     defaultText: "local",
     parse: (raw: string | undefined) => raw || "local",
+  },
+  shutdownGraceMs: {
+    env: "PGTOLL_SHUTDOWN_GRACE_MS",
+    description:
+      "On SIGTERM or SIGINT, how long each open wire session may finish its statement and transaction before it is ended with 57P01 (a second signal stops at once).",
+    defaultText: "30000",
+    parse: integer("PGTOLL_SHUTDOWN_GRACE_MS", 30_000, 0, 3_600_000),
   },
   branchFenceGraceMs: {
     env: "PGTOLL_BRANCH_FENCE_GRACE_MS",

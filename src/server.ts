@@ -22,15 +22,18 @@ import { UpstreamPools } from "./providers/upstream-pools.js";
 import { isLoopback } from "./proxy/loopback.js";
 import { createProxyMetrics } from "./proxy/proxy-metrics.js";
 import { startProxyServer } from "./proxy/proxy-server.js";
+import { SessionDrain } from "./proxy/session-drain.js";
 import { fundedShare } from "./proxy/session-funding.js";
 import { SessionRegistry } from "./proxy/session-registry.js";
+import { addressMatcher } from "./proxy/trusted-proxies.js";
 import { UnauthenticatedConnections } from "./proxy/unauthenticated-connections.js";
 import { UpstreamSlots } from "./proxy/upstream-slots.js";
 import { WindowClock } from "./proxy/window-clock.js";
 import { buildApp } from "./rest/app.js";
-import type { GatewayContext } from "./rest/context.js";
+import type { GatewayContext, Lifecycle } from "./rest/context.js";
 import { createMetrics } from "./rest/plugins/metrics.js";
 import { createMemoryStore, createRedisStore } from "./rest/plugins/rate-limit-store.js";
+import { walletAuthWarning } from "./rest/wallet-auth-warning.js";
 import { x402Gateway } from "./x402/gateway.js";
 
 export interface RunningServer {
@@ -40,6 +43,12 @@ export interface RunningServer {
   databaseUrl: string;
   /** The embedded cluster, when pgtoll started one (no DATABASE_URL). */
   embedded: EmbeddedCluster | null;
+  /**
+   * The graceful stop: `/ready` answers 503 and HTTP connections close after their answer, the wire proxy
+   * refuses new connections and lets its sessions finish (PGTOLL_SHUTDOWN_GRACE_MS), then everything stops as
+   * `stop()` does: in-flight requests answered, every window written, every hold given back.
+   */
+  drain(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -111,6 +120,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       logger.warn(
         "PGTOLL_ALLOW_PRIVILEGED_PROVIDER_ROLES is on: providers may register superuser or administrative roles, and every agent of theirs runs with those rights; for local experiments only",
       );
+    const walletWarning = walletAuthWarning(config.host, config.restAgentAuth);
+    if (walletWarning) logger.warn(walletWarning);
     await loadGuard();
 
     const box = createSecretBox(await loadSecretKey(config.secretKey, config.dataDir));
@@ -154,8 +165,10 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     });
     // The proxy's port is known once it listens, after the HTTP server: /mcp reads it per request.
     const mcpProxy = { ...loopbackOf(config.host), port: 0 };
+    const lifecycle: Lifecycle = { draining: false };
     const ctx: GatewayContext = {
       config,
+      lifecycle,
       mcpProxy,
       db,
       box,
@@ -185,6 +198,15 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         ),
         chargeWriter,
         registry: new SessionRegistry(),
+        ...(config.trustedProxies.length > 0
+          ? {
+              proxyProtocol: {
+                trusted: addressMatcher(config.trustedProxies),
+                required: config.proxyProtocol === "required",
+              },
+            }
+          : {}),
+        drain: new SessionDrain(),
         metrics: createProxyMetrics(metrics.registry),
         logger,
         check: createVerdictCache(),
@@ -237,6 +259,17 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       proxyUrl: `postgres://${proxyHost}:${proxy.port}`,
       databaseUrl,
       embedded,
+      async drain() {
+        const started = performance.now();
+        lifecycle.draining = true;
+        await proxy.drain(config.shutdownGraceMs);
+        const sessionsMs = Math.round(performance.now() - started);
+        await stop();
+        logger.info(
+          { sessionsMs, totalMs: Math.round(performance.now() - started) },
+          "drained: every window written, every hold given back",
+        );
+      },
       stop,
     };
   } catch (error) {

@@ -12,6 +12,7 @@ import type { ProxyContext } from "./proxy-context.js";
 import { errorFrame, StartupRefusal } from "./proxy-errors.js";
 import { Relay } from "./relay.js";
 import { encodeTerminate } from "./serializer.js";
+import { restartFarewell } from "./session-drain.js";
 import { agentFunding } from "./session-funding.js";
 import { SessionMeter } from "./session-meter.js";
 import { cancelUpstreamQuery, registerCancelKey, type SessionPlan, welcomeMessage } from "./session-plan.js";
@@ -148,6 +149,7 @@ function startMeteredRelay(
   const log = ctx.logger.child({ session: sessionId, pid: key.processId, providerId });
   let ended = false;
   let drained: () => void = () => {};
+  let leaveDrain = () => {};
   const relay: Relay = new Relay({
     client,
     upstream: upstream.socket,
@@ -166,6 +168,7 @@ function startMeteredRelay(
       ended = true;
       log.debug({ reason }, "session ended");
       key.unregister();
+      leaveDrain();
       ctx.metrics.sessionsActive.dec();
       if (!upstream.socket.destroyed) upstream.socket.end(encodeTerminate());
       upstream.socket.destroy();
@@ -202,4 +205,16 @@ function startMeteredRelay(
 
   client.write(welcomeMessage(upstream, key));
   relay.start(early);
+  if (ended) return;
+  leaveDrain =
+    ctx.drain?.add({
+      endWhenIdle: () => relay.endWhenIdle(restartFarewell(), "server restarting"),
+      endNow: () => {
+        // What it left upstream is cancelled, and a write not yet paid is rolled back, as for a client that left.
+        if (!client.destroyed) client.write(restartFarewell());
+        relay.clientGone();
+      },
+    }) ?? leaveDrain;
+  // A session that opened while the server drains may have ended inside `add`, before `leaveDrain` was set.
+  if (ended) leaveDrain();
 }

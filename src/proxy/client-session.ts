@@ -26,15 +26,20 @@ export type { ProxyContext } from "./proxy-context.js";
  * A refusal before the relay is a FATAL ErrorResponse and a close, or a close without a word where PostgreSQL
  * says nothing either (UnansweredClose); a refused socket is gone within a second (closeRefused).
  */
-export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<void> {
+export async function runClientSession(
+  raw: Socket,
+  ctx: ProxyContext,
+  /** The client's address: the socket's peer, or what a trusted balancer's PROXY header said. */
+  clientAddress: string | undefined = raw.remoteAddress,
+): Promise<void> {
   raw.setNoDelay(true);
   raw.on("error", () => {});
-  const authenticated = ctx.unauthenticated.admit(raw.remoteAddress, () => {
+  const authenticated = ctx.unauthenticated.admit(clientAddress, () => {
     ctx.metrics.sessionsRefused.labels("evicted").inc();
     stream.socket.destroy();
   });
   if (!authenticated) {
-    refuseTooManyFrom(raw, ctx);
+    refuseTooManyFrom(raw, ctx, clientAddress);
     return;
   }
   raw.once("close", authenticated);
@@ -67,7 +72,7 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
     }
     stream.startMessages(startup.rest);
 
-    if (!(stream.socket instanceof TLSSocket) && !isLoopback(raw.remoteAddress)) {
+    if (!(stream.socket instanceof TLSSocket) && !isLoopback(clientAddress)) {
       throw new StartupRefusal(
         SqlState.invalidAuthorization,
         `pgtoll accepts ${endpointRequest ? "passwords" : "agent tokens"} only over TLS or from loopback`,
@@ -77,7 +82,7 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
     }
     const plan: SessionPlan =
       endpointRequest && endpoints
-        ? await planEndpointSession(endpointRequest, stream, { ...ctx, endpoints }, raw.remoteAddress ?? "")
+        ? await planEndpointSession(endpointRequest, stream, { ...ctx, endpoints }, clientAddress ?? "")
         : await planAgentSession(agentRequest!, await readCleartextPassword(stream), ctx);
     authenticated();
 
@@ -98,14 +103,21 @@ export async function runClientSession(raw: Socket, ctx: ProxyContext): Promise<
     clearTimeout(deadline);
     releaseSlot?.();
     stream.abandon();
-    refuse(stream.socket, error, ctx);
+    refuse(stream.socket, error, ctx, clientAddress);
   }
 }
 
 /** Ends a connection that will not be served: with a FATAL saying why, or without a word (UnansweredClose). */
-function refuse(socket: Socket, error: unknown, ctx: ProxyContext): void {
+function refuse(socket: Socket, error: unknown, ctx: ProxyContext, client: string | undefined): void {
+  if (error instanceof UnansweredClose && error.reason === "untrusted_proxy_header") {
+    ctx.logger.warn(
+      { client },
+      `closed a connection from ${client}: a PROXY protocol header from a peer not in PGTOLL_TRUSTED_PROXIES`,
+    );
+    ctx.metrics.proxyHeaders.labels("untrusted").inc();
+  }
   if (error instanceof UnansweredClose) {
-    ctx.logger.debug({ reason: error.reason, err: error }, "connection closed during startup");
+    ctx.logger.debug({ reason: error.reason, client, err: error }, "connection closed during startup");
     ctx.metrics.sessionsRefused.labels(error.reason).inc();
     closeRefused(socket);
     return;
@@ -118,7 +130,7 @@ function refuse(socket: Socket, error: unknown, ctx: ProxyContext): void {
           `invalid startup: ${(error as Error).message}`,
           "protocol",
         );
-  ctx.logger.debug({ reason: refusal.reason, err: error }, "session refused");
+  ctx.logger.debug({ reason: refusal.reason, client, err: error }, "session refused");
   ctx.metrics.sessionsRefused.labels(refusal.reason).inc();
   closeRefused(
     socket,
@@ -130,10 +142,10 @@ function refuse(socket: Socket, error: unknown, ctx: ProxyContext): void {
 }
 
 /** An address already has its fill of connections authenticating: refused before a byte of this one is read. */
-function refuseTooManyFrom(raw: Socket, ctx: ProxyContext): void {
+function refuseTooManyFrom(raw: Socket, ctx: ProxyContext, client: string | undefined): void {
   ctx.metrics.sessionsRefused.labels("too_many_unauthenticated").inc();
   const limit = ctx.unauthenticated.limits.perAddress;
-  const from = raw.remoteAddress ?? "this address";
+  const from = client ?? "this address";
   const message = `too many connections from ${from} are authenticating (at most ${limit} at once)`;
   closeRefused(raw, errorFrame(SqlState.tooManyConnections, message, { fatal: true }));
 }

@@ -39,7 +39,7 @@ export async function planEndpointSession(
   request: EndpointRequest,
   stream: StartupStream,
   ctx: EndpointContext,
-  /** The client's address as the proxy's socket sees it (the TCP peer: the wire proxy has no forwarding header). */
+  /** The client's address: the TCP peer, or what a trusted load balancer's PROXY header carried. */
   clientAddress: string,
 ): Promise<SessionPlan> {
   const find = (endpointId: string) => findEndpoint(request, endpointId, ctx, clientAddress);

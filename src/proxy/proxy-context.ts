@@ -5,7 +5,9 @@ import type { Logger } from "pino";
 import type { ChargeWriter } from "../billing/charge-writer.js";
 import type { GuardVerdict } from "../guard/index.js";
 import type { SecretBox } from "../providers/secret-box.js";
+import type { ProxiedAddressSettings } from "./proxied-address.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
+import type { SessionDrain } from "./session-drain.js";
 import type { SessionRegistry } from "./session-registry.js";
 import type { UnauthenticatedConnections } from "./unauthenticated-connections.js";
 import type { UpstreamSlots } from "./upstream-slots.js";
@@ -72,6 +74,10 @@ export interface ProxyContext {
   exemptFromAddressLimit?(address: string): boolean;
   /** An idle session gives its unspent reservation back after this long. */
   idleReleaseMs: number;
+  /** PROXY protocol headers from trusted load balancers (PGTOLL_TRUSTED_PROXIES); unset: none is read. */
+  proxyProtocol?: ProxiedAddressSettings;
+  /** The open agent sessions, ended one by one as they finish their work when the server stops gracefully. */
+  drain?: SessionDrain;
   /** Reservations being given back by ended sessions; the server awaits them before it stops. */
   releases: Set<Promise<void>>;
 }

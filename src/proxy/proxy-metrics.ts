@@ -50,6 +50,12 @@ export function createProxyMetrics(registry: Registry) {
       labelNames: ["reason"] as const,
       registers,
     }),
+    proxyHeaders: new Counter({
+      name: "pgtoll_proxy_protocol_headers_total",
+      help: "PROXY protocol headers by outcome: accepted, local (no client address), missing, invalid, untrusted",
+      labelNames: ["outcome"] as const,
+      registers,
+    }),
     statements: new Counter({
       name: "pgtoll_proxy_statements_total",
       help: "Statements by guard verdict (allow, deny, invalid) and cut_off for results stopped by the balance",

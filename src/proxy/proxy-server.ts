@@ -2,11 +2,17 @@ import { createServer, type Server, type Socket } from "node:net";
 import { type ProxyContext, runClientSession } from "./client-session.js";
 import { refuseConnection } from "./connection-refusal.js";
 import { ownHostAddresses } from "./own-host.js";
+import { readClientAddress } from "./proxied-address.js";
 import { isQuotaRefusal, SessionQuota } from "./session-quota.js";
 
 export interface RunningProxy {
   host: string;
   port: number;
+  /**
+   * Stops gracefully: refuses new connections, lets each agent session finish its statement and transaction
+   * for at most `graceMs` and ends it with 57P01, then closes as `close()` does.
+   */
+  drain(graceMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -26,17 +32,38 @@ export async function startProxyServer(
     total,
     exempt: ctx.exemptFromAddressLimit ?? ownHostAddresses(),
   });
-  const server: Server = createServer((socket) => {
-    sockets.add(socket);
-    const place = quota.take(socket.remoteAddress);
+  /** Runs a connection whose client address is known: the peer's, or the one its PROXY header gave. */
+  const accept = (socket: Socket, address: string | undefined) => {
+    const place = quota.take(address);
     socket.once("close", () => {
-      sockets.delete(socket);
       if (!isQuotaRefusal(place)) place.release();
     });
     if (isQuotaRefusal(place)) return refuseConnection(socket, place, ctx.metrics);
-    runClientSession(socket, ctx).catch((error: unknown) => {
+    runClientSession(socket, ctx, address).catch((error: unknown) => {
       ctx.logger.error({ err: error }, "proxy session crashed");
       socket.destroy();
+    });
+  };
+  let whenAllClosed: (() => void) | undefined;
+  const allClosed = () =>
+    sockets.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => (whenAllClosed = resolve));
+  const server: Server = createServer((socket) => {
+    sockets.add(socket);
+    socket.once("close", () => {
+      sockets.delete(socket);
+      if (sockets.size === 0) whenAllClosed?.();
+    });
+    if (!ctx.proxyProtocol?.trusted(socket.remoteAddress)) return accept(socket, socket.remoteAddress);
+    socket.on("error", () => {});
+    void readClientAddress(socket, ctx.proxyProtocol, {
+      logger: ctx.logger,
+      metrics: ctx.metrics,
+      timeoutMs: ctx.startupTimeoutMs,
+    }).then((address) => {
+      if (address === null || socket.closed) return;
+      accept(socket, address);
+      // The header's reader left the socket paused, with the client's first bytes put back.
+      if (!socket.destroyed) socket.resume();
     });
   });
   // A backstop only: beyond the limits, a connection gets an ErrorResponse saying which one it reached.
@@ -48,11 +75,34 @@ export async function startProxyServer(
   server.on("error", (error) => ctx.logger.error({ err: error }, "proxy listener error"));
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : options.port;
-  return {
+  let closed: Promise<void> | undefined;
+  const stopListening = () => {
+    closed ??= new Promise<void>((resolve) => server.close(() => resolve()));
+    return closed;
+  };
+  const running: RunningProxy = {
     host: options.host,
     port,
+    async drain(graceMs) {
+      const listenerClosed = stopListening();
+      const drain = ctx.drain;
+      if (drain) {
+        drain.begin();
+        // Connections still starting up become sessions that end at once: wait for every socket, not only sessions.
+        let timer: NodeJS.Timeout | undefined;
+        const graceOver = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)));
+        await Promise.race([allClosed(), graceOver]);
+        clearTimeout(timer);
+        if (drain.size > 0) {
+          ctx.logger.warn({ sessions: drain.size, graceMs }, "grace over: ending the sessions still open");
+          drain.endAll();
+        }
+      }
+      await running.close();
+      await listenerClosed;
+    },
     async close() {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      const closed = stopListening();
       // Sessions hear of their socket's close after the server does, then drain and charge what they left upstream.
       const gone = [...sockets]
         .filter((socket) => !socket.closed)
@@ -65,4 +115,5 @@ export async function startProxyServer(
       await ctx.chargeWriter.flush();
     },
   };
+  return running;
 }

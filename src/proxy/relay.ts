@@ -173,6 +173,8 @@ export class Relay {
   #idleSince: number | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
   #fatalRelayed = false;
+  /** Set by `endWhenIdle`: the FATAL that ends the session at its next idle moment. */
+  #farewell: { frame: Buffer; reason: string } | undefined;
 
   constructor(private readonly deps: RelayDeps) {
     this.#status = deps.status;
@@ -194,6 +196,25 @@ export class Relay {
    */
   get fatalRelayed(): boolean {
     return this.#fatalRelayed;
+  }
+
+  /**
+   * Ends the session with `frame` (a FATAL) once it is idle outside a transaction: at once if it is now, else
+   * right after the ReadyForQuery that leaves it so. A stopping server lets its sessions finish their work so.
+   */
+  endWhenIdle(frame: Buffer, reason: string): void {
+    if (this.#ended || this.#closing) return;
+    this.#farewell = { frame, reason };
+    const idle = this.#status === "I" && this.#units.length === 0;
+    if (idle && !this.#client.busy && !this.#upstream.busy) this.#sayFarewell();
+  }
+
+  #sayFarewell(): void {
+    const farewell = this.#farewell!;
+    // After the ReadyForQuery still in the batch, so the client sees its statement complete first.
+    this.#toClient.push(farewell.frame);
+    this.#toClient.flushTo(this.deps.client);
+    this.end(farewell.reason);
   }
 
   /** Starts relaying; `early` holds client frames that arrived with the password message. */
@@ -1074,6 +1095,10 @@ export class Relay {
   }
 
   #becameIdle(now: number): void {
+    if (this.#farewell && !this.#closing) {
+      this.#sayFarewell();
+      return;
+    }
     this.#idleSince = now;
     this.#idleTimer ??= this.#armIdleTimer(this.deps.idleReleaseMs);
   }

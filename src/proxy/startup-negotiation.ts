@@ -3,7 +3,7 @@ import { SqlState } from "../db/sql-state.js";
 import type { ProxyContext } from "./proxy-context.js";
 import { StartupRefusal, UnansweredClose } from "./proxy-errors.js";
 import { encodeGSSENCResponse, encodeSSLResponse } from "./serializer.js";
-import type { StartupPacket } from "./startup-parser.js";
+import { type StartupPacket, UNTRUSTED_PROXY_HEADER } from "./startup-parser.js";
 import type { StartupStream } from "./startup-stream.js";
 import { POSTGRESQL_ALPN, upgradeToTls } from "./tls-upgrade.js";
 
@@ -56,7 +56,10 @@ export async function negotiate(stream: StartupStream, ctx: ProxyContext): Promi
       case "badLayout":
         throw violation(packet.reason);
       case "malformed":
-        throw new UnansweredClose(packet.reason, "malformed_startup");
+        throw new UnansweredClose(
+          packet.reason,
+          packet.reason === UNTRUSTED_PROXY_HEADER ? "untrusted_proxy_header" : "malformed_startup",
+        );
       default:
         throw violation("unexpected startup packet");
     }

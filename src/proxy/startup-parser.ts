@@ -1,5 +1,9 @@
 import { isUtf8 } from "node:buffer";
 import { StartupCode } from "./message-codes.js";
+import { startsLikeProxyHeader } from "./proxy-protocol.js";
+
+/** The `malformed` reason of a connection that opens with a PROXY protocol header nobody asked for. */
+export const UNTRUSTED_PROXY_HEADER = "a PROXY protocol header from a peer not in PGTOLL_TRUSTED_PROXIES";
 
 /** PostgreSQL refuses longer startup packets (MAX_STARTUP_PACKET_LENGTH). */
 export const MAX_STARTUP_PACKET_LENGTH = 10000;
@@ -56,6 +60,7 @@ export function parseStartupPacket(buffer: Buffer): StartupPacket {
   if (buffer.length < 4) return incomplete;
   const length = buffer.readInt32BE(0);
   if (length < 8 || length > MAX_STARTUP_PACKET_LENGTH) {
+    if (startsLikeProxyHeader(buffer)) return { kind: "malformed", reason: UNTRUSTED_PROXY_HEADER };
     return { kind: "malformed", reason: `invalid length of startup packet: ${length}` };
   }
   if (buffer.length < 8) return incomplete;

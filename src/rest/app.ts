@@ -16,6 +16,7 @@ import { RequestLog } from "./request-log.js";
 import { agentRoutes } from "./routes/agents.js";
 import { depositRoutes } from "./routes/deposit.js";
 import { healthRoutes } from "./routes/health.js";
+import { probeRoutes } from "./routes/probes.js";
 import { providerRoutes } from "./routes/providers.js";
 import { queryRoutes } from "./routes/query.js";
 import { topUpRoutes } from "./routes/topup.js";
@@ -56,6 +57,12 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
   app.addHook("onRequest", (request, reply, done) => {
     reply.header("X-Request-Id", request.id);
     done();
+  });
+  // A stopping process answers what reaches it (requests begun before the stop too) but keeps no connection
+  // open after: the client's next request goes to another process, and the server can close.
+  app.addHook("onSend", (_request, reply, payload, done) => {
+    if (ctx.lifecycle?.draining) reply.header("Connection", "close");
+    done(null, payload);
   });
 
   await app.register(errorsPlugin);
@@ -114,6 +121,7 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
   await app.register(queryRoutes, { ctx });
   await app.register(topUpRoutes, { ctx });
   await app.register(healthRoutes, { ctx });
+  await app.register(probeRoutes, { ctx });
   await app.register(managementApi, { prefix: "/api/v2", ctx });
   if (ctx.mcpProxy)
     await app.register(remoteMcpRoutes, {

@@ -11,6 +11,12 @@ import type { X402Gateway } from "../x402/accept-payment.js";
 import type { Metrics } from "./plugins/metrics.js";
 import type { RateLimitStore } from "./plugins/rate-limit-store.js";
 
+/** Where the process is in its life, as load balancers are told by `GET /ready`. */
+export interface Lifecycle {
+  /** Set on SIGTERM/SIGINT: the process is stopping and takes no new work. */
+  draining: boolean;
+}
+
 /** Everything the REST routes share; built once by the server, passed to each plugin (no globals). */
 export interface GatewayContext {
   config: Pick<
@@ -41,6 +47,8 @@ export interface GatewayContext {
   metrics: Metrics;
   logger: Logger;
   policy?: GuardPolicy;
+  /** Unset: the process never drains (tests that build the app alone). */
+  lifecycle?: Lifecycle;
   /** This process's wire proxy, for the remote MCP endpoint (/mcp); without it /mcp is not served. */
   mcpProxy?: McpProxyAddress;
   /** x402 payments (PAYMENT-SIGNATURE, POST /api/topup); without it 402s offer no payment. */
