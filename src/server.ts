@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
 import { Redis } from "ioredis";
 import pg from "pg";
+import { startRefusalFlusher } from "./analytics/refusal-flusher.js";
 import { createChainVerifier } from "./billing/chain-verify.js";
 import { ChargeWriter } from "./billing/charge-writer.js";
 import { releaseExpiredReservations } from "./billing/ledger.js";
@@ -141,6 +142,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     cleanups.push(() => rateLimitStore.close());
 
     const metrics = createMetrics();
+    // Pushed before the servers: their cleanups run first, so the refusals of their last statements are written.
+    cleanups.push(startRefusalFlusher(metrics.refusals, db, logger));
     const tls = loadTls(config);
     const management = controlSettingsFrom(
       config,
@@ -211,6 +214,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         sessionsPerAddress: config.proxySessionsPerIp,
         idleReleaseMs: 30_000,
         releases: new Set(),
+        refusals: metrics.refusals,
       },
       { host: config.host, port: config.proxyPort },
     );

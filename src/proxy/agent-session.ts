@@ -161,6 +161,7 @@ function startMeteredRelay(
     maxRowsWritten: price.maxRowsWrittenPerStatement,
     drainTimeoutMs: ctx.statementTimeoutMs + 5000,
     cancelUpstream: () => cancelUpstreamQuery(upstream),
+    countRefusal: (kind, rule) => ctx.refusals.count(providerId, kind, rule),
     onEnd: (reason) => {
       if (ended) return;
       ended = true;

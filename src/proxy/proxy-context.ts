@@ -2,6 +2,7 @@ import type { LookupFunction } from "node:net";
 import type { SecureContext } from "node:tls";
 import type pg from "pg";
 import type { Logger } from "pino";
+import type { RefusalTally } from "../analytics/refusal-tally.js";
 import type { ChargeWriter } from "../billing/charge-writer.js";
 import type { GuardVerdict } from "../guard/index.js";
 import type { SecretBox } from "../providers/secret-box.js";
@@ -72,6 +73,8 @@ export interface ProxyContext {
   exemptFromAddressLimit?(address: string): boolean;
   /** An idle session gives its unspent reservation back after this long. */
   idleReleaseMs: number;
+  /** Refused statements, counted for the providers' analytics (the REST surface's tally, shared). */
+  refusals: RefusalTally;
   /** Reservations being given back by ended sessions; the server awaits them before it stops. */
   releases: Set<Promise<void>>;
 }

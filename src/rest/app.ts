@@ -14,10 +14,13 @@ import { metricsPlugin } from "./plugins/metrics.js";
 import { gatewayLimits, rateLimitPlugin } from "./plugins/rate-limit.js";
 import { RequestLog } from "./request-log.js";
 import { agentRoutes } from "./routes/agents.js";
+import { analyticsRoutes } from "./routes/analytics.js";
 import { depositRoutes } from "./routes/deposit.js";
 import { healthRoutes } from "./routes/health.js";
+import { providerSettingsRoutes } from "./routes/provider-settings.js";
 import { providerRoutes } from "./routes/providers.js";
 import { queryRoutes } from "./routes/query.js";
+import { rankingRoutes } from "./routes/rankings.js";
 import { topUpRoutes } from "./routes/topup.js";
 import { managementApi } from "./v2/index.js";
 
@@ -109,6 +112,9 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
   });
 
   await app.register(providerRoutes, { ctx });
+  await app.register(providerSettingsRoutes, { ctx });
+  await app.register(analyticsRoutes, { ctx });
+  await app.register(rankingRoutes, { ctx });
   await app.register(agentRoutes, { ctx });
   await app.register(depositRoutes, { ctx });
   await app.register(queryRoutes, { ctx });

@@ -52,6 +52,7 @@ export async function startTestProxy(
     unauthenticated: new UnauthenticatedConnections({ total: 1000, perAddress: 100 }),
     idleReleaseMs: 30_000,
     releases: new Set(),
+    refusals: gateway.ctx.metrics.refusals,
     ...overrides,
   };
   const proxy = await startProxyServer(ctx, { host: "127.0.0.1", port: 0 });

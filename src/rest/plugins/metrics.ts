@@ -1,6 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import fp from "fastify-plugin";
 import { Counter, collectDefaultMetrics, type Metric, Registry } from "prom-client";
+import { RefusalTally } from "../../analytics/refusal-tally.js";
 import { RequestDurations } from "./request-durations.js";
 import { summingCounter } from "./summing-counter.js";
 
@@ -15,7 +16,20 @@ export function createMetrics() {
   );
   // The registry only reads `name`, `type`, `aggregator`, `get()` and `reset()`, which it has.
   registry.registerMetric(httpDuration as unknown as Metric);
+  const refusals = new RefusalTally();
   return {
+    /** Refused statements of every surface, counted in memory; written to refusal_counts by the server. */
+    refusals,
+    refusalsTotal: new Counter({
+      name: "pgtoll_refusals_total",
+      help: "Statements refused, by provider, kind (policy, funds) and rule (a guard rule, invalid-sql, insufficient-balance, balance-cut-off)",
+      labelNames: ["provider", "kind", "rule"] as const,
+      registers: [registry],
+      collect() {
+        for (const { providerId, kind, rule, refusals: count } of refusals.drainForMetrics())
+          this.inc({ provider: providerId, kind, rule }, count);
+      },
+    }),
     registry,
     httpDuration,
     queries: summingCounter({

@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import type pg from "pg";
 import { ChargeWriter } from "../../billing/charge-writer.js";
 import { formatMicro } from "../../billing/money.js";
+import { StatementShapes } from "../../guard/statement-shape.js";
 import { createVerdictCache, withReadOnlyVerdicts } from "../../guard/verdict-cache.js";
 import { ProviderCache } from "../../providers/provider-cache.js";
 import { type AcceptedPayment, acceptPayment } from "../../x402/accept-payment.js";
@@ -72,6 +73,8 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     reserveRows: RESERVE_ROWS,
     rowCap: ctx.config.rowCap,
     statementTimeoutMs: ctx.config.statementTimeoutMs,
+    refusals: ctx.metrics.refusals,
+    shapes: new StatementShapes(),
   };
   // Agents of a read-only provider are also held to the read-only rule (nothing may switch to read-write).
   const readOnlyCheck = withReadOnlyVerdicts(shared.check);
