@@ -15,6 +15,7 @@ import { gatewayLimits, rateLimitPlugin } from "./plugins/rate-limit.js";
 import { RequestLog } from "./request-log.js";
 import { agentRoutes } from "./routes/agents.js";
 import { analyticsRoutes } from "./routes/analytics.js";
+import { consoleRoutes } from "./routes/console.js";
 import { depositRoutes } from "./routes/deposit.js";
 import { healthRoutes } from "./routes/health.js";
 import { providerSettingsRoutes } from "./routes/provider-settings.js";
@@ -120,6 +121,7 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
   await app.register(queryRoutes, { ctx });
   await app.register(topUpRoutes, { ctx });
   await app.register(healthRoutes, { ctx });
+  await app.register(consoleRoutes);
   await app.register(managementApi, { prefix: "/api/v2", ctx });
   if (ctx.mcpProxy)
     await app.register(remoteMcpRoutes, {
