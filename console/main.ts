@@ -140,9 +140,13 @@ function openDashboard(credentials: Credentials): void {
   granularity.addEventListener("change", load);
   load();
 
+  // The switch posts the current price with its new mode, so it is drawn again after every save; the form keeps
+  // what was typed and its own status line.
+  const showSwitch = (current: Pricing, note = "") =>
+    renderReadOnlySwitch(readOnly.body, credentials, current, showSwitch, note);
   const showPricing = (current: Pricing) => {
-    renderPricingForm(pricing.body, credentials, current, showPricing);
-    renderReadOnlySwitch(readOnly.body, credentials, current, showPricing);
+    renderPricingForm(pricing.body, credentials, current, showSwitch);
+    showSwitch(current);
   };
   providerApi<Pricing>(credentials, "pricing").then(showPricing, (e) => {
     failedPanel(pricing.body, e);

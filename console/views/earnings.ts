@@ -63,6 +63,7 @@ export function renderEarnings(container: Element, earnings: Earnings): void {
           stroke: "#1d4ed8",
           fill: "rgba(29, 78, 216, 0.15)",
           width: 2,
+          points: { show: false },
           paths: uPlot.paths.bars?.({ size: [0.8, 40] }),
           value: (_u, v) => (v == null ? "" : v.toFixed(6)),
         },

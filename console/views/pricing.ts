@@ -52,7 +52,7 @@ export function renderPricingForm(
   container: Element,
   credentials: Credentials,
   pricing: Pricing,
-  saved: (p: Pricing) => void,
+  saved: (p: Pricing, note: string) => void,
 ): void {
   const inputs = new Map<FieldName, HTMLInputElement>();
   const errors = new Map<FieldName, HTMLElement>();
@@ -98,7 +98,7 @@ export function renderPricingForm(
     try {
       const updated = await providerApi<Pricing>(credentials, "pricing", { method: "POST", body });
       status.textContent = `Saved at ${updated.updatedAt.replace("T", " ").slice(0, 19)} UTC.`;
-      saved(updated);
+      saved(updated, "");
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       const field = error instanceof ApiError && error.status === 400 ? fieldOf(message) : undefined;
@@ -119,7 +119,8 @@ export function renderReadOnlySwitch(
   container: Element,
   credentials: Credentials,
   pricing: Pricing,
-  saved: (p: Pricing) => void,
+  saved: (p: Pricing, note: string) => void,
+  note = "",
 ): void {
   const toggle = h("button", {
     type: "button",
@@ -130,7 +131,7 @@ export function renderReadOnlySwitch(
   });
   const label = h("span", { text: pricing.readOnly ? "Read-only: on" : "Read-only: off" });
   toggle.append(h("span", { class: "knob", "aria-hidden": "true" }), label);
-  const status = h("p", { class: "status", role: "status" });
+  const status = h("p", { class: "status", role: "status", id: "read-only-status", text: note });
   toggle.addEventListener("click", async () => {
     status.textContent = "Saving…";
     try {
@@ -142,10 +143,10 @@ export function renderReadOnlySwitch(
           readOnly: !pricing.readOnly,
         },
       });
-      saved(updated);
-      status.textContent = updated.readOnly
-        ? "Agents' sessions are read-only from now on."
-        : "Agents may write again.";
+      saved(
+        updated,
+        updated.readOnly ? "Agents' sessions are read-only from now on." : "Agents may write again.",
+      );
     } catch (error) {
       status.textContent = `Not changed: ${error instanceof Error ? error.message : String(error)}`;
     }

@@ -72,18 +72,20 @@ export function renderRefusals(container: Element, answer: Refusals): void {
   }
   show(
     container,
-    h("p", { text: `${count(answer.total)} statements refused.` }),
-    table(
-      "By policy rule",
-      ["Rule", "Refused"],
-      answer.byRule.map((r) => [h("code", { text: r.rule }), count(r.refusals)]),
-      [1],
-    ),
-    table(
-      "By the agent's funds",
-      ["Reason", "Refused"],
-      answer.byFunds.map((r) => [r.reason, count(r.refusals)]),
-      [1],
-    ),
+    h("p", { text: `${count(answer.total)} ${answer.total === 1 ? "statement" : "statements"} refused.` }),
+    answer.byRule.length > 0 &&
+      table(
+        "By policy rule",
+        ["Rule", "Refused"],
+        answer.byRule.map((r) => [h("code", { text: r.rule }), count(r.refusals)]),
+        [1],
+      ),
+    answer.byFunds.length > 0 &&
+      table(
+        "By the agent's funds",
+        ["Reason", "Refused"],
+        answer.byFunds.map((r) => [r.reason, count(r.refusals)]),
+        [1],
+      ),
   );
 }
