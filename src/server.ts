@@ -152,9 +152,12 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     );
     const chargeWriter = new ChargeWriter(db, {
       ttlSeconds: config.reservationTtlSeconds,
+      onBatchWritten: (seconds) => metrics.ledger.observeBatch("proxy", seconds),
       onError: (error, charge) =>
         logger.error({ err: error, reservationId: charge.reservationId }, "a charge could not be written"),
     });
+    metrics.ledger.watchWriter("proxy", chargeWriter);
+    metrics.ledger.watchHolds(db);
     // The proxy's port is known once it listens, after the HTTP server: /mcp reads it per request.
     const mcpProxy = { ...loopbackOf(config.host), port: 0 };
     const ctx: GatewayContext = {
@@ -177,18 +180,19 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     // The proxy's own connections to the cluster, apart from the management plane's (they may be another process's).
     const endpointCluster = connectProjectCluster(management.clusterUrl, 2);
     cleanups.push(() => endpointCluster.close());
+    const slots = new UpstreamSlots(
+      config.proxyUpstreamLimit,
+      config.proxyQueueTimeoutMs,
+      fundedShare(config.proxyUpstreamLimit, config.fundedReservePercent),
+    );
     const proxy = await startProxyServer(
       {
         db,
         box,
-        slots: new UpstreamSlots(
-          config.proxyUpstreamLimit,
-          config.proxyQueueTimeoutMs,
-          fundedShare(config.proxyUpstreamLimit, config.fundedReservePercent),
-        ),
+        slots,
         chargeWriter,
         registry: new SessionRegistry(),
-        metrics: createProxyMetrics(metrics.registry),
+        metrics: createProxyMetrics(metrics.registry, slots),
         logger,
         check: createVerdictCache(),
         tls,
@@ -215,6 +219,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         idleReleaseMs: 30_000,
         releases: new Set(),
         refusals: metrics.refusals,
+        earnings: metrics.earnings,
       },
       { host: config.host, port: config.proxyPort },
     );

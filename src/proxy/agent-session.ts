@@ -142,6 +142,7 @@ function startMeteredRelay(
     sessionId,
     shapes: statementShapesOf(ctx),
     onCharge: (cost) => ctx.metrics.chargedMicro.inc(Number(cost)),
+    onWindowClosed: (statements, rows, cost) => ctx.earnings.add(providerId, "proxy", statements, rows, cost),
   });
   const key = registerCancelKey(ctx.registry, upstream);
   upstream.socket.on("error", () => {});

@@ -90,6 +90,7 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
     },
   });
   await app.register(metricsPlugin, { metrics: ctx.metrics });
+  ctx.metrics.watchPools(ctx.upstream);
   await app.register(rateLimitPlugin, {
     enabled: ctx.config.rateLimit,
     store: ctx.rateLimitStore,

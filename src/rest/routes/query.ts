@@ -49,12 +49,14 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
   const writer = new ChargeWriter(ctx.db, {
     ttlSeconds: ctx.config.reservationTtlSeconds,
     batchIntervalMs: 0,
+    onBatchWritten: (seconds) => ctx.metrics.ledger.observeBatch("rest", seconds),
     onError: (error, charge) =>
       ctx.logger.error(
         { err: error, reservationId: charge.reservationId },
         "a query charge could not be written",
       ),
   });
+  ctx.metrics.ledger.watchWriter("rest", writer);
   const funds = new HeldFunds({
     ledger: ctx.db,
     writer,
@@ -164,6 +166,9 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
         ok.inc();
         rowsMetered.inc(result.rowCount);
         chargedMicro.inc(Number(result.actualCostMicro));
+        // As the ledger counts it: a request that cost nothing left no entry.
+        if (result.actualCostMicro > 0n)
+          ctx.metrics.earnings.add(providerId, "rest", 1, result.rowCount, result.actualCostMicro);
         return {
           rows: result.rows,
           rowCount: result.rowCount,
