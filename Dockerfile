@@ -4,6 +4,9 @@ FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
 COPY src ./src
+# The provider console, bundled into dist/console by the same build.
+COPY console ./console
+COPY scripts ./scripts
 # npm ci runs the approved install scripts (allowScripts) and `prepare`, which compiles to dist/.
 RUN npm ci && npm prune --omit=dev
 

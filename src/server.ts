@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
 import { Redis } from "ioredis";
 import pg from "pg";
+import { startRefusalFlusher } from "./analytics/refusal-flusher.js";
 import { createChainVerifier } from "./billing/chain-verify.js";
 import { ChargeWriter } from "./billing/charge-writer.js";
 import { releaseExpiredReservations } from "./billing/ledger.js";
@@ -152,6 +153,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     cleanups.push(() => rateLimitStore.close());
 
     const metrics = createMetrics();
+    // Pushed before the servers: their cleanups run first, so the refusals of their last statements are written.
+    cleanups.push(startRefusalFlusher(metrics.refusals, db, logger));
     const tls = loadTls(config);
     const management = controlSettingsFrom(
       config,
@@ -160,9 +163,12 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     );
     const chargeWriter = new ChargeWriter(db, {
       ttlSeconds: config.reservationTtlSeconds,
+      onBatchWritten: (seconds) => metrics.ledger.observeBatch("proxy", seconds),
       onError: (error, charge) =>
         logger.error({ err: error, reservationId: charge.reservationId }, "a charge could not be written"),
     });
+    metrics.ledger.watchWriter("proxy", chargeWriter);
+    metrics.ledger.watchHolds(db);
     // The proxy's port is known once it listens, after the HTTP server: /mcp reads it per request.
     const mcpProxy = { ...loopbackOf(config.host), port: 0 };
     const lifecycle: Lifecycle = { draining: false };
@@ -187,15 +193,16 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     // The proxy's own connections to the cluster, apart from the management plane's (they may be another process's).
     const endpointCluster = connectProjectCluster(management.clusterUrl, 2);
     cleanups.push(() => endpointCluster.close());
+    const slots = new UpstreamSlots(
+      config.proxyUpstreamLimit,
+      config.proxyQueueTimeoutMs,
+      fundedShare(config.proxyUpstreamLimit, config.fundedReservePercent),
+    );
     const proxy = await startProxyServer(
       {
         db,
         box,
-        slots: new UpstreamSlots(
-          config.proxyUpstreamLimit,
-          config.proxyQueueTimeoutMs,
-          fundedShare(config.proxyUpstreamLimit, config.fundedReservePercent),
-        ),
+        slots,
         chargeWriter,
         registry: new SessionRegistry(),
         ...(config.trustedProxies.length > 0
@@ -207,7 +214,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
             }
           : {}),
         drain: new SessionDrain(),
-        metrics: createProxyMetrics(metrics.registry),
+        metrics: createProxyMetrics(metrics.registry, slots),
         logger,
         check: createVerdictCache(),
         tls,
@@ -233,6 +240,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         sessionsPerAddress: config.proxySessionsPerIp,
         idleReleaseMs: 30_000,
         releases: new Set(),
+        refusals: metrics.refusals,
+        earnings: metrics.earnings,
       },
       { host: config.host, port: config.proxyPort },
     );

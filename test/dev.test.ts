@@ -74,6 +74,8 @@ function parse(output: string) {
     wallet: /user=(0x[0-9a-f]{40})/.exec(psql)?.[1] ?? "",
     provider: find((l) => l.startsWith("provider "), "provider summary"),
     depositSummary: find((l) => l.startsWith("deposit "), "deposit summary"),
+    console: find((l) => /^http:\/\/\S+\/console#provider=/.test(l), "console address"),
+    apiKey: /^API key\s+(pgt_\S+)/.exec(find((l) => l.startsWith("API key "), "API key"))?.[1] ?? "",
   };
 }
 
@@ -195,6 +197,26 @@ describe("pgtoll dev", () => {
     ]);
     expect(run.depositSummary).toContain(ledger[4]?.txHash ?? "missing");
 
+    // The printed console address and key: the demo agent's queries are the provider's figures there.
+    const consoleUrl = new URL(run.console);
+    expect(consoleUrl.hash).toBe(`#provider=${run.providerId}`);
+    expect((await fetch(consoleUrl)).status).toBe(200);
+    const analytics = (path: string, apiKey = run.apiKey) =>
+      fetch(`${consoleUrl.origin}/api/providers/${run.providerId}/${path}`, {
+        headers: { "x-api-key": apiKey },
+      });
+    const agents = (await (await analytics("agents")).json()) as {
+      agents: { wallet: string; spent: string }[];
+    };
+    expect(agents.agents.map((a) => [a.wallet.toLowerCase(), a.spent])).toContainEqual([
+      run.wallet,
+      formatMicro(costOfRows(3, price) + costOfRows(5, price) + costOfRows(1, price)),
+    ]);
+    const shapes = (await (await analytics("statements")).json()) as { statements: { normalized: string }[] };
+    expect(shapes.statements.map((shape) => shape.normalized)).toContain(
+      "SELECT iata_code, name FROM airports WHERE iata_code IN ($1, $2, $3) ORDER BY iata_code",
+    );
+
     // The printed mcpServers block, started as an agent host would start it (from another directory).
     const output = first.stdout();
     const blockStart = output.indexOf('{\n    "mcpServers"');
@@ -241,6 +263,14 @@ describe("pgtoll dev", () => {
     const rerun = parse(second.stdout());
     expect(rerun.providerId).toBe(run.providerId);
     expect(rerun.provider).toContain("registered by an earlier run, reused");
+    // A new key each run: the console signs in with the one printed now, not the last run's.
+    const summaryWith = (apiKey: string) =>
+      fetch(`${new URL(rerun.console).origin}/api/providers/${rerun.providerId}/summary`, {
+        headers: { "x-api-key": apiKey },
+      });
+    expect(rerun.apiKey).not.toBe(run.apiKey);
+    expect((await summaryWith(rerun.apiKey)).status).toBe(200);
+    expect((await summaryWith(run.apiKey)).status).toBe(401);
     expect(await balanceOf(rerun.balance)).toBe(afterMcp + DEMO_DEPOSIT_MICRO);
     const again = await sh(rerun.psql, "SELECT count(*) FROM countries;\n");
     expect(again.stderr).toBe("");

@@ -59,6 +59,8 @@ export interface ChargeWriterOptions {
    */
   gatherTickMs?: number;
   onError?: (error: unknown, charge: ReservationCharge) => void;
+  /** Told how long each batch took to write, in seconds (for /metrics). */
+  onBatchWritten?: (seconds: number) => void;
 }
 
 function nothingToTell(): void {}
@@ -158,6 +160,7 @@ export class ChargeWriter {
       while (this.#queue.length > 0) {
         const started = performance.now();
         const { tell, retry } = await this.#write(this.#queue.splice(0, this.#maxBatch));
+        this.options.onBatchWritten?.((performance.now() - started) / 1000);
         if (retry.length > 0) {
           tell();
           this.#queue.unshift(...retry);

@@ -461,4 +461,26 @@ CREATE INDEX IF NOT EXISTS role_password_disclosures_role_idx
 CREATE INDEX IF NOT EXISTS role_password_disclosures_key_idx ON role_password_disclosures (api_key_id);
 `,
   },
+  {
+    version: 14,
+    name: "analytics: the ledger's charges by provider and time, and refusals counted per provider, rule and hour",
+    sql: `
+-- The provider analytics (src/analytics) read a provider's charges over a time range: this index finds them
+-- without reading other providers' entries or deposits.
+CREATE INDEX IF NOT EXISTS ledger_entries_provider_time_idx
+  ON ledger_entries (provider_id, created_at) WHERE type = 'query';
+
+-- Refused statements are counted in memory where they happen and added here periodically, one row per
+-- provider, kind, rule and hour: a refusal writes nothing to the ledger. kind is 'policy' (a guard rule, or
+-- invalid-sql) or 'funds' (insufficient-balance before a statement ran, balance-cut-off of a result).
+CREATE TABLE IF NOT EXISTS refusal_counts (
+  provider_id uuid NOT NULL,
+  hour timestamptz NOT NULL,
+  kind text NOT NULL CHECK (kind IN ('policy', 'funds')),
+  rule text NOT NULL,
+  refusals bigint NOT NULL CHECK (refusals > 0),
+  PRIMARY KEY (provider_id, hour, kind, rule)
+);
+`,
+  },
 ];

@@ -151,7 +151,12 @@ export async function startDevStack(
         rpcUrl: demo.chain.rpcUrl,
         chainId: demo.chain.chainId,
         tokenAddress: demo.token.address,
-        provider: { id: provider.id, name: SAMPLE_PROVIDER.name, registered: provider.registered },
+        provider: {
+          id: provider.id,
+          name: SAMPLE_PROVIDER.name,
+          registered: provider.registered,
+          apiKey: provider.apiKey,
+        },
         price: DEMO_PRICE,
         database: sample.database,
         tables: sample.tables,

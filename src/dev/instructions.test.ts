@@ -12,7 +12,7 @@ const info: DevStackInfo = {
   rpcUrl: "http://127.0.0.1:8545",
   chainId: 8453,
   tokenAddress: "0x5fbdb2315678afecb367f032d93f642f64180aa3",
-  provider: { id: PROVIDER, name: "Airports sample (pgtoll dev)", registered: true },
+  provider: { id: PROVIDER, name: "Airports sample (pgtoll dev)", registered: true, apiKey: "pgt_sample" },
   price: { basePricePer1000Rows: 0.05, markupMultiplier: 1.2 },
   database: "pgtoll_sample",
   tables: [{ table: "airports", rows: 5210 }],
@@ -34,6 +34,13 @@ const info: DevStackInfo = {
 const lines = (text: string) => text.split("\n").map((line) => line.trim());
 
 describe("formatDevInstructions", () => {
+  it("prints the console's address with the sample provider's id and key, dialing loopback", () => {
+    const text = lines(formatDevInstructions(info));
+    expect(text).toContain(`http://127.0.0.1:3000/console#provider=${PROVIDER}`);
+    expect(text).toContain(`provider id  ${PROVIDER}`);
+    expect(text.find((line) => line.startsWith("API key "))).toMatch(/^API key\s+pgt_sample\s/);
+  });
+
   it("prints the mcpServers block for the demo agent with absolute paths, dialing loopback", () => {
     const text = formatDevInstructions(info);
     const start = text.indexOf('{\n    "mcpServers"');

@@ -14,7 +14,8 @@ export interface DevStackInfo {
   rpcUrl: string;
   chainId: number;
   tokenAddress: string;
-  provider: { id: string; name: string; registered: boolean };
+  /** The sample provider; `apiKey` signs in to the console (a new one each run). */
+  provider: { id: string; name: string; registered: boolean; apiKey: string };
   price: { basePricePer1000Rows: number; markupMultiplier: number };
   database: string;
   tables: TableCount[];
@@ -84,6 +85,12 @@ export function formatDevInstructions(info: DevStackInfo): string {
     `Pay as you query (x402): a second demo agent, ${info.x402Agent.wallet} (dev account #${info.x402Agent.accountIndex}), holds ${formatMicro(info.x402Agent.onChainMicro)} dev USDC`,
     "on chain and no balance here; its query is answered 402, signed for with its key, settled on chain and run:",
     `  PGTOLL_AGENT_KEY=${info.x402Agent.privateKey} ${info.cli} pay-query --provider ${providerId} --sql ${shellQuote("SELECT iata_code, name FROM airports WHERE iso_country = 'IS' ORDER BY iata_code")} --url ${http} --chain-id ${info.chainId} --token-address ${info.tokenAddress}`,
+    "",
+    "Provider console: the sample provider's earnings, agents, statements and refusals; the demo agent's",
+    "queries above show up there (proxy charges once their settlement window is written, within a second).",
+    `  ${http}/console#provider=${providerId}`,
+    `  provider id  ${providerId}`,
+    `  API key      ${info.provider.apiKey}  (a new key each run of pgtoll dev; the previous one stops working)`,
     "",
     "Deposit more: send 5 dev USDC on the local chain from the agent to the provider, then credit the transfer:",
     `  ${curl} ${http}/api/deposit -H 'Content-Type: application/json' -d ${depositBody}`,

@@ -1,5 +1,6 @@
 import pg from "pg";
 import { parsePricing } from "../billing/pricing.js";
+import { generateApiKey } from "../providers/api-key.js";
 import { setPricing } from "../providers/registry.js";
 import type { SecretBox } from "../providers/secret-box.js";
 import { DEMO_PRICE, SAMPLE_PROVIDER } from "./demo-defaults.js";
@@ -10,6 +11,8 @@ export interface SampleProvider {
   walletAddress: string;
   /** True when this call registered it; false when an earlier `pgtoll dev` on the same data directory had. */
   registered: boolean;
+  /** Its API key (for the console): the registration's, or on a later run a new one that replaces it. */
+  apiKey: string;
 }
 
 interface Options {
@@ -31,7 +34,7 @@ async function register(options: Options): Promise<SampleProvider> {
   await postJson(`${options.httpUrl}/api/providers/${provider.id}/pricing`, DEMO_PRICE, {
     "x-api-key": apiKey,
   });
-  return { id: provider.id, walletAddress: options.walletAddress, registered: true };
+  return { id: provider.id, walletAddress: options.walletAddress, registered: true, apiKey };
 }
 
 /**
@@ -40,8 +43,8 @@ async function register(options: Options): Promise<SampleProvider> {
  *
  * Later runs reuse it, keeping its id, balances and ledger: the registration cannot be repeated (its wallet is
  * taken, 409) and its API key is not kept. What changes between runs is written directly: the connection
- * string (the embedded PostgreSQL listens on a new port and the sample role has a new password each run) and
- * the demo price. Throws when the sample provider's wallet belongs to another provider of this directory.
+ * string (the embedded PostgreSQL listens on a new port and the sample role has a new password each run), the
+ * demo price, and a new API key (printed for the console; the earlier run's key stops working). Throws when the sample provider's wallet belongs to another provider of this directory.
  */
 export async function ensureSampleProvider(options: Options): Promise<SampleProvider> {
   const db = new pg.Client({ connectionString: options.databaseUrl });
@@ -58,16 +61,18 @@ export async function ensureSampleProvider(options: Options): Promise<SampleProv
         `the sample provider's wallet ${options.walletAddress} is registered to provider ${earlier.id} (${earlier.email}) in this data directory; use another PGTOLL_DATA_DIR`,
       );
     }
-    await db.query("UPDATE providers SET connection_secret = $2 WHERE id = $1", [
+    const key = generateApiKey();
+    await db.query("UPDATE providers SET connection_secret = $2, api_key_hash = $3 WHERE id = $1", [
       earlier.id,
       options.box.seal(options.connectionString),
+      key.hash,
     ]);
     await setPricing(
       db,
       earlier.id,
       parsePricing(DEMO_PRICE.basePricePer1000Rows, DEMO_PRICE.markupMultiplier),
     );
-    return { id: earlier.id, walletAddress: options.walletAddress, registered: false };
+    return { id: earlier.id, walletAddress: options.walletAddress, registered: false, apiKey: key.key };
   } finally {
     await db.end();
   }

@@ -143,6 +143,7 @@ function startMeteredRelay(
     sessionId,
     shapes: statementShapesOf(ctx),
     onCharge: (cost) => ctx.metrics.chargedMicro.inc(Number(cost)),
+    onWindowClosed: (statements, rows, cost) => ctx.earnings.add(providerId, "proxy", statements, rows, cost),
   });
   const key = registerCancelKey(ctx.registry, upstream);
   upstream.socket.on("error", () => {});
@@ -163,6 +164,7 @@ function startMeteredRelay(
     maxRowsWritten: price.maxRowsWrittenPerStatement,
     drainTimeoutMs: ctx.statementTimeoutMs + 5000,
     cancelUpstream: () => cancelUpstreamQuery(upstream),
+    countRefusal: (kind, rule) => ctx.refusals.count(providerId, kind, rule),
     onEnd: (reason) => {
       if (ended) return;
       ended = true;

@@ -2,6 +2,8 @@ import type { LookupFunction } from "node:net";
 import type { SecureContext } from "node:tls";
 import type pg from "pg";
 import type { Logger } from "pino";
+import type { EarningsTally } from "../analytics/earnings-tally.js";
+import type { RefusalTally } from "../analytics/refusal-tally.js";
 import type { ChargeWriter } from "../billing/charge-writer.js";
 import type { GuardVerdict } from "../guard/index.js";
 import type { SecretBox } from "../providers/secret-box.js";
@@ -78,6 +80,10 @@ export interface ProxyContext {
   proxyProtocol?: ProxiedAddressSettings;
   /** The open agent sessions, ended one by one as they finish their work when the server stops gracefully. */
   drain?: SessionDrain;
+  /** Refused statements, counted for the providers' analytics (the REST surface's tally, shared). */
+  refusals: RefusalTally;
+  /** What each provider earned, counted as windows close (the REST surface's tally, shared), for /metrics. */
+  earnings: EarningsTally;
   /** Reservations being given back by ended sessions; the server awaits them before it stops. */
   releases: Set<Promise<void>>;
 }

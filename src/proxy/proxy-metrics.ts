@@ -20,8 +20,11 @@ export interface ProxyTally {
 
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10];
 
-/** The wire proxy's Prometheus metrics, registered in the server's registry. */
-export function createProxyMetrics(registry: Registry) {
+/**
+ * The wire proxy's Prometheus metrics, registered in the server's registry; `slots` (when given) are the upstream
+ * sessions whose waiters `pgtoll_proxy_upstream_waiting_sessions` counts.
+ */
+export function createProxyMetrics(registry: Registry, slots?: { readonly totalWaiting: number }) {
   const registers = [registry];
   const tally: ProxyTally = {
     verdicts: { allow: 0, deny: 0, invalid: 0 },
@@ -38,6 +41,14 @@ export function createProxyMetrics(registry: Registry) {
       name: "pgtoll_proxy_sessions_active",
       help: "Client sessions open now",
       registers,
+    }),
+    upstreamWaiting: new Gauge({
+      name: "pgtoll_proxy_upstream_waiting_sessions",
+      help: "Client sessions waiting for an upstream session of their provider (PGTOLL_PROXY_UPSTREAM_LIMIT)",
+      registers,
+      collect() {
+        this.set(slots?.totalWaiting ?? 0);
+      },
     }),
     sessionsTotal: new Counter({
       name: "pgtoll_proxy_sessions_total",

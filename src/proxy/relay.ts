@@ -1,6 +1,7 @@
 import type { Socket } from "node:net";
 import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
+import { INVALID_SQL_RULE, type RefusalKind } from "../analytics/refusal-tally.js";
 import { isLedgerUnavailable } from "../billing/ledger-availability.js";
 import { SqlState } from "../db/sql-state.js";
 import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
@@ -111,6 +112,8 @@ export interface RelayDeps {
   /** How long a closing session waits for the upstream to finish what was forwarded (default 15 s). */
   drainTimeoutMs?: number;
   onEnd(reason: string): void;
+  /** Counts a refused statement of this session's provider (analytics/refusal-tally.ts). */
+  countRefusal(kind: RefusalKind, rule: string): void;
 }
 
 /** One direction of the relay: frames read from its socket, handled strictly in order. */
@@ -443,7 +446,7 @@ export class Relay {
         this.#tally.verdicts[verdict.kind]++;
         if (verdict.kind !== "allow") {
           this.#prepared.parsed(parse.name, undefined);
-          this.#refuse(refusalFor(verdict), false);
+          this.#refuseVerdict(verdict, false);
           return;
         }
         const setting = settingOf(verdict.statements);
@@ -478,7 +481,7 @@ export class Relay {
         }
         return this.deps.meter.topUp(1).then(
           (ok) => {
-            if (!ok) return this.#refuse(insufficientFunds(0), false);
+            if (!ok) return this.#refuseUnfunded(false);
             this.#forwardExecute(sql, writes, buffer, start, end);
             return writes ? this.#awaitExecutedWrite() : undefined;
           },
@@ -526,7 +529,7 @@ export class Relay {
     const verdict = this.deps.check(sql);
     this.#tally.verdicts[verdict.kind]++;
     if (verdict.kind !== "allow") {
-      this.#refuse(refusalFor(verdict), true);
+      this.#refuseVerdict(verdict, true);
       return;
     }
     const { statements } = verdict;
@@ -539,7 +542,7 @@ export class Relay {
     return this.deps.meter.topUp(1).then(
       (ok) => {
         if (ok) this.#forwardQuery(statements, buffer, start, end);
-        else this.#refuse(insufficientFunds(0), true);
+        else this.#refuseUnfunded(true);
       },
       (error: unknown) => this.#refuseWithoutLedger(error, true),
     );
@@ -567,7 +570,7 @@ export class Relay {
       } catch (error) {
         return this.#refuseWithoutLedger(error, true);
       }
-      if (!funded) return this.#refuse(insufficientFunds(0), true);
+      if (!funded) return this.#refuseUnfunded(true);
     }
     const wrapped = plan === "wrap";
     if (wrapped) {
@@ -606,7 +609,7 @@ export class Relay {
     return this.deps.meter.topUp(1).then(
       (ok) => {
         if (ok) this.#toUpstream.pushRange(buffer, start, end);
-        else this.#refuse(insufficientFunds(0), false);
+        else this.#refuseUnfunded(false);
       },
       (error: unknown) => this.#refuseWithoutLedger(error, false),
     );
@@ -800,6 +803,18 @@ export class Relay {
     return copy.binary && isBinaryCopyTrailer(buffer, start, end);
   }
 
+  /** Refuses a statement the guard did not allow, counted by its rule. */
+  #refuseVerdict(verdict: Exclude<GuardVerdict, { kind: "allow" }>, sync: boolean): void {
+    this.deps.countRefusal("policy", verdict.kind === "deny" ? verdict.rule : INVALID_SQL_RULE);
+    this.#refuse(refusalFor(verdict), sync);
+  }
+
+  /** Refuses a statement nothing available can fund, counted as such. */
+  #refuseUnfunded(sync: boolean): void {
+    this.deps.countRefusal("funds", "insufficient-balance");
+    this.#refuse(insufficientFunds(0), sync);
+  }
+
   /** The statement the upstream is answering, when the relay knows it. */
   #runningStatement(): GuardedStatement | undefined {
     const head = this.#units[0];
@@ -820,6 +835,7 @@ export class Relay {
     const delivered = this.deps.meter.statementRows;
     await this.deps.meter.endStatement(delivered, sqlOf(head), "cutOff");
     this.#tally.cutOff++;
+    if (!error) this.deps.countRefusal("funds", "balance-cut-off");
     this.#toClient.push(error ?? insufficientFunds(delivered));
     this.deps.cancelUpstream();
   }

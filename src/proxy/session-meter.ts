@@ -33,6 +33,8 @@ export interface MeterOptions {
   shapes: StatementShapes;
   /** Called for every statement's charge, for metrics. */
   onCharge?: (costMicro: bigint) => void;
+  /** Called for every window that closes with a charge: its statements, rows and cost, for metrics. */
+  onWindowClosed?: (statements: number, rows: number, costMicro: bigint) => void;
 }
 
 /** Distinct texts a window keeps before it is closed early (simple-protocol clients inline their values). */
@@ -310,6 +312,7 @@ export class SessionMeter {
     // Without a reservation nothing could be charged (a statement is charged only from a hold).
     if (window.costMicro === 0n || reservationId === null) return null;
     this.#windowsClosed++;
+    this.options.onWindowClosed?.(window.statements, window.rows, window.costMicro);
     return {
       reservationId,
       agentWallet: this.agentWallet,

@@ -47,6 +47,13 @@ export class UpstreamSlots {
     this.#limitedCap = limit - Math.min(Math.max(0, reservedForFunded), limit);
   }
 
+  /** Sessions waiting for a slot now, all providers. */
+  get totalWaiting(): number {
+    let waiting = 0;
+    for (const pool of this.#pools.values()) waiting += pool.waiting.length;
+    return waiting;
+  }
+
   /** Resolves with the function that gives the slot back; call it exactly once. */
   acquire(key: string): Promise<() => void> {
     const limited = key.endsWith(LIMITED);

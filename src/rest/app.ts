@@ -14,11 +14,15 @@ import { metricsPlugin } from "./plugins/metrics.js";
 import { gatewayLimits, rateLimitPlugin } from "./plugins/rate-limit.js";
 import { RequestLog } from "./request-log.js";
 import { agentRoutes } from "./routes/agents.js";
+import { analyticsRoutes } from "./routes/analytics.js";
+import { consoleRoutes } from "./routes/console.js";
 import { depositRoutes } from "./routes/deposit.js";
 import { healthRoutes } from "./routes/health.js";
 import { probeRoutes } from "./routes/probes.js";
+import { providerSettingsRoutes } from "./routes/provider-settings.js";
 import { providerRoutes } from "./routes/providers.js";
 import { queryRoutes } from "./routes/query.js";
+import { rankingRoutes } from "./routes/rankings.js";
 import { topUpRoutes } from "./routes/topup.js";
 import { managementApi } from "./v2/index.js";
 
@@ -93,6 +97,7 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
     },
   });
   await app.register(metricsPlugin, { metrics: ctx.metrics });
+  ctx.metrics.watchPools(ctx.upstream);
   await app.register(rateLimitPlugin, {
     enabled: ctx.config.rateLimit,
     store: ctx.rateLimitStore,
@@ -116,12 +121,16 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
   });
 
   await app.register(providerRoutes, { ctx });
+  await app.register(providerSettingsRoutes, { ctx });
+  await app.register(analyticsRoutes, { ctx });
+  await app.register(rankingRoutes, { ctx });
   await app.register(agentRoutes, { ctx });
   await app.register(depositRoutes, { ctx });
   await app.register(queryRoutes, { ctx });
   await app.register(topUpRoutes, { ctx });
   await app.register(healthRoutes, { ctx });
   await app.register(probeRoutes, { ctx });
+  await app.register(consoleRoutes);
   await app.register(managementApi, { prefix: "/api/v2", ctx });
   if (ctx.mcpProxy)
     await app.register(remoteMcpRoutes, {

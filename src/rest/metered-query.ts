@@ -1,9 +1,11 @@
 import { performance } from "node:perf_hooks";
 import type pg from "pg";
+import { INVALID_SQL_RULE, type RefusalTally } from "../analytics/refusal-tally.js";
 import { costOfRows, isFree, type Price } from "../billing/cost.js";
 import { isLedgerUnavailable } from "../billing/ledger-availability.js";
 import type { AgentLimits } from "../billing/pricing.js";
 import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
+import type { StatementShapes } from "../guard/statement-shape.js";
 import { PrivilegedUpstreamError } from "../providers/upstream-pools.js";
 import type { EstimateCache } from "./estimate-cache.js";
 import type { HeldFunds, RequestFunds } from "./held-funds.js";
@@ -50,6 +52,10 @@ export interface MeteredQueryDeps {
   reader: pg.Pool;
   rowCap: number;
   statementTimeoutMs: number;
+  /** Where refused statements are counted (by rule, or the agent's funds) for the provider's analytics. */
+  refusals: RefusalTally;
+  /** The shape of a charged text, written into its ledger entry so that the analytics rank shapes. */
+  shapes: StatementShapes;
 }
 
 /** Single statements that read and can run in a read-only transaction, answered in one round trip. */
@@ -74,9 +80,14 @@ export async function runMeteredQuery(
   request: MeteredQueryRequest,
 ): Promise<MeteredQueryResult> {
   const verdict = deps.check(request.sql);
-  if (verdict.kind === "invalid") throw new QueryError(400, `invalid SQL: ${verdict.message}`);
-  if (verdict.kind === "deny")
+  if (verdict.kind === "invalid") {
+    deps.refusals.count(request.providerId, "policy", INVALID_SQL_RULE);
+    throw new QueryError(400, `invalid SQL: ${verdict.message}`);
+  }
+  if (verdict.kind === "deny") {
+    deps.refusals.count(request.providerId, "policy", verdict.rule);
     throw new QueryError(403, `SQL not allowed (${verdict.rule}): ${verdict.message}`);
+  }
   const statements = verdict.statements;
   if (request.params && request.params.length > 0 && statements.length !== 1) {
     throw new QueryError(400, "params can only be used with a single statement");
@@ -94,14 +105,21 @@ export async function runMeteredQuery(
       const covered = await funds
         .cover(costOfRows(1, request.price), costOfRows(expectedRows, request.price))
         .catch(ledgerUnavailable("so the query was not run"));
-      if (!covered) throw new QueryError(402, "insufficient balance: deposit funds with this provider first");
+      if (!covered) {
+        deps.refusals.count(request.providerId, "funds", "insufficient-balance");
+        throw new QueryError(402, "insufficient balance: deposit funds with this provider first");
+      }
     }
     const started = performance.now();
+    const fingerprint = deps.shapes.fingerprint(request.sql);
     const outcome = await runOnProvider(deps, statements, request, funds).catch(async (error: unknown) => {
+      if (error instanceof QueryError && error.statusCode === 402 && error.costMicro !== undefined)
+        deps.refusals.count(request.providerId, "funds", "balance-cut-off");
       if (funds && error instanceof QueryError && error.databaseText)
         await funds
           .charge(costOfRows(1, request.price), {
             sql: request.sql,
+            fingerprint,
             rowCount: 1,
             source: "rest",
             failed: true,
@@ -112,7 +130,7 @@ export async function runMeteredQuery(
     const executionMs = performance.now() - started;
     const actualCostMicro = costOfRows(outcome.rowCount, request.price);
     await funds
-      ?.charge(actualCostMicro, { sql: request.sql, rowCount: outcome.rowCount, source: "rest" })
+      ?.charge(actualCostMicro, { sql: request.sql, fingerprint, rowCount: outcome.rowCount, source: "rest" })
       .catch(ledgerUnavailable("so the result is withheld (it was not charged)"));
     return {
       rows: outcome.rows,

@@ -30,14 +30,15 @@ export async function startTestProxy(
 ): Promise<TestProxy> {
   const chargeWriter = overrides.chargeWriter ?? new ChargeWriter(gateway.ctx.db, { ttlSeconds: 300 });
   const providerLookupFn = providerLookup(providerHostsIn(gateway.ctx.config));
+  const slots = overrides.slots ?? new UpstreamSlots(50, 10_000);
   const ctx: ProxyContext = {
     db: gateway.ctx.db,
     box: gateway.ctx.box,
-    slots: new UpstreamSlots(50, 10_000),
+    slots,
     chargeWriter,
     registry: new SessionRegistry(),
     // A second proxy on one gateway passes the first one's metrics: a registry takes each name once.
-    metrics: overrides.metrics ?? createProxyMetrics(gateway.ctx.metrics.registry),
+    metrics: overrides.metrics ?? createProxyMetrics(gateway.ctx.metrics.registry, slots),
     logger: gateway.ctx.logger,
     check: createVerdictCache(),
     statementTimeoutMs: 10_000,
@@ -52,6 +53,8 @@ export async function startTestProxy(
     unauthenticated: new UnauthenticatedConnections({ total: 1000, perAddress: 100 }),
     idleReleaseMs: 30_000,
     releases: new Set(),
+    refusals: gateway.ctx.metrics.refusals,
+    earnings: gateway.ctx.metrics.earnings,
     ...overrides,
   };
   const proxy = await startProxyServer(ctx, { host: "127.0.0.1", port: 0 });

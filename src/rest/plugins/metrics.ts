@@ -1,6 +1,9 @@
 import type { FastifyInstance } from "fastify";
 import fp from "fastify-plugin";
-import { Counter, collectDefaultMetrics, type Metric, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, type Metric, Registry } from "prom-client";
+import type { UpstreamPools } from "../../providers/upstream-pools.js";
+import { ledgerMetrics } from "./ledger-metrics.js";
+import { providerMetrics } from "./provider-metrics.js";
 import { RequestDurations } from "./request-durations.js";
 import { summingCounter } from "./summing-counter.js";
 
@@ -15,9 +18,24 @@ export function createMetrics() {
   );
   // The registry only reads `name`, `type`, `aggregator`, `get()` and `reset()`, which it has.
   registry.registerMetric(httpDuration as unknown as Metric);
+  let pools: Pick<UpstreamPools, "stats"> | undefined;
+  new Gauge({
+    name: "pgtoll_rest_upstream_waiting_requests",
+    help: "POST /api/query requests waiting for a connection of their provider's pool",
+    registers: [registry],
+    collect() {
+      this.set((pools?.stats() ?? []).reduce((sum, pool) => sum + pool.waiting, 0));
+    },
+  });
   return {
     registry,
+    /** The REST surface's provider pools, whose waiting requests are exported. */
+    watchPools(upstream: Pick<UpstreamPools, "stats">) {
+      pools = upstream;
+    },
     httpDuration,
+    ...providerMetrics(registry),
+    ledger: ledgerMetrics(registry),
     queries: summingCounter({
       name: "pgtoll_queries_total",
       help: "Metered queries by surface and outcome (ok, denied, invalid, insufficient_funds, failed)",

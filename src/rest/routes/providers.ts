@@ -1,12 +1,10 @@
 import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { PricingError, parseAgentLimits, parsePricing } from "../../billing/pricing.js";
-import { apiKeyMatches } from "../../providers/api-key.js";
 import { providerHostsIn } from "../../providers/provider-hosts.js";
 import { type ProviderRoleCheck, privilegedRoleMessage } from "../../providers/provider-role.js";
 import {
   DuplicateProviderError,
-  findProvider,
   type PricingSettings,
   registerProvider,
   setPricing,
@@ -16,8 +14,9 @@ import {
 import type { GatewayContext } from "../context.js";
 import { HttpError } from "../plugins/errors.js";
 import { presentPricing, presentProvider } from "../present.js";
+import { authenticatedProvider } from "../provider-key.js";
 import { ErrorBody, Pricing, PricingBody, Provider, RegisterBody } from "../schemas.js";
-import { emailParam, uuidParam, walletParam } from "../validate.js";
+import { emailParam, walletParam } from "../validate.js";
 
 /** POST /api/providers/register and POST /api/providers/:id/pricing. */
 export async function providerRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayContext }) {
@@ -98,14 +97,7 @@ export async function providerRoutes(app: FastifyInstance, { ctx }: { ctx: Gatew
       },
     },
     async (request) => {
-      const presented = request.headers["x-api-key"];
-      if (typeof presented !== "string" || presented === "")
-        throw new HttpError(401, "missing API key: send it in the X-API-Key header");
-      const providerId = uuidParam(request.params.id, "provider id");
-      const provider = await findProvider(ctx.db, providerId);
-      if (!provider) throw new HttpError(404, `provider ${providerId} not found`);
-      if (!apiKeyMatches(presented, provider.apiKeyHash))
-        throw new HttpError(401, "invalid API key for this provider");
+      const providerId = (await authenticatedProvider(ctx, request, request.params.id)).id;
       let price: ReturnType<typeof parsePricing>;
       let settings: PricingSettings;
       try {

@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import type pg from "pg";
 import { ChargeWriter } from "../../billing/charge-writer.js";
 import { formatMicro } from "../../billing/money.js";
+import { StatementShapes } from "../../guard/statement-shape.js";
 import { createVerdictCache, withReadOnlyVerdicts } from "../../guard/verdict-cache.js";
 import { ProviderCache } from "../../providers/provider-cache.js";
 import { type AcceptedPayment, acceptPayment } from "../../x402/accept-payment.js";
@@ -48,12 +49,14 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
   const writer = new ChargeWriter(ctx.db, {
     ttlSeconds: ctx.config.reservationTtlSeconds,
     batchIntervalMs: 0,
+    onBatchWritten: (seconds) => ctx.metrics.ledger.observeBatch("rest", seconds),
     onError: (error, charge) =>
       ctx.logger.error(
         { err: error, reservationId: charge.reservationId },
         "a query charge could not be written",
       ),
   });
+  ctx.metrics.ledger.watchWriter("rest", writer);
   const funds = new HeldFunds({
     ledger: ctx.db,
     writer,
@@ -72,6 +75,8 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     reserveRows: RESERVE_ROWS,
     rowCap: ctx.config.rowCap,
     statementTimeoutMs: ctx.config.statementTimeoutMs,
+    refusals: ctx.metrics.refusals,
+    shapes: new StatementShapes(),
   };
   // Agents of a read-only provider are also held to the read-only rule (nothing may switch to read-write).
   const readOnlyCheck = withReadOnlyVerdicts(shared.check);
@@ -162,6 +167,9 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
         ok.inc();
         rowsMetered.inc(result.rowCount);
         chargedMicro.inc(Number(result.actualCostMicro));
+        // As the ledger counts it: a request that cost nothing left no entry.
+        if (result.actualCostMicro > 0n)
+          ctx.metrics.earnings.add(providerId, "rest", 1, result.rowCount, result.actualCostMicro);
         return {
           rows: result.rows,
           rowCount: result.rowCount,

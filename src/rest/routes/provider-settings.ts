@@ -1,0 +1,65 @@
+import { performance } from "node:perf_hooks";
+import type { FastifyInstance } from "fastify";
+import { findPricing } from "../../providers/registry.js";
+import { DatabaseCheckAnswer, ProviderKeyHeaders, ProviderParams } from "../analytics-schemas.js";
+import type { GatewayContext } from "../context.js";
+import { HttpError } from "../plugins/errors.js";
+import { presentPricing } from "../present.js";
+import { authenticatedProvider } from "../provider-key.js";
+import { ErrorBody, Pricing } from "../schemas.js";
+
+const errors = { 400: ErrorBody, 401: ErrorBody, 404: ErrorBody };
+
+/** GET /api/providers/:id/pricing and /database: what the console shows of a provider's settings. */
+export async function providerSettingsRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayContext }) {
+  app.get<{ Params: { id: string } }>(
+    "/api/providers/:id/pricing",
+    {
+      schema: {
+        summary: "A provider's pricing and the limits it sets on agents",
+        tags: ["providers"],
+        params: ProviderParams,
+        headers: ProviderKeyHeaders,
+        response: { 200: Pricing, ...errors },
+      },
+    },
+    async (request) => {
+      const { id } = await authenticatedProvider(ctx, request, request.params.id);
+      const pricing = await findPricing(ctx.db, id);
+      if (!pricing) throw new HttpError(404, `provider ${id} has no pricing yet`);
+      return presentPricing(pricing);
+    },
+  );
+
+  app.get<{ Params: { id: string } }>(
+    "/api/providers/:id/database",
+    {
+      schema: {
+        summary: "Whether the provider's registered database answers now, and how fast",
+        tags: ["providers"],
+        params: ProviderParams,
+        headers: ProviderKeyHeaders,
+        response: { 200: DatabaseCheckAnswer, ...errors },
+      },
+    },
+    async (request) => {
+      const provider = await authenticatedProvider(ctx, request, request.params.id);
+      const started = performance.now();
+      // The read-only pool: the check is one SELECT 1 as the agents' sessions would run it.
+      const outcome = await ctx.upstream
+        .get(provider, true)
+        .query("SELECT 1")
+        .then(
+          () => ({ reachable: true, error: null }),
+          (error: Error) => ({ reachable: false, error: error.message }),
+        );
+      const latencyMs = Math.round((performance.now() - started) * 100) / 100;
+      return {
+        providerId: provider.id,
+        ...outcome,
+        latencyMs: outcome.reachable ? latencyMs : null,
+        checkedAt: new Date().toISOString(),
+      };
+    },
+  );
+}

@@ -1,0 +1,196 @@
+import { mkdir } from "node:fs/promises";
+import type { AddressInfo } from "node:net";
+import { type Browser, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { checksumAddress } from "../../src/billing/address.js";
+import { formatMicro } from "../../src/billing/money.js";
+import type { OwnedTestDatabase } from "../support/database.js";
+import {
+  createProviderDatabase,
+  registerPricedProvider,
+  startTestGateway,
+  type TestGateway,
+} from "../support/gateway.js";
+import {
+  connectAgent,
+  fundedTestAgent,
+  startTestProxy,
+  type TestAgent,
+  type TestProxy,
+} from "../support/proxy.js";
+import { missingTool, waitForCharges } from "../support/real-clients.js";
+import { ensureConsoleBuilt } from "./console-build.js";
+
+/**
+ * The console in headless Chromium (the system's, driven by playwright-core), against a gateway and proxy whose
+ * agents have run SQL: what it shows is compared with the ledger and the API. A screenshot of each view goes to
+ * artifacts/console/ (ignored by git).
+ */
+const CHROMIUM = "/usr/bin/chromium";
+const SHOTS = new URL("../../artifacts/console/", import.meta.url).pathname;
+const skipReason = missingTool(CHROMIUM, "apt-get install chromium");
+if (skipReason) console.warn(`skipping the console's browser tests: ${skipReason}`);
+
+let gateway: TestGateway;
+let proxy: TestProxy;
+let providerDb: OwnedTestDatabase;
+let provider: { providerId: string; apiKey: string };
+let agent: TestAgent;
+let origin: string;
+let browser: Browser;
+let page: Page;
+const requested: string[] = [];
+
+async function ledgerRevenue(): Promise<bigint> {
+  const { rows } = await gateway.ctx.db.query<{ revenue: string }>(
+    "SELECT COALESCE(sum(-amount_micro), 0)::text AS revenue FROM ledger_entries WHERE provider_id = $1 AND type = 'query'",
+    [provider.providerId],
+  );
+  return BigInt(rows[0]!.revenue);
+}
+
+async function shoot(name: string, selector?: string): Promise<void> {
+  const path = `${SHOTS}${name}.png`;
+  if (selector) await page.locator(selector).screenshot({ path });
+  else await page.screenshot({ path, fullPage: true });
+}
+
+async function apiPricing() {
+  const res = await gateway.app.inject({
+    method: "GET",
+    url: `/api/providers/${provider.providerId}/pricing`,
+    headers: { "x-api-key": provider.apiKey },
+  });
+  return res.json();
+}
+
+describe.skipIf(skipReason !== null)("the provider console in Chromium", () => {
+  beforeAll(async () => {
+    await ensureConsoleBuilt();
+    await mkdir(SHOTS, { recursive: true });
+    gateway = await startTestGateway();
+    await gateway.app.listen({ host: "127.0.0.1", port: 0 });
+    origin = `http://127.0.0.1:${(gateway.app.server.address() as AddressInfo).port}`;
+    proxy = await startTestProxy(gateway);
+    providerDb = await createProviderDatabase(50);
+    provider = await registerPricedProvider(gateway, providerDb.url);
+    agent = await fundedTestAgent(gateway, provider.providerId, 5_000_000n);
+    for (const sql of [
+      "SELECT name FROM items WHERE id <= 5",
+      "SELECT name FROM items WHERE id <= 8",
+      "DROP TABLE items",
+    ])
+      await gateway.app.inject({
+        method: "POST",
+        url: "/api/query",
+        payload: { sql, agentWallet: agent.wallet, providerId: provider.providerId },
+      });
+    const client = await connectAgent(proxy, agent, provider.providerId);
+    await client.query("SELECT id, name FROM items WHERE id > 30");
+    await client.end();
+    await waitForCharges(proxy);
+    await gateway.ctx.metrics.refusals.flushTo(gateway.ctx.db);
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    page.on("request", (request) => requested.push(request.url()));
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await proxy?.close();
+    await gateway?.close();
+    await providerDb?.drop();
+  });
+
+  it("a wrong key is refused beside the key field", async () => {
+    await page.goto(`${origin}/console`);
+    await page.getByLabel("Provider id").fill(provider.providerId);
+    await page.getByLabel("API key").fill("pgt_not-the-key");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await expect
+      .poll(() => page.locator("#api-key-error").textContent())
+      .toBe("Wrong API key for this provider.");
+    expect(await page.getByLabel("API key").getAttribute("aria-invalid")).toBe("true");
+    await shoot("sign-in-wrong-key", "#sign-in");
+  });
+
+  it("signs in and shows the revenue the ledger holds", async () => {
+    await page.getByLabel("API key").fill(provider.apiKey);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    const revenue = page.locator('[data-figure="Revenue"] .value');
+    await revenue.waitFor();
+    expect(await revenue.textContent()).toBe(`${formatMicro(await ledgerRevenue())} USDC`);
+    expect(await page.locator('[data-figure="Active agents"] .value').textContent()).toBe("1");
+    expect(await page.evaluate("sessionStorage.length")).toBe(1);
+    await shoot("summary", "#summary");
+  });
+
+  it("draws the earnings chart and lists the agent and its statement shapes", async () => {
+    await page.locator("#earnings canvas").first().waitFor();
+    await shoot("earnings", "#earnings");
+    const wallet = page.locator(`#agents [data-wallet="${checksumAddress(agent.wallet)}"]`);
+    await wallet.waitFor();
+    await shoot("top-agents", "#agents");
+    const shape = page.locator("#statements code.sql", { hasText: "SELECT name FROM items WHERE id <= $1" });
+    await shape.waitFor();
+    expect(await page.locator("#statements").textContent()).toContain(
+      "SELECT id, name FROM items WHERE id > $1",
+    );
+    await shoot("top-statements", "#statements");
+    await page.locator("#refusals code", { hasText: "no-drop" }).waitFor();
+    await shoot("refusals", "#refusals");
+    await expect
+      .poll(() => page.locator("#database-result").textContent())
+      .toMatch(/^Reachable: answered in/);
+    await shoot("database", "#database");
+  });
+
+  it("a bad price is shown beside its field and nothing is saved", async () => {
+    const price = page.getByLabel("Price per 1000 rows (USDC)");
+    await price.fill("-1");
+    await page.getByRole("button", { name: "Save pricing" }).click();
+    await expect
+      .poll(() => page.locator("#pricing-basePricePer1000Rows-error").textContent())
+      .toContain("basePricePer1000Rows must be between 0 and 1000000");
+    expect(await page.evaluate("document.activeElement?.id")).toBe("pricing-basePricePer1000Rows");
+    expect((await apiPricing()).basePricePer1000Rows).toBe(1);
+    await shoot("pricing-bad-price", "#pricing");
+  });
+
+  it("a new price saved through the form is what the API reads back", async () => {
+    await page.getByLabel("Price per 1000 rows (USDC)").fill("2.5");
+    await page.getByLabel("Markup multiplier").fill("1.25");
+    await page.getByLabel("Lock timeout (ms)").fill("7000");
+    await page.getByRole("button", { name: "Save pricing" }).click();
+    await expect.poll(() => page.locator("#pricing-status").textContent()).toMatch(/^Saved at /);
+    expect(await apiPricing()).toMatchObject({
+      basePricePer1000Rows: 2.5,
+      markupMultiplier: 1.25,
+      lockTimeoutMs: 7000,
+    });
+    await shoot("pricing", "#pricing");
+  });
+
+  it("the read-only switch turns agents' sessions read-only", async () => {
+    const toggle = page.getByRole("switch");
+    expect(await toggle.getAttribute("aria-checked")).toBe("false");
+    await toggle.click();
+    await expect.poll(async () => (await apiPricing()).readOnly).toBe(true);
+    await expect.poll(() => page.getByRole("switch").getAttribute("aria-checked")).toBe("true");
+    await shoot("read-only", "#read-only");
+  });
+
+  it("fits a narrow window without scrolling sideways", async () => {
+    await page.setViewportSize({ width: 375, height: 800 });
+    await page.reload();
+    await page.locator('[data-figure="Revenue"] .value').waitFor();
+    await page.locator("#earnings canvas").first().waitFor();
+    expect(await page.evaluate("document.documentElement.scrollWidth")).toBeLessThanOrEqual(375);
+    await shoot("narrow-window");
+  });
+
+  it("asked nothing of any other origin", () => {
+    expect(requested.length).toBeGreaterThan(5);
+    expect(requested.filter((url) => !url.startsWith(`${origin}/`))).toEqual([]);
+  });
+});
