@@ -144,9 +144,19 @@ describe("node-postgres through the proxy", () => {
     await closeAndWaitForCharges(client);
     const entries = await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId, limit: 10 });
     const queries = entries.filter((e) => e.type === "query").reverse();
-    expect(queries.map((e) => [e.metadata.source, e.metadata.statements ?? 1, e.metadata.rowCount])).toEqual([
-      ["rest", 1, 2],
-      ["proxy", 2, 4],
+    // Statements and rows by surface: the proxy's two statements are in one window, or two on a slow machine.
+    const bySource = new Map<string, [number, number]>();
+    for (const e of queries) {
+      const [statements, rows] = bySource.get(String(e.metadata.source)) ?? [0, 0];
+      bySource.set(String(e.metadata.source), [
+        statements + Number(e.metadata.statements ?? 1),
+        rows + Number(e.metadata.rowCount),
+      ]);
+    }
+    expect(queries[0]?.metadata.source).toBe("rest");
+    expect([...bySource]).toEqual([
+      ["rest", [1, 2]],
+      ["proxy", [2, 4]],
     ]);
   });
 
