@@ -385,7 +385,7 @@ export const optionSpecs = {
   trustedProxies: {
     env: "PGTOLL_TRUSTED_PROXIES",
     description:
-      "Addresses and CIDR ranges (comma-separated) of load balancers whose PROXY protocol header (v1 or v2) the wire proxy takes: the client address it carries is the session's for endpoints' IP allowlists, per-address limits, logs and metrics. A PROXY header from any other peer closes the connection. Unset: none.",
+      "Addresses and CIDR ranges (comma-separated) of load balancers whose PROXY protocol header (v1 or v2) the wire proxy takes: the client address it carries is the session's for endpoints' IP allowlists, per-address limits and refusal logs. A PROXY header from any other peer closes the connection. Unset: none.",
     parse: (raw: string | undefined): string[] => {
       try {
         return parseCidrList(raw ?? "");

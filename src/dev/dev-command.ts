@@ -23,7 +23,8 @@ export async function devCommand(argv: string[], env: NodeJS.ProcessEnv = proces
   let stack: DevStack | undefined;
   let stopRequested = false;
   const onSignal = (signal: NodeJS.Signals) => {
-    if (stopRequested) return;
+    // A second signal while stopping: stop at once.
+    if (stopRequested) process.exit(1);
     stopRequested = true;
     logger.info({ signal }, "stopping");
     // While starting, startDevStack notices the request between its steps and undoes them itself.

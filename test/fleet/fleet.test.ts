@@ -190,17 +190,18 @@ async function restWorker(agent: Agent, providerId: string, address: string, cou
 
 /** SIGTERM each process in turn and start it again once the one before is back in rotation. */
 async function rollingRestart() {
-  const timings: { drainMs: number; sessionsMs: number; startMs: number }[] = [];
+  const timings: { drainMs: number; sessionsMs: number; totalMs: number; startMs: number }[] = [];
   for (const member of members) {
     const signalled = performance.now();
     expect(await member.process.stop()).toBe(0);
     const drainMs = performance.now() - signalled;
-    const drained = /"sessionsMs":(\d+)/.exec(member.process.cli.stderr())?.[1];
+    const drained = /"sessionsMs":(\d+),"totalMs":(\d+)/.exec(member.process.cli.stderr());
     const started = performance.now();
     member.process = await startPgtollProcess(meta.db.url, memberEnv(member), member.dataDir);
     timings.push({
       drainMs: Math.round(drainMs),
-      sessionsMs: Number(drained),
+      sessionsMs: Number(drained?.[1]),
+      totalMs: Number(drained?.[2]),
       startMs: Math.round(performance.now() - started),
     });
     // HAProxy takes it back after two good checks (250 ms apart).

@@ -75,7 +75,7 @@ async function chargedInLedger(agent: Agent) {
 
 describe("pgtoll start drains on SIGTERM", () => {
   it("lets a transaction finish and commit, ends an idle session with 57P01, answers in-flight REST, exits 0", async () => {
-    const proc = await start({ PGTOLL_SHUTDOWN_GRACE_MS: "20000" });
+    const proc = await start({ PGTOLL_SHUTDOWN_GRACE_MS: "20000", LOG_LEVEL: "info" });
     const agent = await fundedAgent(proc.httpUrl);
     expect((await fetch(`${proc.httpUrl}/ready`)).status).toBe(200);
 
@@ -109,6 +109,10 @@ describe("pgtoll start drains on SIGTERM", () => {
       "the REST query to run upstream",
     );
     proc.cli.child.kill("SIGTERM");
+    const signalled = performance.now();
+    const idleEnded = new Promise<number>((resolve) =>
+      idle.client.once("error", () => resolve(performance.now() - signalled)),
+    );
 
     // Not ready at once; still alive.
     await waitFor(
@@ -126,6 +130,7 @@ describe("pgtoll start drains on SIGTERM", () => {
     // The open transaction goes on and commits; then its session is ended the same way.
     const second = (await busy.client.query("SELECT id FROM items WHERE id <= 20")).rowCount ?? 0;
     await busy.client.query("COMMIT");
+    const committed = performance.now();
     await waitFor(() => busy.heard.length > 0, 5000, "the session to be ended after its commit");
     expect(busy.heard[0]).toMatchObject({ code: "57P01" });
 
@@ -133,12 +138,17 @@ describe("pgtoll start drains on SIGTERM", () => {
     expect(answered.status).toBe(200);
     expect(((await answered.json()) as { rowCount: number }).rowCount).toBe(50);
     expect(await proc.cli.exited).toBe(0);
+    const exitedMs = performance.now() - signalled;
+    const exitAfterCommitMs = performance.now() - committed;
+    console.info(
+      `drain figures ${JSON.stringify({ idleSessionEndedMs: Math.round(await idleEnded), exitedMs: Math.round(exitedMs), exitAfterCommitMs: Math.round(exitAfterCommitMs), drained: /"sessionsMs":\d+,"totalMs":\d+/.exec(proc.cli.stderr())?.[0] })}`,
+    );
 
-    const committed = await runSql(
+    const written = await runSql(
       "SELECT 1 FROM orders WHERE name = 'written while draining'",
       providerDb.url,
     );
-    expect(committed).toHaveLength(1);
+    expect(written).toHaveLength(1);
     expect(first + inserted + second).toBe(31);
     expect(await chargedInLedger(agent)).toBe(
       costOfRows(first, PRICE) +
