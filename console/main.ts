@@ -3,7 +3,7 @@ import "./console.css";
 import type { Agents, Earnings, Pricing, Refusals, Statements, Summary } from "./answers.js";
 import { ApiError, type Credentials, providerApi } from "./api.js";
 import { card, h, show } from "./dom.js";
-import { type Granularity, PRESETS, rangeOf, rangeQuery } from "./range.js";
+import { customRange, type Granularity, PRESETS, rangeOf, rangeQuery } from "./range.js";
 import { forgetCredentials, saveCredentials, savedCredentials } from "./session.js";
 import { renderDatabaseCheck } from "./views/database.js";
 import { followWidth, renderEarnings } from "./views/earnings.js";
@@ -58,6 +58,23 @@ function openDashboard(credentials: Credentials): void {
     "select",
     { id: "range-preset" },
     ...PRESETS.map((p) => h("option", { value: p.value, text: p.label, selected: p.value === "7d" })),
+    h("option", { value: "custom", text: "Days of my choice" }),
+  );
+  const today = new Date().toISOString().slice(0, 10);
+  const firstDay = h("input", { id: "range-from", type: "date", value: today, max: today });
+  const lastDay = h("input", { id: "range-to", type: "date", value: today, max: today });
+  const rangeError = h("p", { class: "error", id: "range-error", role: "alert" });
+  const days = h(
+    "div",
+    { class: "controls", id: "custom-range", hidden: true },
+    h("div", { class: "field inline" }, h("label", { for: "range-from", text: "From" }), firstDay),
+    h(
+      "div",
+      { class: "field inline" },
+      h("label", { for: "range-to", text: "To (inclusive, UTC)" }),
+      lastDay,
+    ),
+    rangeError,
   );
   const granularity = h(
     "select",
@@ -67,10 +84,11 @@ function openDashboard(credentials: Credentials): void {
   );
   const controls = h(
     "form",
-    { class: "controls", id: "range-form", "aria-label": "Range" },
+    { class: "controls", id: "range-form", "aria-label": "Choose the range" },
     h("div", { class: "field inline" }, h("label", { for: "range-preset", text: "Range" }), preset),
     h("div", { class: "field inline" }, h("label", { for: "granularity", text: "Earnings" }), granularity),
     h("button", { type: "submit", class: "secondary", text: "Refresh" }),
+    days,
   );
   const summary = card("summary", "Summary");
   const earnings = card("earnings", "Earnings");
@@ -99,7 +117,16 @@ function openDashboard(credentials: Credentials): void {
   followWidth(earnings.body);
 
   const load = () => {
-    const range = rangeOf(preset.value, granularity.value as Granularity);
+    const custom = preset.value === "custom";
+    days.hidden = !custom;
+    rangeError.textContent = "";
+    const range = custom
+      ? customRange(firstDay.value, lastDay.value, granularity.value as Granularity)
+      : rangeOf(preset.value, granularity.value as Granularity);
+    if (!range) {
+      rangeError.textContent = "Choose a first day on or before the last day.";
+      return;
+    }
     granularity.value = range.granularity;
     const query = rangeQuery(range);
     providerApi<Summary>(credentials, `summary?${query}`).then(
@@ -138,6 +165,8 @@ function openDashboard(credentials: Credentials): void {
   });
   preset.addEventListener("change", load);
   granularity.addEventListener("change", load);
+  firstDay.addEventListener("change", load);
+  lastDay.addEventListener("change", load);
   load();
 
   // The switch posts the current price with its new mode, so it is drawn again after every save; the form keeps

@@ -26,6 +26,22 @@ export function rangeOf(preset: string, granularity: Granularity): RangeChoice {
   return { from: from.toISOString(), to: to.toISOString(), granularity: fits ? granularity : "day" };
 }
 
+/**
+ * A range of whole UTC days, `first` to `last` inclusive (`YYYY-MM-DD`, as a date input gives them); null when
+ * either is missing or `last` is before `first`. Hours are kept only up to 31 days, as for a preset.
+ */
+export function customRange(first: string, last: string, granularity: Granularity): RangeChoice | null {
+  const from = Date.parse(`${first}T00:00:00Z`);
+  const to = Date.parse(`${last}T00:00:00Z`) + 86_400_000;
+  if (Number.isNaN(from) || Number.isNaN(to) || to <= from) return null;
+  const fits = granularity === "day" || to - from <= 31 * 86_400_000;
+  return {
+    from: new Date(from).toISOString(),
+    to: new Date(to).toISOString(),
+    granularity: fits ? granularity : "day",
+  };
+}
+
 export function rangeQuery(range: RangeChoice): string {
   return `from=${encodeURIComponent(range.from)}&to=${encodeURIComponent(range.to)}`;
 }

@@ -49,13 +49,18 @@ export function renderEarnings(container: Element, earnings: Earnings): void {
     ),
   );
   const times = earnings.buckets.map((b) => Date.parse(b.start) / 1000);
+  const half = (dayOnly ? 86_400 : 3_600) / 2;
   const revenue = earnings.buckets.map((b) => Number(b.revenue));
   chart = new uPlot(
     {
       width: widthOf(container),
       height: 220,
       tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"),
-      scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },
+      // Half a bucket of room either side, so the first and last bars are whole.
+      scales: {
+        x: { time: true, range: (_u, min, max) => [min - half, max + half] },
+        y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] },
+      },
       series: [
         {},
         {
@@ -72,7 +77,8 @@ export function renderEarnings(container: Element, earnings: Earnings): void {
         { stroke: "#333" },
         { stroke: "#333", size: 70, values: (_u, ticks) => ticks.map((t) => t.toFixed(4)) },
       ],
-      legend: { show: true },
+      // The figures are in the table below and the description above; a hover legend adds nothing for a reader.
+      legend: { show: false },
     },
     [times, revenue],
     plot,

@@ -14,7 +14,8 @@ function figure(label: string, value: Compared<string | number>, write: (v: neve
       { class: `change ${delta.trend}` },
       h("span", { class: "visually-hidden", text: "Change from the previous period: " }),
       delta.text,
-      h("span", { class: "previous", text: ` (before: ${write(value.previous as never)})` }),
+      value.change !== null &&
+        h("span", { class: "previous", text: ` (before: ${write(value.previous as never)})` }),
     ),
   );
 }

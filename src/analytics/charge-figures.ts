@@ -44,8 +44,27 @@ export function figuresOf(row: ChargeSumsRow | undefined): ChargeFigures {
   };
 }
 
-/** The SELECT list that sums an entry set into a {@link ChargeSumsRow}. */
-export const CHARGE_SUMS_SQL = `COALESCE(sum(${REVENUE_SQL}), 0)::text AS revenue_micro,
-  COALESCE(sum(${STATEMENTS_SQL}), 0)::text AS statements,
-  COALESCE(sum(${ROWS_SQL}), 0)::text AS rows,
-  count(DISTINCT e.agent_wallet)::text AS agents`;
+/** The SELECT list that sums one agent's entries (a {@link ChargeSumsRow} whose `agents` is 1). */
+export const AGENT_SUMS_SQL = `sum(${REVENUE_SQL})::text AS revenue_micro,
+  sum(${STATEMENTS_SQL})::text AS statements,
+  sum(${ROWS_SQL})::text AS rows,
+  '1' AS agents`;
+
+/**
+ * The provider's charges in range summed per value of `group` (as column `grp`) into {@link ChargeSumsRow}s.
+ * Agents are counted by grouping per agent first and counting the groups: a hash of a provider's few agents
+ * stays in memory, where count(DISTINCT) sorts every entry (to disk past work_mem). Measured on one provider's
+ * 333 000 entries of a month (bench/analytics-ledger.ts): its summary took 2.7 s with count(DISTINCT), 0.85 s so.
+ */
+export function chargeSumsBy(group: string): string {
+  return `WITH per_agent AS (
+  SELECT ${group} AS grp, e.agent_wallet, sum(${REVENUE_SQL}) AS revenue, sum(${STATEMENTS_SQL}) AS statements,
+         sum(${ROWS_SQL}) AS rows
+    FROM ledger_entries e
+   WHERE ${PROVIDER_CHARGES_IN_RANGE}
+   GROUP BY 1, 2)
+SELECT grp, sum(revenue)::text AS revenue_micro, sum(statements)::text AS statements, sum(rows)::text AS rows,
+       count(*)::text AS agents
+  FROM per_agent
+ GROUP BY grp`;
+}

@@ -1,11 +1,5 @@
 import type { Queryable } from "../billing/ledger.js";
-import {
-  CHARGE_SUMS_SQL,
-  type ChargeFigures,
-  type ChargeSumsRow,
-  figuresOf,
-  PROVIDER_CHARGES_IN_RANGE,
-} from "./charge-figures.js";
+import { type ChargeFigures, type ChargeSumsRow, chargeSumsBy, figuresOf } from "./charge-figures.js";
 import { bucketStart, GRANULARITY_MS, type Granularity, type TimeRange } from "./time-range.js";
 
 /** One bucket of the earnings series: its UTC start and the figures of the charges written in it. */
@@ -14,10 +8,7 @@ export interface EarningsBucket extends ChargeFigures {
 }
 
 /** Sums per UTC bucket; buckets without charges are absent here and filled in below. */
-export const EARNINGS_SQL = `SELECT date_trunc($4, e.created_at, 'UTC') AS start, ${CHARGE_SUMS_SQL}
-  FROM ledger_entries e
- WHERE ${PROVIDER_CHARGES_IN_RANGE}
- GROUP BY 1`;
+export const EARNINGS_SQL = chargeSumsBy("date_trunc($4, e.created_at, 'UTC')");
 
 /**
  * The provider's earnings over `range` in buckets of `granularity`, every bucket from the one holding
@@ -30,13 +21,13 @@ export async function earningsSeries(
   range: TimeRange,
   granularity: Granularity,
 ): Promise<EarningsBucket[]> {
-  const { rows } = await db.query<ChargeSumsRow & { start: Date }>(EARNINGS_SQL, [
+  const { rows } = await db.query<ChargeSumsRow & { grp: Date }>(EARNINGS_SQL, [
     providerId,
     range.from,
     range.to,
     granularity,
   ]);
-  const byStart = new Map(rows.map((row) => [new Date(row.start).getTime(), row]));
+  const byStart = new Map(rows.map((row) => [new Date(row.grp).getTime(), row]));
   const width = GRANULARITY_MS[granularity];
   const buckets: EarningsBucket[] = [];
   for (let start = bucketStart(range.from, granularity).getTime(); start < range.to.getTime(); start += width)

@@ -1,11 +1,5 @@
 import type { Queryable } from "../billing/ledger.js";
-import {
-  CHARGE_SUMS_SQL,
-  type ChargeFigures,
-  type ChargeSumsRow,
-  figuresOf,
-  PROVIDER_CHARGES_IN_RANGE,
-} from "./charge-figures.js";
+import { type ChargeFigures, type ChargeSumsRow, chargeSumsBy, figuresOf } from "./charge-figures.js";
 import { previousPeriod, type TimeRange } from "./time-range.js";
 
 /** A provider's figures over a range and over the period of the same length before it. */
@@ -16,10 +10,7 @@ export interface ProviderSummary {
 }
 
 /** Both periods in one scan of the provider's charges over [previous.from, range.to). */
-export const SUMMARY_SQL = `SELECT e.created_at >= $4 AS current, ${CHARGE_SUMS_SQL}
-  FROM ledger_entries e
- WHERE ${PROVIDER_CHARGES_IN_RANGE}
- GROUP BY 1`;
+export const SUMMARY_SQL = chargeSumsBy("e.created_at >= $4");
 
 /** Revenue, statements, rows and active agents of `providerId` over `range` and the period before it. */
 export async function providerSummary(
@@ -28,15 +19,15 @@ export async function providerSummary(
   range: TimeRange,
 ): Promise<ProviderSummary> {
   const previousRange = previousPeriod(range);
-  const { rows } = await db.query<ChargeSumsRow & { current: boolean }>(SUMMARY_SQL, [
+  const { rows } = await db.query<ChargeSumsRow & { grp: boolean }>(SUMMARY_SQL, [
     providerId,
     previousRange.from,
     range.to,
     range.from,
   ]);
   return {
-    current: figuresOf(rows.find((row) => row.current)),
-    previous: figuresOf(rows.find((row) => !row.current)),
+    current: figuresOf(rows.find((row) => row.grp)),
+    previous: figuresOf(rows.find((row) => !row.grp)),
     previousRange,
   };
 }

@@ -1,6 +1,6 @@
 import type { Queryable } from "../billing/ledger.js";
 import {
-  CHARGE_SUMS_SQL,
+  AGENT_SUMS_SQL,
   type ChargeFigures,
   type ChargeSumsRow,
   figuresOf,
@@ -30,7 +30,7 @@ export interface AgentSpend {
  * ledger_entries_agent_provider_id_idx), and last activity is the agent's newest entry of any range.
  */
 export const AGENTS_SQL = `WITH spend AS (
-  SELECT e.agent_wallet, ${CHARGE_SUMS_SQL}, sum(-e.amount_micro) AS spent
+  SELECT e.agent_wallet, ${AGENT_SUMS_SQL}, sum(-e.amount_micro) AS spent
     FROM ledger_entries e
    WHERE ${PROVIDER_CHARGES_IN_RANGE}
    GROUP BY e.agent_wallet),

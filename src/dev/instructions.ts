@@ -87,7 +87,7 @@ export function formatDevInstructions(info: DevStackInfo): string {
     `  PGTOLL_AGENT_KEY=${info.x402Agent.privateKey} ${info.cli} pay-query --provider ${providerId} --sql ${shellQuote("SELECT iata_code, name FROM airports WHERE iso_country = 'IS' ORDER BY iata_code")} --url ${http} --chain-id ${info.chainId} --token-address ${info.tokenAddress}`,
     "",
     "Provider console: the sample provider's earnings, agents, statements and refusals; the demo agent's",
-    "queries above show up there (proxy charges once their settlement window is written, within a second).",
+    "queries above show up there (proxy charges once their charge window is written, within a second).",
     `  ${http}/console#provider=${providerId}`,
     `  provider id  ${providerId}`,
     `  API key      ${info.provider.apiKey}  (a new key each run of pgtoll dev; the previous one stops working)`,

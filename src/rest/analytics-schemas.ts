@@ -96,7 +96,7 @@ export const StatementsAnswer = Type.Object({
     }),
   ),
   otherShapes: Type.Object(ShapeFigures, {
-    description: "shapes beyond the 20 a settlement window lists, summed",
+    description: "shapes beyond the 20 a charge window lists, summed",
   }),
 });
 

@@ -58,7 +58,8 @@ async function runOnce(
     results = await withStatementTimer(client, settings.statementTimeoutMs, runPipeline(client, steps));
   } catch (error) {
     const failed = error as PipelineError;
-    if (failed.failedStep === statementStep && failed.code === SqlState.readOnlyTransaction) return "read-write";
+    if (failed.failedStep === statementStep && failed.code === SqlState.readOnlyTransaction)
+      return "read-write";
     if (withEstimate && failed.failedStep === statementStep - 1 && failed.code !== undefined) {
       // The planner could not explain it: the statement's own execution reports the real error, if any.
       return runOnce(client, settings, statement, params, false);

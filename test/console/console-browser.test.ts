@@ -145,6 +145,22 @@ describe.skipIf(skipReason !== null)("the provider console in Chromium", () => {
     await shoot("database", "#database");
   });
 
+  it("reads the days chosen in the range picker", async () => {
+    const today = new Date().toISOString().slice(0, 10);
+    const yesterday = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
+    await page.locator("#range-preset").selectOption("custom");
+    await page.locator("#range-from").fill(yesterday);
+    await page.locator("#range-to").fill(today);
+    await page.locator("#granularity").selectOption("hour");
+    await expect
+      .poll(() => page.locator("#earnings .note").textContent())
+      .toMatch(/^Revenue per hour from .* over 48 buckets\.$/);
+    expect(await page.locator('[data-figure="Revenue"] .value').textContent()).toBe(
+      `${formatMicro(await ledgerRevenue())} USDC`,
+    );
+    await shoot("range-picker", "#range-form");
+  });
+
   it("a bad price is shown beside its field and nothing is saved", async () => {
     const price = page.getByLabel("Price per 1000 rows (USDC)");
     await price.fill("-1");

@@ -4,7 +4,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import type { Hex } from "viem";
-import { waitFor } from "../support/real-clients.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { costOfRows, priceOf } from "../../src/billing/cost.js";
 import { parseMicro } from "../../src/billing/money.js";
@@ -24,6 +23,7 @@ import {
   registerProviderOver,
   startPgtollProcess,
 } from "../support/pgtoll-process.js";
+import { waitFor } from "../support/real-clients.js";
 
 /** 1 USDC per 1000 rows: a row costs 1000 micro-USDC. */
 const PRICE = priceOf({ priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_000_000n });

@@ -16,6 +16,11 @@ export const gatewayLimits = {
   general: { name: "general", max: 100, windowMs: FIFTEEN_MINUTES },
   query: { name: "query", max: 20, windowMs: FIFTEEN_MINUTES },
   deposit: { name: "deposit", max: 10, windowMs: FIFTEEN_MINUTES },
+  /**
+   * The provider's reads (analytics, its pricing, the database check), an extension of the spec: a console
+   * page load makes eight of them, so the general 100 would cut a provider off after a dozen views.
+   */
+  analytics: { name: "analytics", max: 600, windowMs: FIFTEEN_MINUTES },
 } satisfies Record<string, RateLimitRule>;
 
 declare module "fastify" {

@@ -14,6 +14,7 @@ import {
   SummaryAnswer,
 } from "../analytics-schemas.js";
 import type { GatewayContext } from "../context.js";
+import { gatewayLimits } from "../plugins/rate-limit.js";
 import { authenticatedProvider } from "../provider-key.js";
 import { ErrorBody } from "../schemas.js";
 
@@ -24,6 +25,7 @@ export async function analyticsRoutes(app: FastifyInstance, { ctx }: { ctx: Gate
   app.get<{ Params: { id: string }; Querystring: { from?: string; to?: string } }>(
     "/api/providers/:id/summary",
     {
+      config: { rateLimit: gatewayLimits.analytics },
       schema: {
         summary: "Revenue, statements, rows and active agents over a range, with the period before it",
         tags: ["analytics"],
@@ -65,6 +67,7 @@ export async function analyticsRoutes(app: FastifyInstance, { ctx }: { ctx: Gate
   app.get<{ Params: { id: string }; Querystring: { from?: string; to?: string; granularity?: string } }>(
     "/api/providers/:id/earnings",
     {
+      config: { rateLimit: gatewayLimits.analytics },
       schema: {
         summary: "Revenue, statements, rows and agents per hour or day (UTC), empty buckets included",
         tags: ["analytics"],
@@ -98,6 +101,7 @@ export async function analyticsRoutes(app: FastifyInstance, { ctx }: { ctx: Gate
   app.get<{ Params: { id: string }; Querystring: { from?: string; to?: string } }>(
     "/api/providers/:id/refusals",
     {
+      config: { rateLimit: gatewayLimits.analytics },
       schema: {
         summary: "Statements refused, by policy rule and by the agent's funds",
         tags: ["analytics"],

@@ -4,6 +4,7 @@ import { findPricing } from "../../providers/registry.js";
 import { DatabaseCheckAnswer, ProviderKeyHeaders, ProviderParams } from "../analytics-schemas.js";
 import type { GatewayContext } from "../context.js";
 import { HttpError } from "../plugins/errors.js";
+import { gatewayLimits } from "../plugins/rate-limit.js";
 import { presentPricing } from "../present.js";
 import { authenticatedProvider } from "../provider-key.js";
 import { ErrorBody, Pricing } from "../schemas.js";
@@ -15,6 +16,7 @@ export async function providerSettingsRoutes(app: FastifyInstance, { ctx }: { ct
   app.get<{ Params: { id: string } }>(
     "/api/providers/:id/pricing",
     {
+      config: { rateLimit: gatewayLimits.analytics },
       schema: {
         summary: "A provider's pricing and the limits it sets on agents",
         tags: ["providers"],
@@ -34,6 +36,7 @@ export async function providerSettingsRoutes(app: FastifyInstance, { ctx }: { ct
   app.get<{ Params: { id: string } }>(
     "/api/providers/:id/database",
     {
+      config: { rateLimit: gatewayLimits.analytics },
       schema: {
         summary: "Whether the provider's registered database answers now, and how fast",
         tags: ["providers"],

@@ -14,6 +14,7 @@ import {
   StatementsQuery,
 } from "../analytics-schemas.js";
 import type { GatewayContext } from "../context.js";
+import { gatewayLimits } from "../plugins/rate-limit.js";
 import { authenticatedProvider } from "../provider-key.js";
 import { ErrorBody } from "../schemas.js";
 
@@ -27,6 +28,7 @@ export async function rankingRoutes(app: FastifyInstance, { ctx }: { ctx: Gatewa
   }>(
     "/api/providers/:id/agents",
     {
+      config: { rateLimit: gatewayLimits.analytics },
       schema: {
         summary: "Agents ranked by what they spent over a range, a page at a time",
         tags: ["analytics"],
@@ -62,6 +64,7 @@ export async function rankingRoutes(app: FastifyInstance, { ctx }: { ctx: Gatewa
   app.get<{ Params: { id: string }; Querystring: { from?: string; to?: string; limit?: string } }>(
     "/api/providers/:id/statements",
     {
+      config: { rateLimit: gatewayLimits.analytics },
       schema: {
         summary: "Statement shapes ranked by revenue over a range, proxy and REST alike",
         tags: ["analytics"],
