@@ -3,9 +3,9 @@
  * an entry `e`. A wire-proxy charge window carries `statements` and `rowCount` for all its statements; a
  * REST entry is one request (`rowCount`, no `statements`: it counts as one).
  */
-export const REVENUE_SQL = "(-e.amount_micro)";
-export const STATEMENTS_SQL = "COALESCE((e.metadata->>'statements')::bigint, 1)";
-export const ROWS_SQL = "COALESCE((e.metadata->>'rowCount')::bigint, 0)";
+const REVENUE_SQL = "(-e.amount_micro)";
+const STATEMENTS_SQL = "COALESCE((e.metadata->>'statements')::bigint, 1)";
+const ROWS_SQL = "COALESCE((e.metadata->>'rowCount')::bigint, 0)";
 
 /** The WHERE clause of a provider's charges in [$2, $3): ledger_entries_provider_time_idx finds them. */
 export const PROVIDER_CHARGES_IN_RANGE =
@@ -19,7 +19,7 @@ export interface ChargeFigures {
   agents: number;
 }
 
-export const NO_CHARGES: Readonly<ChargeFigures> = Object.freeze({
+const NO_CHARGES: Readonly<ChargeFigures> = Object.freeze({
   revenueMicro: 0n,
   statements: 0,
   rows: 0,
@@ -34,6 +34,7 @@ export interface ChargeSumsRow {
   agents: string | null;
 }
 
+/** The figures of a row of sums; all zero when there is no row (nothing was charged). */
 export function figuresOf(row: ChargeSumsRow | undefined): ChargeFigures {
   if (!row) return { ...NO_CHARGES };
   return {

@@ -19,6 +19,7 @@ const REFUSALS_SQL = `SELECT kind, rule, sum(refusals)::text AS refusals
  GROUP BY kind, rule
  ORDER BY sum(refusals) DESC, kind, rule`;
 
+/** The provider's refusals over `range`, by kind and rule, most first. */
 export async function refusalCounts(
   db: Queryable,
   providerId: string,

@@ -3,9 +3,10 @@ import type { Queryable } from "../billing/ledger.js";
 /** Why a statement was refused: a guard rule (or invalid SQL), or the agent's funds. */
 export type RefusalKind = "policy" | "funds";
 
-/** The funds reasons: nothing available before a statement ran, or a result stopped when the balance ran out. */
-export const FUNDS_REASONS = ["insufficient-balance", "balance-cut-off"] as const;
-export type FundsReason = (typeof FUNDS_REASONS)[number];
+/*
+ * Rules of kind `funds`: insufficient-balance (nothing available before a statement ran) and balance-cut-off (a
+ * result stopped when the balance ran out).
+ */
 
 /** The rule counted for a statement the parser could not read. */
 export const INVALID_SQL_RULE = "invalid-sql";

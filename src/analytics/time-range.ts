@@ -7,6 +7,7 @@ export interface TimeRange {
 /** Bucket widths of the earnings series; each is a PostgreSQL `date_trunc` unit, taken in UTC. */
 export type Granularity = "hour" | "day";
 
+/** The width of a bucket of each granularity, ms. */
 export const GRANULARITY_MS: Readonly<Record<Granularity, number>> = { hour: 3_600_000, day: 86_400_000 };
 
 /** The period of the same length just before `range`: what a summary compares with. */

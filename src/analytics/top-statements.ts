@@ -38,6 +38,7 @@ lines AS (
     FROM charges c
    WHERE c.metadata ? 'sql')`;
 
+/** The shapes of the range summed by fingerprint, most revenue first, `$4` of them. */
 export const TOP_SHAPES_SQL = `${SHAPE_LINES}
 SELECT fingerprint, min(sample) AS sample, sum(calls)::text AS calls, sum(rows)::text AS rows,
        round(sum(revenue), 6)::text AS revenue
@@ -45,6 +46,7 @@ SELECT fingerprint, min(sample) AS sample, sum(calls)::text AS calls, sum(rows):
  ORDER BY sum(revenue) DESC, sum(calls) DESC, fingerprint
  LIMIT $4`;
 
+/** What the range's windows folded into `otherShapes`, summed. */
 export const UNLISTED_SQL = `SELECT COALESCE(sum((e.metadata->'otherShapes'->>'calls')::bigint), 0)::text AS calls,
        COALESCE(sum((e.metadata->'otherShapes'->>'rows')::bigint), 0)::text AS rows,
        round(COALESCE(sum((e.metadata->'otherShapes'->>'cost')::numeric), 0), 6)::text AS revenue
