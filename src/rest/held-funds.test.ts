@@ -131,14 +131,49 @@ describe("HeldFunds", () => {
     const funds = heldFunds(60_000);
     const [a, b] = [funds.join(agent, meta.providerId, 50_000n), funds.join(agent, meta.providerId, 50_000n)];
     await Promise.all([a.cover(1n), b.cover(1n)]);
-    expect((await getBalance(meta.pool, agent, meta.providerId)).reservedMicro).toBe(10_000n);
-    await Promise.all([a.release(), b.release()]);
+    // Beyond what the requests need, a hold takes a quarter of what is available.
+    expect((await getBalance(meta.pool, agent, meta.providerId)).reservedMicro).toBe(2_500n);
+    await Promise.all([a.charge(1n, {}), b.charge(1n, {})]);
     const closing = funds.closeAll(); // the lingering hold is being released, not yet released
     const c = funds.join(agent, meta.providerId, 50_000n);
-    expect(await c.cover(10_000n)).toBe(true);
-    await c.charge(10_000n, {});
+    expect(await c.cover(9_998n)).toBe(true);
+    await c.charge(9_998n, {});
     await closing;
     await expectConsistent(agent, 0n);
+  });
+
+  it("keeps a busy agent's hold between its requests, and gives back at once what a refused one held", async () => {
+    const agent = await fundedAgent(100_000n);
+    const funds = heldFunds(60_000);
+    const reservations = async () =>
+      (
+        await meta.pool.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM ledger_entries WHERE agent_wallet = $1 AND type = 'query'",
+          [agent],
+        )
+      ).rows[0]!.n;
+    // The first request is alone: charged and released in one statement before its answer.
+    const first = funds.join(agent, meta.providerId, 5_000n);
+    expect(await first.cover(100n)).toBe(true);
+    await first.charge(100n, {});
+    expect(await reservationCount(agent)).toBe(0);
+    // The next, right after it, is a busy agent's: its hold stays for the one after, which reserves nothing.
+    const second = funds.join(agent, meta.providerId, 5_000n);
+    expect(await second.cover(100n)).toBe(true);
+    await second.charge(100n, {});
+    expect(await reservationCount(agent)).toBe(1);
+    const held = (await getBalance(meta.pool, agent, meta.providerId)).reservedMicro;
+    const third = funds.join(agent, meta.providerId, 5_000n);
+    expect(await third.cover(100n)).toBe(true);
+    expect((await getBalance(meta.pool, agent, meta.providerId)).reservedMicro).toBe(held);
+    await third.charge(100n, {});
+    expect(await reservations()).toBe(3);
+    // A request refused for want of funds lets the hold go before its answer.
+    const refused = funds.join(agent, meta.providerId, 5_000n);
+    expect(await refused.cover(1_000_000n)).toBe(false);
+    await refused.release();
+    expect(await reservationCount(agent)).toBe(0);
+    await expectConsistent(agent, 99_700n);
   });
 
   it("never lets concurrent requests spend more than the balance", async () => {

@@ -43,18 +43,26 @@ interface Hold {
  *
  * A lone request reserves what it expects to cost, and its charge releases the rest in the same statement
  * (releaseWithCharge), before its answer: nothing stays held after it. Requests of one agent that run at the
- * same time share one reservation instead (held in SQL like any other, so the balance never goes below zero,
+ * same time, or one right after another (within `lingerMs` of a lone request's end: a busy agent), share one
+ * reservation instead (held in SQL like any other, so the balance never goes below zero,
  * whatever runs elsewhere): each takes what it needs from it without a round trip, tops it up by `chunkMicro`
  * when it runs low, and has its charge written by the group-committing ChargeWriter, whose commit it waits for
  * before its answer (an acknowledged charge is durable). A busy agent so costs one ledger statement per batch
  * of requests rather than several per request.
- * A shared hold is released `lingerMs` after its last request unless another came; until then its funds are
- * not available to the agent's requests in other processes (here, a request that falls short waits for it).
+ * A shared hold is released `lingerMs` after its last request unless another came (at once, before the answer,
+ * when that request was refused or charged nothing); until then its funds are not available to the agent's
+ * requests in other processes (here, a request that falls short waits for it), and beyond what a request needs
+ * it takes at most a quarter of the available balance.
  */
 export class HeldFunds {
   readonly #holds = new Map<string, Hold>();
   /** Releases in flight, per agent and provider: a reservation that falls short waits for them and tries again. */
   readonly #closing = new Map<string, Set<Promise<void>>>();
+  /**
+   * When each agent's last lone request ended (performance.now()), per agent and provider: a request that comes
+   * within `lingerMs` of it is a busy agent's, whose hold then lingers like a shared one. Pruned as it grows.
+   */
+  readonly #loneEnded = new Map<string, number>();
   readonly #lingerMs: number;
 
   constructor(private readonly options: HeldFundsOptions) {
@@ -65,7 +73,9 @@ export class HeldFunds {
   join(agentWallet: string, providerId: string, chunkMicro: bigint): RequestFunds {
     const key = `${agentWallet}/${providerId}`;
     let hold = this.#holds.get(key);
-    if (!hold || performance.now() > hold.joinableUntil) {
+    const now = performance.now();
+    if (!hold || now > hold.joinableUntil) {
+      const lastLone = this.#loneEnded.get(key);
       hold = {
         key,
         agentWallet,
@@ -78,7 +88,8 @@ export class HeldFunds {
         ),
         unspent: 0n,
         members: 0,
-        shared: false,
+        // A busy agent (its last request ended just now): its requests share a hold over time, not only at once.
+        shared: lastLone !== undefined && now - lastLone <= this.#lingerMs,
         charges: new QueuedCharges(this.options.writer),
         topUp: null,
         joinableUntil: performance.now() + (this.options.reservationTtlSeconds * 1000) / 4,
@@ -122,7 +133,8 @@ export class HeldFunds {
   }
 
   async #reserve(hold: Hold, minMicro: bigint, maxMicro: bigint): Promise<bigint> {
-    const added = await hold.funds.add(minMicro, maxMicro);
+    // Beyond what the request needs, a hold takes at most a quarter of what is available (see reserveFunds).
+    const added = await hold.funds.add(minMicro, maxMicro, minMicro);
     hold.unspent += added;
     return added;
   }
@@ -137,16 +149,31 @@ export class HeldFunds {
       // Alone: charge and release in one statement, before the answer, so nothing stays held.
       hold.members = 0;
       if (this.#holds.get(hold.key) === hold) this.#holds.delete(hold.key);
+      this.#rememberLoneEnd(hold.key);
       return this.#track(hold.key, this.#release(hold, costMicro, metadata));
     }
     // Shared: the cost is already held in the reservation; the group commit writes the charge (the wire proxy
     // does the same), and the hold is released only after it.
     const written = costMicro > 0n ? this.#enqueue(hold, costMicro, metadata) : undefined;
     if (--hold.members === 0) {
-      if (performance.now() > hold.joinableUntil) this.#close(hold);
-      else hold.linger = setTimeout(() => this.#close(hold), this.#lingerMs);
+      // A last request that was refused or charged nothing leaves nothing to wait for: the hold goes before its
+      // answer, as a lone request's does. Otherwise it waits `lingerMs` for the agent's next request.
+      if (costMicro === 0n || performance.now() > hold.joinableUntil) {
+        await written;
+        return this.#close(hold);
+      }
+      hold.linger = setTimeout(() => void this.#close(hold), this.#lingerMs);
     }
     await written;
+  }
+
+  #rememberLoneEnd(key: string): void {
+    const now = performance.now();
+    if (this.#loneEnded.size >= 10_000)
+      for (const [other, ended] of this.#loneEnded)
+        if (now - ended > this.#lingerMs) this.#loneEnded.delete(other);
+    this.#loneEnded.delete(key);
+    this.#loneEnded.set(key, now);
   }
 
   /** Queues a charge on the writer; resolves once it is written, rejects when it could not be. */
@@ -168,11 +195,13 @@ export class HeldFunds {
   }
 
   /** Releases an idle shared hold in the background. */
-  #close(hold: Hold): void {
+  #close(hold: Hold): Promise<void> {
     if (hold.linger) clearTimeout(hold.linger);
     hold.linger = null;
     if (this.#holds.get(hold.key) === hold) this.#holds.delete(hold.key);
-    this.#track(hold.key, this.#release(hold, 0n, {})).catch((error) => this.options.onReleaseError?.(error));
+    return this.#track(hold.key, this.#release(hold, 0n, {})).catch((error) =>
+      this.options.onReleaseError?.(error),
+    );
   }
 
   /** Remembers a release in flight until it ends. */
