@@ -29,6 +29,8 @@ export async function planAgentSession(
   request: SessionRequest,
   token: string,
   ctx: ProxyContext,
+  /** The client's address (the peer's, or a trusted balancer's PROXY header's), for the session's log lines. */
+  clientAddress?: string,
 ): Promise<SessionPlan> {
   const check = await verifyAgentToken(token, request.agentWallet, request.providerId);
   if (!check.ok) {
@@ -93,6 +95,7 @@ export async function planAgentSession(
         ctx,
         early,
         releaseSlot,
+        clientAddress,
       ),
   };
 }
@@ -132,6 +135,7 @@ function startMeteredRelay(
   ctx: ProxyContext,
   early: Frame[],
   releaseSlot: () => void,
+  clientAddress: string | undefined,
 ): void {
   const sessionId = randomUUID();
   const meter = new SessionMeter(ctx.db, ctx.chargeWriter, agentWallet, providerId, price.price, {
@@ -147,7 +151,7 @@ function startMeteredRelay(
   });
   const key = registerCancelKey(ctx.registry, upstream);
   upstream.socket.on("error", () => {});
-  const log = ctx.logger.child({ session: sessionId, pid: key.processId, providerId });
+  const log = ctx.logger.child({ session: sessionId, pid: key.processId, providerId, client: clientAddress });
   let ended = false;
   let drained: () => void = () => {};
   let leaveDrain = () => {};

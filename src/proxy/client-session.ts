@@ -83,7 +83,7 @@ export async function runClientSession(
     const plan: SessionPlan =
       endpointRequest && endpoints
         ? await planEndpointSession(endpointRequest, stream, { ...ctx, endpoints }, clientAddress ?? "")
-        : await planAgentSession(agentRequest!, await readCleartextPassword(stream), ctx);
+        : await planAgentSession(agentRequest!, await readCleartextPassword(stream), ctx, clientAddress);
     authenticated();
 
     releaseSlot = await acquireSlot(ctx, plan.slotKey);

@@ -329,6 +329,6 @@ describe.skipIf(missing.length > 0)(
         `fleet figures ${JSON.stringify({ ...stats, unexpected: stats.unexpected.length, timings, seconds: Math.round((performance.now() - began) / 1000) })}`,
       );
       for (const member of members) expect(await member.process.stop()).toBe(0);
-    }, 150_000);
+    }, 240_000);
   },
 );

@@ -72,7 +72,8 @@ export interface FleetMember {
 
 /**
  * HAProxy in front of `members`, as deploy/haproxy.cfg has it: the wire port in TCP mode with a PROXY v2
- * header to each server, the API in HTTP mode with X-Forwarded-For; both check `GET /ready` every 250 ms.
+ * header to each server, the API in HTTP mode with X-Forwarded-For; both check `GET /ready` every 250 ms (two
+ * failed checks take a server out: a slow answer on a busy machine is not a stop).
  */
 export async function startHaproxy(members: FleetMember[]): Promise<Daemon & FleetMember> {
   const [wirePort, apiPort] = [await freePort(), await freePort()];
@@ -83,10 +84,10 @@ defaults
     timeout connect 2s
     timeout client 60s
     timeout server 60s
-    timeout check 1s
+    timeout check 2s
     retries 3
     option redispatch 1
-    default-server inter 250ms fall 1 rise 2
+    default-server inter 250ms fall 2 rise 2
 
 frontend wire
     bind 127.0.0.1:${wirePort}
