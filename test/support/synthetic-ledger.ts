@@ -7,7 +7,7 @@ export interface SyntheticLedger {
 }
 
 /**
- * Writes `entries` settlement-window entries (each 3 statements, 10 rows, 0.001 USDC, with a `shapes` breakdown
+ * Writes `entries` charge-window entries (each 3 statements, 10 rows, 0.001 USDC, with a `shapes` breakdown
  * of one of 20 shapes) spread evenly over `providers` providers and `agentsPerProvider` agents each, over the
  * last `days` days in the order they are written (as a ledger grows: ids and times ascend together), then
  * ANALYZEs the ledger: a ledger of the size and spread the analytics are planned for, written by one statement.
