@@ -3,6 +3,11 @@ import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { Deployment } from "kubernetes-models/apps/v1/Deployment";
+import { HorizontalPodAutoscaler } from "kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler";
+import { PodDisruptionBudget } from "kubernetes-models/policy/v1/PodDisruptionBudget";
+import { Secret } from "kubernetes-models/v1/Secret";
+import { Service } from "kubernetes-models/v1/Service";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse, parseAllDocuments } from "yaml";
 import { loadConfig, optionSpecs } from "../../src/config.js";
@@ -55,6 +60,27 @@ describe("deploy/ files", () => {
         PGTOLL_SECRET_KEY: "ab".repeat(32),
       }),
     ).not.toThrow();
+  });
+
+  it("are valid Kubernetes objects by the API's own schemas (kubernetes-models)", () => {
+    const models: Record<string, new (data: any) => { validate(): void }> = {
+      "apps/v1 Deployment": Deployment,
+      "v1 Service": Service,
+      "v1 Secret": Secret,
+      "policy/v1 PodDisruptionBudget": PodDisruptionBudget,
+      "autoscaling/v2 HorizontalPodAutoscaler": HorizontalPodAutoscaler,
+    };
+    expect(manifests.map((doc) => `${doc.apiVersion} ${doc.kind}`).sort()).toEqual(
+      Object.keys(models).sort(),
+    );
+    for (const doc of manifests) {
+      const Model = models[`${doc.apiVersion} ${doc.kind}`]!;
+      expect(() => new Model(doc).validate(), `${doc.kind} ${doc.metadata?.name}`).not.toThrow();
+    }
+    // The validator itself refuses what the API server would.
+    const broken = structuredClone(deployment);
+    broken.spec.template.spec.containers[0].ports[0].containerPort = "http";
+    expect(() => new Deployment(broken).validate()).toThrow(/containerPort/);
   });
 
   it("give Kubernetes a readiness probe on /ready, liveness on /health, and a grace longer than the drain's", () => {
