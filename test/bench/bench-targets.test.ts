@@ -51,6 +51,7 @@ describe("bench targets", () => {
     cell("pgtoll", 10, "simple", [600, 500, 400]),
     cell("pgtoll-free", 10, "simple", [520]),
     cell("pgbouncer", 10, "simple", [450]),
+    cell("node-relay", 10, "simple", [540]),
     cell("direct", 1, "simple", [100], 80),
     cell("pgtoll", 1, "simple", [90], 300),
   ];
@@ -65,26 +66,30 @@ describe("bench targets", () => {
   it("compares medians and marks each target", () => {
     const targets = checkTargets(inputs);
     const byName = (name: string) => targets.find((t) => t.name === name)!;
-    expect(byName("point reads: pgtoll / PgBouncer TPS, 10 clients, simple")).toMatchObject({
-      value: 500 / 450,
+    expect(byName("point reads: pgtoll / node relay TPS, 10 clients, simple")).toMatchObject({
+      value: 500 / 540,
       met: true,
     });
-    expect(byName("point reads: pgtoll / pgtoll at price 0, 10 clients, simple")).toMatchObject({
+    expect(byName("point reads: pgtoll / pgtoll at price 0 TPS, 10 clients, simple")).toMatchObject({
       value: 500 / 520,
       met: true,
     });
+    expect(
+      contextRatios(select).find((r) => r.name === "pgtoll / PgBouncer TPS, 10 clients, simple")?.value,
+    ).toBe(500 / 450);
     // The 1000-row cell, not the 100-row one of the same clients and protocol.
     expect(byName("1000-row reads: pgtoll / PgBouncer TPS, 10 clients")).toMatchObject({
       value: 0.85,
       met: false,
     });
     expect(byName("p50 latency added by pgtoll, 1 client, simple")).toMatchObject({ value: 220, met: false });
+    expect(byName("100-row reads: pgtoll / pgtoll at price 0 TPS, 10 clients").met).toBeNull();
   });
 
   it("says n/a for what the run did not measure", () => {
     const targets = checkTargets(inputs);
     expect(
-      targets.find((t) => t.name === "point reads: pgtoll / PgBouncer TPS, 10 clients, prepared"),
+      targets.find((t) => t.name === "point reads: pgtoll / node relay TPS, 10 clients, prepared"),
     ).toMatchObject({
       value: null,
       met: null,
