@@ -121,9 +121,15 @@ describe("node-postgres through the proxy", () => {
       [0n, 0, 0],
     );
     expect(summed).toEqual([-expected, 4, 11]);
-    const lines = [...shapesCharged(queries).values()].map((l) => [l.sample, l.calls, l.rows, l.costMicro]);
+    // Each entry lists its shapes costliest first (equal costs, most calls first); summed over the entries:
+    const lines = [...shapesCharged(queries).values()]
+      .sort((a, b) => Number(b.costMicro - a.costMicro) || b.calls - a.calls)
+      .map((l) => [l.sample, l.calls, l.rows, l.costMicro]);
+    for (const entry of queries) {
+      const costs = (entry.metadata.shapes as { cost: string }[]).map((line) => Number(line.cost));
+      expect(costs).toEqual([...costs].sort((a, b) => b - a));
+    }
     expect(lines).toEqual([
-      // Costliest first; equal costs, most calls first.
       ["SELECT id FROM items WHERE id < $1", 2, 5, costOfRows(3, price) + costOfRows(2, price)],
       ["SELECT id, name FROM items WHERE id <= 5 ORDER BY id", 1, 5, costOfRows(5, price)],
       ["SELECT name FROM items WHERE id = $1", 1, 1, costOfRows(1, price)],
