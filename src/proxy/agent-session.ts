@@ -8,6 +8,7 @@ import { findProviderForQuery, type PricingRecord } from "../providers/registry.
 import { verifyAgentToken } from "./agent-token.js";
 import type { Frame } from "./frame-reader.js";
 import { fundsRefusal } from "./funds-refusal.js";
+import { sessionSettings } from "./pgtoll-settings.js";
 import type { ProxyContext } from "./proxy-context.js";
 import { errorFrame, StartupRefusal } from "./proxy-errors.js";
 import { Relay } from "./relay.js";
@@ -159,7 +160,7 @@ function startMeteredRelay(
     client,
     upstream: upstream.socket,
     meter,
-    depositAddress,
+    settings: sessionSettings({ meter, depositAddress }),
     metrics: ctx.metrics,
     logger: log,
     check,

@@ -33,6 +33,31 @@ export interface SettingSource {
   depositAddress: string;
 }
 
+/**
+ * A session's in-band settings as the relay asks for them: the relay carries `SHOW pgtoll.<name>` through the
+ * protocol (answered at once, or by a stand-in that keeps its place in a pipeline); this says which settings
+ * exist and what they are.
+ */
+export interface SessionSettings {
+  /** Why `SHOW <name>` in a query of `statementCount` statements is refused, as an ErrorResponse; else undefined. */
+  refusal(name: string, statementCount: number): Buffer | undefined;
+  /** The setting's current value, as `SHOW` prints it. */
+  value(name: string): Promise<string>;
+}
+
+/** The settings of a metered session. */
+export function sessionSettings(source: SettingSource): SessionSettings {
+  return { refusal: settingRefusal, value: (name) => pgtollSettingValue(name, source) };
+}
+
+/** Why a `SHOW pgtoll.<name>` cannot be answered: an unknown name, or other statements in the same query. */
+function settingRefusal(name: string, statementCount: number): Buffer | undefined {
+  if (!isPgtollSetting(name)) return unknownSettingError(name);
+  if (statementCount > 1)
+    return errorFrame(SqlState.featureNotSupported, `SHOW ${name} must be sent as a query of its own`);
+  return undefined;
+}
+
 export function isPgtollSetting(name: string): boolean {
   return (PGTOLL_SETTINGS as readonly string[]).includes(name);
 }

@@ -31,13 +31,11 @@ import { refusedParse, refusedQuery } from "./injected-errors.js";
 import { BackendCode, FrontendCode } from "./message-codes.js";
 import { OutputBatch } from "./output-batch.js";
 import {
-  isPgtollSetting,
   localShowAnswer,
-  pgtollSettingValue,
+  type SessionSettings,
   showResult,
   standInParse,
   standInQuery,
-  unknownSettingError,
 } from "./pgtoll-settings.js";
 import { PreparedStatements } from "./prepared-statements.js";
 import { ProtocolViolationError } from "./protocol-violation-error.js";
@@ -93,12 +91,22 @@ interface CopyOut {
   binary: boolean;
 }
 
+/**
+ * What the relay asks of the session's meter: whether a statement may start, how many rows the hold pays for,
+ * and each statement's end (its rows charged, a write paid for or not). How holds grow and charges are written
+ * is the meter's (session-meter.ts).
+ */
+export type RelayMeter = Pick<
+  SessionMeter,
+  "canStart" | "statementRows" | "allowRow" | "allowRows" | "topUp" | "endStatement" | "endWrite" | "release"
+>;
+
 export interface RelayDeps {
   client: Socket;
   upstream: Socket;
-  meter: SessionMeter;
-  /** The provider's wallet, for `SHOW pgtoll.deposit_address`. */
-  depositAddress: string;
+  meter: RelayMeter;
+  /** The session's `SHOW pgtoll.*` settings: which exist and their values (the relay only carries them). */
+  settings: SessionSettings;
   metrics: ProxyMetrics;
   logger: Logger;
   /** The guard, memoised by SQL text. */
@@ -644,14 +652,14 @@ export class Relay {
    * case), else sent as its stand-in so that the answer keeps its place in the pipeline.
    */
   #querySetting(name: string, statementCount: number): Promise<void> | undefined {
-    const refusal = settingRefusal(name, statementCount);
+    const refusal = this.deps.settings.refusal(name, statementCount);
     if (refusal) return void this.#refuse(refusal, true);
     if (this.#units.length > 0) {
       this.#units.push({ kind: "setting", name }, { kind: "sync" });
       this.#toUpstream.push(standInQuery(name));
       return;
     }
-    return pgtollSettingValue(name, this.deps).then(
+    return this.deps.settings.value(name).then(
       (value) => {
         this.#toClient.push(localShowAnswer(name, value, this.#status));
         this.#flushToClient();
@@ -668,7 +676,7 @@ export class Relay {
 
   /** An extended-protocol `SHOW pgtoll.<name>`: its stand-in is prepared under the client's statement name. */
   #parseSetting(statementName: string, sql: string, name: string, statementCount: number): void {
-    const refusal = settingRefusal(name, statementCount);
+    const refusal = this.deps.settings.refusal(name, statementCount);
     if (refusal) {
       this.#prepared.parsed(statementName, undefined);
       this.#refuse(refusal, false);
@@ -959,7 +967,7 @@ export class Relay {
   /** The stand-in of `SHOW pgtoll.<name>` completed upstream: the client gets the value instead. */
   #endSetting(name: string): Promise<void> {
     this.#units.shift();
-    return pgtollSettingValue(name, this.deps).then(
+    return this.deps.settings.value(name).then(
       (value) => void this.#toClient.push(showResult(value)),
       (error: unknown) => {
         this.deps.logger.warn({ err: error }, "could not read the balance for SHOW");
@@ -1190,14 +1198,6 @@ function sqlOf(unit: Unit | undefined): string {
 function settingOf(statements: readonly GuardedStatement[]): string | undefined {
   for (const statement of statements)
     if (statement.pgtollSetting !== undefined) return statement.pgtollSetting;
-  return undefined;
-}
-
-/** Why a `SHOW pgtoll.<name>` cannot be answered: an unknown name, or other statements in the same query. */
-function settingRefusal(name: string, statementCount: number): Buffer | undefined {
-  if (!isPgtollSetting(name)) return unknownSettingError(name);
-  if (statementCount > 1)
-    return errorFrame(SqlState.featureNotSupported, `SHOW ${name} must be sent as a query of its own`);
   return undefined;
 }
 
