@@ -39,27 +39,17 @@ export async function analyticsRoutes(app: FastifyInstance, { ctx }: { ctx: Gate
       const { id } = await authenticatedProvider(ctx, request, request.params.id);
       const range = rangeParams(request.query);
       const { current, previous, previousRange } = await providerSummary(ctx.db, id, range);
-      const averageNow = averageCostMicro(current);
-      const averageBefore = averageCostMicro(previous);
       return {
         providerId: id,
         from: range.from.toISOString(),
         to: range.to.toISOString(),
         previousFrom: previousRange.from.toISOString(),
         previousTo: previousRange.to.toISOString(),
-        revenue: {
-          current: formatMicro(current.revenueMicro),
-          previous: formatMicro(previous.revenueMicro),
-          change: relativeChange(current.revenueMicro, previous.revenueMicro),
-        },
+        revenue: compareMoney(current.revenueMicro, previous.revenueMicro),
         statements: compare(current.statements, previous.statements),
         rows: compare(current.rows, previous.rows),
         activeAgents: compare(current.agents, previous.agents),
-        averageCostPerStatement: {
-          current: formatMicro(averageNow),
-          previous: formatMicro(averageBefore),
-          change: relativeChange(averageNow, averageBefore),
-        },
+        averageCostPerStatement: compareMoney(averageCostMicro(current), averageCostMicro(previous)),
       };
     },
   );
@@ -133,4 +123,13 @@ export async function analyticsRoutes(app: FastifyInstance, { ctx }: { ctx: Gate
 
 function compare(current: number, previous: number) {
   return { current, previous, change: relativeChange(current, previous) };
+}
+
+/** {@link compare} for money: the amounts as the gateway's 6-decimal strings, the change computed exactly. */
+function compareMoney(currentMicro: bigint, previousMicro: bigint) {
+  return {
+    current: formatMicro(currentMicro),
+    previous: formatMicro(previousMicro),
+    change: relativeChange(currentMicro, previousMicro),
+  };
 }
