@@ -1,12 +1,17 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  costBreakdown,
   costOfRows,
   formatPricePer1000Rows,
+  isFree,
   type Price,
+  type PriceSettings,
   parsePricePer1000Rows,
+  priceForRelations,
   priceOf,
   rowsAffordable,
+  statementCost,
 } from "./cost.js";
 import { formatMicro, numberToMicro, parseMicro } from "./money.js";
 import { PricingError, parsePricing } from "./pricing.js";
@@ -150,5 +155,110 @@ describe("pricing validation", () => {
   ])("rejects price %s with markup %s", (base, markup, message) => {
     expect(() => parsePricing(base, markup)).toThrow(PricingError);
     expect(() => parsePricing(base, markup)).toThrow(message);
+  });
+});
+
+describe("the cost rule with every dimension", () => {
+  const full = (settings: Partial<PriceSettings>): Price =>
+    priceOf({ priceMicroPer1000Rows: 60n, markupPpm: 1_000_000n, ...settings });
+
+  it("is the rows rule alone when no other dimension is set", () => {
+    fc.assert(
+      fc.property(fc.bigInt({ min: 0n, max: 10_000_000n }), priceArb, (rows, p) => {
+        expect(statementCost({ rows, bytes: 12_345, ms: 999 }, p)).toBe(costOfRows(rows, p));
+      }),
+    );
+  });
+
+  it("matches worked examples", () => {
+    // 0.06 USDC per 1000 rows, 0.01 per MB, 0.001 per second, markup 1.5, minimum 0.0001.
+    const p = full({
+      markupPpm: 1_500_000n,
+      minimumMicroPerStatement: 100n,
+      priceMicroPerMB: 10_000n,
+      priceMicroPerSecond: 1_000n,
+    });
+    // 1 row of 40 bytes in 2 ms: 1.5 x (0.06 + 0.4 + 2) = 3.69 micro: the minimum, 100 micro, applies.
+    expect(costBreakdown({ rows: 1, bytes: 40, ms: 2 }, p)).toEqual({
+      rows: 1n,
+      bytes: 40n,
+      ms: 2n,
+      rowsMicro: 1n,
+      bytesMicro: 1n,
+      timeMicro: 3n,
+      minimumApplied: true,
+      costMicro: 100n,
+    });
+    // 1000 rows, 2 500 000 bytes, 1 500 ms: 1.5 x (60 + 25 000 + 1 500) micro = 39 840 micro.
+    expect(costBreakdown({ rows: 1000, bytes: 2_500_000, ms: 1500 }, p)).toMatchObject({
+      rowsMicro: 90n,
+      bytesMicro: 37_500n,
+      timeMicro: 2_250n,
+      minimumApplied: false,
+      costMicro: 39_840n,
+    });
+    // The parts are exact and added before the one rounding: 3 rows at 0.000001 x 1.5 plus 1 byte.
+    expect(
+      statementCost(
+        { rows: 3, bytes: 1 },
+        full({ priceMicroPer1000Rows: 1n, markupPpm: 1_500_000n, priceMicroPerMB: 1n }),
+      ),
+    ).toBe(1n);
+  });
+
+  it("never charges less than the minimum, and never less when any usage grows", () => {
+    const settingsArb = fc.record({
+      priceMicroPer1000Rows: fc.bigInt({ min: 0n, max: 1_000_000_000n }),
+      markupPpm: fc.bigInt({ min: 1_000_000n, max: 100_000_000n }),
+      minimumMicroPerStatement: fc.bigInt({ min: 0n, max: 1_000_000n }),
+      priceMicroPerMB: fc.bigInt({ min: 0n, max: 1_000_000_000n }),
+      priceMicroPerSecond: fc.bigInt({ min: 0n, max: 1_000_000_000n }),
+    });
+    const usageArb = fc.record({
+      rows: fc.integer({ min: 0, max: 1_000_000 }),
+      bytes: fc.integer({ min: 0, max: 100_000_000 }),
+      ms: fc.integer({ min: 0, max: 600_000 }),
+    });
+    fc.assert(
+      fc.property(settingsArb, usageArb, usageArb, (settings, usage, more) => {
+        const p = priceOf(settings);
+        const cost = statementCost(usage, p);
+        expect(cost >= settings.minimumMicroPerStatement).toBe(true);
+        for (const grown of [
+          { ...usage, rows: usage.rows + more.rows },
+          { ...usage, bytes: usage.bytes + more.bytes },
+          { ...usage, ms: usage.ms + more.ms },
+        ])
+          expect(statementCost(grown, p) >= cost).toBe(true);
+      }),
+    );
+  });
+
+  it("charges a statement's rows at the highest price among the relations it names", () => {
+    const p = full({
+      tablePricesMicroPer1000Rows: new Map([
+        ["airports", 500n],
+        ["sales.orders", 2000n],
+        ["cheap", 1n],
+      ]),
+    });
+    const rowPrice = (relations: string[] | undefined) =>
+      priceForRelations(p, relations).picoUsdcPer1000Rows / 1_000_000n;
+    expect(rowPrice([])).toBe(60n);
+    expect(rowPrice(["routes"])).toBe(60n);
+    expect(rowPrice(["airports"])).toBe(500n);
+    expect(rowPrice(["public.airports"])).toBe(500n);
+    expect(rowPrice(["airports", "routes"])).toBe(500n);
+    expect(rowPrice(["cheap"])).toBe(1n);
+    expect(rowPrice(["cheap", "routes"])).toBe(60n);
+    expect(rowPrice(["orders"])).toBe(2000n); // unqualified: it may resolve to sales.orders
+    expect(rowPrice(["public.orders"])).toBe(60n);
+    expect(rowPrice(undefined)).toBe(2000n); // unknown (EXECUTE, FETCH): the highest price set
+  });
+
+  it("is free only when nothing is priced", () => {
+    expect(isFree(full({ priceMicroPer1000Rows: 0n }))).toBe(true);
+    expect(isFree(full({ priceMicroPer1000Rows: 0n, minimumMicroPerStatement: 1n }))).toBe(false);
+    expect(isFree(full({ priceMicroPer1000Rows: 0n, priceMicroPerMB: 1n }))).toBe(false);
   });
 });

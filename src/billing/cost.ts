@@ -1,7 +1,18 @@
-/** A provider's two pricing numbers as it sets them: micro-USDC per 1000 rows, and the markup in millionths. */
+/**
+ * A provider's pricing as it sets it: micro-USDC per 1000 rows and the markup in millionths (the spec's two
+ * numbers), and the optional dimensions beyond rows, each absent or 0 when not used.
+ */
 export interface PriceSettings {
   priceMicroPer1000Rows: bigint;
   markupPpm: bigint;
+  /** Micro-USDC every statement that runs costs at least (the markup does not apply to it). */
+  minimumMicroPerStatement?: bigint;
+  /** Micro-USDC per 10^6 bytes of result data sent to the agent. */
+  priceMicroPerMB?: bigint;
+  /** Micro-USDC per second of statement time on the provider's database, charged per millisecond. */
+  priceMicroPerSecond?: bigint;
+  /** Micro-USDC per 1000 rows of statements that read a table, by `table` or `schema.table`. */
+  tablePricesMicroPer1000Rows?: ReadonlyMap<string, bigint>;
 }
 
 /**
@@ -11,6 +22,14 @@ export interface PriceSettings {
  */
 export interface Price {
   picoUsdcPer1000Rows: bigint;
+  /** Micro-USDC: no statement that runs costs less. */
+  minimumMicro?: bigint;
+  /** Pico-USDC per 10^6 result bytes, markup applied. */
+  picoUsdcPerMB?: bigint;
+  /** Pico-USDC per second of statement time, markup applied. */
+  picoUsdcPerSecond?: bigint;
+  /** Pico-USDC per 1000 rows of a statement that reads the table (key `table` or `schema.table`), markup applied. */
+  tablePicoUsdcPer1000Rows?: ReadonlyMap<string, bigint>;
 }
 
 const PICO_PER_MICRO = 1_000_000n;
@@ -18,19 +37,28 @@ const PICO_PER_USDC = 1_000_000_000_000n;
 /** Pico-USDC per 1000 rows to micro-USDC per row. */
 const DIVISOR = 1000n * PICO_PER_MICRO;
 
-/** The price a provider's settings stand for: base price times markup. */
+/** The price a provider's settings stand for: each rate times the markup, the minimum as it is. */
 export function priceOf(settings: PriceSettings): Price {
-  return { picoUsdcPer1000Rows: settings.priceMicroPer1000Rows * settings.markupPpm };
+  const markup = settings.markupPpm;
+  const price: Price = { picoUsdcPer1000Rows: settings.priceMicroPer1000Rows * markup };
+  if (settings.minimumMicroPerStatement) price.minimumMicro = settings.minimumMicroPerStatement;
+  if (settings.priceMicroPerMB) price.picoUsdcPerMB = settings.priceMicroPerMB * markup;
+  if (settings.priceMicroPerSecond) price.picoUsdcPerSecond = settings.priceMicroPerSecond * markup;
+  const tables = settings.tablePricesMicroPer1000Rows;
+  if (tables && tables.size > 0)
+    price.tablePicoUsdcPer1000Rows = new Map([...tables].map(([name, micro]) => [name, micro * markup]));
+  return price;
 }
 
 /** Whether the price charges nothing (then no hold is needed and no row is limited). */
 export function isFree(price: Price): boolean {
-  return price.picoUsdcPer1000Rows === 0n;
+  return price.picoUsdcPer1000Rows === 0n && isRowsOnly(price);
 }
 
 /**
- * The cost rule: rowCount x basePricePer1000Rows / 1000 x markupMultiplier, computed exactly and rounded up
- * to the next micro-USDC. 0 rows cost 0. This is the only implementation; every surface calls it.
+ * The rows part of the cost rule: rowCount x basePricePer1000Rows / 1000 x markupMultiplier, computed exactly and
+ * rounded up to the next micro-USDC. 0 rows cost 0. For a price with rows alone it is the whole rule
+ * ({@link statementCost}).
  */
 export function costOfRows(rowCount: bigint | number, price: Price): bigint {
   const rows = BigInt(rowCount);
@@ -66,4 +94,125 @@ export function parsePricePer1000Rows(text: string): Price | null {
   const match = /^(\d{1,12})\.(\d{1,12})$/.exec(text.trim());
   if (!match) return null;
   return { picoUsdcPer1000Rows: BigInt(match[1]!) * PICO_PER_USDC + BigInt(match[2]!.padEnd(12, "0")) };
+}
+
+/**
+ * What one statement used, as the cost rule reads it: rows sent (or written), result bytes (the DataRow payloads
+ * sent to the agent) and milliseconds of statement time on the provider's database.
+ */
+export interface StatementUsage {
+  rows: number | bigint;
+  bytes?: number | bigint;
+  ms?: number | bigint;
+}
+
+/** A statement's cost and its parts, each part rounded up to the micro-USDC for display (the total is rounded once). */
+export interface CostBreakdown {
+  rows: bigint;
+  bytes: bigint;
+  ms: bigint;
+  rowsMicro: bigint;
+  bytesMicro: bigint;
+  timeMicro: bigint;
+  /** The provider's minimum per statement was charged instead of the sum of the parts. */
+  minimumApplied: boolean;
+  costMicro: bigint;
+}
+
+/** 10^-18 USDC per micro-USDC: the unit in which the three parts of a cost add up exactly. */
+const ATTO_PER_MICRO = 1_000_000_000_000n;
+
+function count(value: number | bigint | undefined, name: string): bigint {
+  if (value === undefined) return 0n;
+  const exact = typeof value === "bigint" ? value : BigInt(Math.ceil(value));
+  if (exact < 0n) throw new RangeError(`${name} must not be negative, got ${exact}`);
+  return exact;
+}
+
+function ceilDiv(numerator: bigint, divisor: bigint): bigint {
+  return (numerator + divisor - 1n) / divisor;
+}
+
+/**
+ * The cost rule, the only implementation every surface calls:
+ * max(minimum, markup x (rows x base / 1000 + MB x pricePerMB + seconds x pricePerSecond)), where MB is 10^6
+ * bytes and time counts whole milliseconds. The sum is exact and rounded up once to the next micro-USDC. A price
+ * with rows alone charges exactly {@link costOfRows}.
+ */
+export function costBreakdown(usage: StatementUsage, price: Price): CostBreakdown {
+  const rows = count(usage.rows, "rows");
+  const bytes = count(usage.bytes, "bytes");
+  const ms = count(usage.ms, "ms");
+  const rowsAtto = rows * price.picoUsdcPer1000Rows * 1000n;
+  const bytesAtto = bytes * (price.picoUsdcPerMB ?? 0n);
+  const timeAtto = ms * (price.picoUsdcPerSecond ?? 0n) * 1000n;
+  const sum = ceilDiv(rowsAtto + bytesAtto + timeAtto, ATTO_PER_MICRO);
+  const minimum = price.minimumMicro ?? 0n;
+  return {
+    rows,
+    bytes,
+    ms,
+    rowsMicro: ceilDiv(rowsAtto, ATTO_PER_MICRO),
+    bytesMicro: ceilDiv(bytesAtto, ATTO_PER_MICRO),
+    timeMicro: ceilDiv(timeAtto, ATTO_PER_MICRO),
+    minimumApplied: minimum > sum,
+    costMicro: minimum > sum ? minimum : sum,
+  };
+}
+
+/** {@link costBreakdown}'s total alone. */
+export function statementCost(usage: StatementUsage, price: Price): bigint {
+  if (isRowsOnly(price)) return costOfRows(usage.rows, price);
+  return costBreakdown(usage, price).costMicro;
+}
+
+/** Whether the price charges rows alone (the spec's rule): no minimum, no per-MB or per-second part, no table price. */
+export function isRowsOnly(price: Price): boolean {
+  return (
+    !price.minimumMicro &&
+    !price.picoUsdcPerMB &&
+    !price.picoUsdcPerSecond &&
+    (price.tablePicoUsdcPer1000Rows === undefined || price.tablePicoUsdcPer1000Rows.size === 0)
+  );
+}
+
+/**
+ * The price a statement's rows are charged at, from the relations it reads: the highest among them, a relation
+ * without a price of its own counting at the provider's base price. `relations` undefined means pgtoll cannot
+ * see what the statement reads (EXECUTE of a prepared statement, FETCH from a cursor): then the highest price
+ * the provider set applies, so that no table price can be walked around.
+ */
+export function priceForRelations(price: Price, relations: readonly string[] | undefined): Price {
+  const tables = price.tablePicoUsdcPer1000Rows;
+  if (tables === undefined || tables.size === 0) return price;
+  let rowPrice: bigint | undefined;
+  if (relations === undefined) {
+    rowPrice = price.picoUsdcPer1000Rows;
+    for (const tablePrice of tables.values()) if (tablePrice > rowPrice) rowPrice = tablePrice;
+  } else {
+    for (const relation of relations) {
+      const tablePrice = tablePriceOf(tables, relation) ?? price.picoUsdcPer1000Rows;
+      if (rowPrice === undefined || tablePrice > rowPrice) rowPrice = tablePrice;
+    }
+  }
+  if (rowPrice === undefined || rowPrice === price.picoUsdcPer1000Rows) return price;
+  return { ...price, picoUsdcPer1000Rows: rowPrice };
+}
+
+/**
+ * A relation's own price: `schema.table` matches its key and the key `table`; an unqualified `table` matches
+ * `table` and every `schema.table` key (it may resolve to any of them), the highest winning.
+ */
+function tablePriceOf(tables: ReadonlyMap<string, bigint>, relation: string): bigint | undefined {
+  const dot = relation.lastIndexOf(".");
+  if (dot >= 0) {
+    const qualified = tables.get(relation);
+    const bare = tables.get(relation.slice(dot + 1));
+    if (qualified === undefined) return bare;
+    return bare === undefined || qualified > bare ? qualified : bare;
+  }
+  let highest = tables.get(relation);
+  for (const [key, tablePrice] of tables)
+    if (key.endsWith(`.${relation}`) && (highest === undefined || tablePrice > highest)) highest = tablePrice;
+  return highest;
 }

@@ -17,8 +17,9 @@ export function checkSql(sql: string, policy: GuardPolicy = standardPolicy): Gua
   const statements: GuardedStatement[] = [];
   for (const { node, sql: text } of parsed.statements) {
     let denial: ReturnType<typeof findDenial>;
+    const relations: string[] = [];
     try {
-      denial = findDenial(node, policy);
+      denial = findDenial(node, policy, relations);
     } catch (error) {
       if (!(error instanceof RangeError)) throw error;
       denial = { rule: "too-complex", message: "statement is nested too deeply to be checked" };
@@ -26,7 +27,10 @@ export function checkSql(sql: string, policy: GuardPolicy = standardPolicy): Gua
     if (denial) return { kind: "deny", rule: denial.rule, message: denial.message };
     const kind = Object.keys(node)[0] ?? "";
     const body = node[kind] as Record<string, unknown>;
-    statements.push({ sql: text, ...describeStatement(kind, body) });
+    const described: GuardedStatement = { sql: text, ...describeStatement(kind, body) };
+    // What EXECUTE and FETCH read is in a statement prepared or declared earlier: unknown here.
+    if (kind !== "ExecuteStmt" && kind !== "FetchStmt") described.relations = relations;
+    statements.push(described);
   }
   return { kind: "allow", statements };
 }

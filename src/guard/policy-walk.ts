@@ -1,5 +1,6 @@
 import { isForbiddenFunction } from "./forbidden-functions.js";
 import { checkActivityFunction } from "./other-sessions.js";
+import { relationName } from "./relation-names.js";
 import { checkCurrentSetting, checkRelationRead, ROW_LOCK_DENIAL } from "./sensitive-reads.js";
 import { checkStatement } from "./statement-rules.js";
 import type { Denial, GuardPolicy } from "./types.js";
@@ -13,8 +14,15 @@ import { isWriteKind, NESTED_WRITE_DENIAL, placedWriteOf } from "./write-placeme
  * Parse nodes appear as `{ NodeName: {...fields} }` with PascalCase names; fields are lower/camel case.
  * Struct-typed fields (a RangeVar relation, a UNION's larg/rarg) are inlined without the wrapper, so
  * the SELECT INTO check looks for the `intoClause` field itself rather than at SelectStmt nodes.
+ *
+ * `relations`, when given, receives the name of every relation the statement names (read in FROM, JOIN, TABLE or
+ * COPY, or the target of a write), for per-table prices.
  */
-export function findDenial(root: Record<string, unknown>, policy: GuardPolicy): Denial | null {
+export function findDenial(
+  root: Record<string, unknown>,
+  policy: GuardPolicy,
+  relations?: string[],
+): Denial | null {
   const placedWrite = placedWriteOf(root);
   const stack: unknown[] = [root];
   while (stack.length > 0) {
@@ -31,8 +39,12 @@ export function findDenial(root: Record<string, unknown>, policy: GuardPolicy): 
       const first = key.charCodeAt(0);
       if (first >= 65 && first <= 90 && !Array.isArray(child)) {
         if (isWriteKind(key) && child !== placedWrite) return NESTED_WRITE_DENIAL;
+        if (key === "RangeVar" && relations) addRelation(relations, child as Record<string, unknown>);
         const denial = checkNode(key, child as Record<string, unknown>, policy);
         if (denial) return denial;
+      } else if (key === "relation" && relations && !Array.isArray(child)) {
+        // A write's or COPY's target, inlined without the RangeVar wrapper.
+        addRelation(relations, child as Record<string, unknown>);
       } else if (key === "intoClause") {
         return { rule: "no-select-into", message: "SELECT INTO creates a table and is not allowed" };
       }
@@ -40,6 +52,11 @@ export function findDenial(root: Record<string, unknown>, policy: GuardPolicy): 
     }
   }
   return null;
+}
+
+function addRelation(relations: string[], relation: Record<string, unknown>): void {
+  const name = relationName(relation);
+  if (name !== null && !relations.includes(name)) relations.push(name);
 }
 
 function checkNode(key: string, body: Record<string, unknown>, policy: GuardPolicy): Denial | null {

@@ -10,10 +10,10 @@ function statementsOf(sql: string): GuardedStatement[] {
   return verdict.statements;
 }
 
-function only(sql: string): Omit<GuardedStatement, "sql"> {
+function only(sql: string): Omit<GuardedStatement, "sql" | "relations"> {
   const [statement, ...rest] = statementsOf(sql);
   expect(rest).toEqual([]);
-  const { sql: _text, ...metadata } = statement!;
+  const { sql: _text, relations: _relations, ...metadata } = statement!;
   return metadata;
 }
 
@@ -113,5 +113,31 @@ describe("policy options", () => {
       rule: "forbidden-function",
     });
     expect(checkSql("SET work_mem = '64MB'").kind).toBe("deny");
+  });
+});
+
+describe("relations a statement names, for per-table prices", () => {
+  const relationsOf = (sql: string) =>
+    statementsOf(sql).map((statement) => statement.relations?.slice().sort());
+
+  it.each([
+    ["SELECT 1", [[]]],
+    ["SELECT * FROM airports", [["airports"]]],
+    ["SELECT * FROM Public.Airports a JOIN routes r ON r.a = a.id", [["public.airports", "routes"]]],
+    ['SELECT * FROM "Mixed Case"', [["Mixed Case"]]],
+    ["SELECT (SELECT count(*) FROM runways) FROM airports", [["airports", "runways"]]],
+    ["WITH x AS (SELECT * FROM runways) SELECT * FROM x", [["runways", "x"]]],
+    ["TABLE airports", [["airports"]]],
+    ["COPY airports TO STDOUT", [["airports"]]],
+    ["DELETE FROM items WHERE id = 3 RETURNING *", [["items"]]],
+    ["UPDATE items SET name = (SELECT name FROM airports LIMIT 1) WHERE id = 1", [["airports", "items"]]],
+    ["SELECT 1 FROM a; SELECT 2 FROM b", [["a"], ["b"]]],
+  ])("%s", (sql, expected) => {
+    expect(relationsOf(sql)).toEqual(expected);
+  });
+
+  it("does not know what EXECUTE and FETCH read", () => {
+    expect(relationsOf("EXECUTE q")).toEqual([undefined]);
+    expect(relationsOf("FETCH 10 FROM c")).toEqual([undefined]);
   });
 });

@@ -21,6 +21,11 @@ export interface GuardedStatement {
    * and `EXECUTE` (the prepared body is not known here). Writes are paid for before they are committed.
    */
   writes: boolean;
+  /**
+   * Every relation the statement names (`table` or `schema.table`, see relation-names.ts), for per-table prices;
+   * undefined when what it reads is not in its text (EXECUTE, FETCH).
+   */
+  relations?: string[];
   /** For `COPY ... TO STDOUT` in text or CSV with a header line: the first CopyData is that line, not a row. */
   copyHeader?: true;
   /**

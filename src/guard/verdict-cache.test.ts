@@ -89,6 +89,7 @@ describe("createVerdictCache", () => {
             returnsRows: true,
             transactionControl: false,
             writes: false,
+            relations: ["pgbench_accounts"],
           },
         ],
       });
