@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { SqlState } from "../db/sql-state.js";
+import { AVAILABLE, spendToday } from "./daily-limits.js";
 import { ledgerStatement, type Queryable, runStatement } from "./ledger-statement.js";
 
 export type { Queryable } from "./ledger-statement.js";
@@ -84,8 +85,7 @@ function isOverdraft(error: unknown): boolean {
  * earlier locking read in the same statement is not) and returned through `last_hold_micro`.
  */
 function holdAmount(min: string, max: string, fair: string): string {
-  const available = "(b.balance_micro - b.reserved_micro)";
-  return `LEAST(${max}::bigint, ${available}, GREATEST(${min}::bigint, ${fair}::bigint, ${available} / 4))`;
+  return `LEAST(${max}::bigint, ${AVAILABLE}, GREATEST(${min}::bigint, ${fair}::bigint, ${AVAILABLE} / 4))`;
 }
 
 const RESERVE = ledgerStatement(
@@ -94,7 +94,7 @@ const RESERVE = ledgerStatement(
        UPDATE balances b
           SET reserved_micro = b.reserved_micro + ${holdAmount("$3", "$4", "$7")},
               last_hold_micro = ${holdAmount("$3", "$4", "$7")}
-        WHERE b.agent_wallet = $1 AND b.provider_id = $2 AND b.balance_micro - b.reserved_micro >= $3::bigint
+        WHERE b.agent_wallet = $1 AND b.provider_id = $2 AND ${AVAILABLE} >= $3::bigint
        RETURNING b.last_hold_micro AS amount)
      INSERT INTO reservations (id, agent_wallet, provider_id, amount_micro, expires_at)
      SELECT $5, $1, $2, amount, now() + make_interval(secs => $6) FROM held
@@ -155,7 +155,7 @@ const EXTEND = ledgerStatement(
               last_hold_micro = ${holdAmount("$2", "$3", "$5")}
          FROM held r
         WHERE b.agent_wallet = r.agent_wallet AND b.provider_id = r.provider_id
-          AND b.balance_micro - b.reserved_micro >= $2::bigint
+          AND ${AVAILABLE} >= $2::bigint
        RETURNING b.last_hold_micro AS delta)
      UPDATE reservations SET amount_micro = amount_micro + raised.delta, expires_at = now() + make_interval(secs => $4)
        FROM raised WHERE id = $1
@@ -252,7 +252,8 @@ export const CHARGE_BATCH = ledgerStatement(
      RETURNING r.id, r.agent_wallet, r.provider_id, pr.total),
    charged AS (
      UPDATE balances b
-        SET balance_micro = b.balance_micro - pb.total, reserved_micro = b.reserved_micro - pb.total, updated_at = now()
+        SET balance_micro = b.balance_micro - pb.total, reserved_micro = b.reserved_micro - pb.total, updated_at = now(),
+            ${spendToday("pb.total")}
        FROM (SELECT agent_wallet, provider_id, sum(total)::bigint AS total FROM drawn GROUP BY agent_wallet, provider_id) pb
       WHERE b.agent_wallet = pb.agent_wallet AND b.provider_id = pb.provider_id
      RETURNING b.agent_wallet, b.provider_id, b.balance_micro + pb.total AS before_micro),
@@ -326,7 +327,8 @@ const RELEASE_CHARGED = ledgerStatement(
          UPDATE balances b
             SET balance_micro = b.balance_micro - $2::bigint,
                 reserved_micro = b.reserved_micro - released.amount_micro,
-                updated_at = CASE WHEN $2::bigint > 0 THEN now() ELSE b.updated_at END
+                updated_at = CASE WHEN $2::bigint > 0 THEN now() ELSE b.updated_at END,
+                ${spendToday("$2::bigint")}
            FROM released
           WHERE b.agent_wallet = released.agent_wallet AND b.provider_id = released.provider_id
          RETURNING b.agent_wallet, b.provider_id, b.balance_micro),
@@ -373,9 +375,9 @@ export async function releaseWithCharge(
 const CHARGE_DIRECT = ledgerStatement(
   "charge_direct",
   `WITH charged AS (
-         UPDATE balances SET balance_micro = balance_micro - $3::bigint, updated_at = now()
-          WHERE agent_wallet = $1 AND provider_id = $2
-         RETURNING agent_wallet, provider_id, balance_micro)
+         UPDATE balances b SET balance_micro = b.balance_micro - $3::bigint, updated_at = now(), ${spendToday("$3::bigint")}
+          WHERE b.agent_wallet = $1 AND b.provider_id = $2
+         RETURNING b.agent_wallet, b.provider_id, b.balance_micro)
        INSERT INTO ledger_entries (agent_wallet, provider_id, type, amount_micro, balance_before_micro,
                                    balance_after_micro, metadata, charge_key)
        SELECT agent_wallet, provider_id, 'query', -$3::bigint, balance_micro + $3::bigint, balance_micro, $4, $5

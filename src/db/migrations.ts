@@ -483,4 +483,33 @@ CREATE TABLE IF NOT EXISTS refusal_counts (
 );
 `,
   },
+  {
+    version: 15,
+    name: "pricing beyond rows (minimum, per MB, per second, per table) and agents' daily limits per provider",
+    sql: `
+ALTER TABLE pricing
+  ADD COLUMN IF NOT EXISTS minimum_micro_per_statement bigint NOT NULL DEFAULT 0
+    CHECK (minimum_micro_per_statement >= 0),
+  ADD COLUMN IF NOT EXISTS price_micro_per_mb bigint NOT NULL DEFAULT 0 CHECK (price_micro_per_mb >= 0),
+  ADD COLUMN IF NOT EXISTS price_micro_per_second bigint NOT NULL DEFAULT 0 CHECK (price_micro_per_second >= 0),
+  -- {"table" or "schema.table": micro-USDC per 1000 rows, as a decimal string}
+  ADD COLUMN IF NOT EXISTS table_prices jsonb NOT NULL DEFAULT '{}'::jsonb;
+
+-- An agent's own ceiling per provider and UTC day. What was charged on spent_day is counted by the statements that
+-- charge, on the same row as the balance, so that a hold can be bounded by today's remainder in the same UPDATE
+-- that bounds it by the balance.
+ALTER TABLE balances
+  ADD COLUMN IF NOT EXISTS daily_limit_micro bigint CHECK (daily_limit_micro >= 0),
+  ADD COLUMN IF NOT EXISTS spent_day date,
+  ADD COLUMN IF NOT EXISTS spent_today_micro bigint NOT NULL DEFAULT 0 CHECK (spent_today_micro >= 0);
+
+UPDATE balances b
+   SET spent_day = (now() AT TIME ZONE 'UTC')::date, spent_today_micro = s.spent
+  FROM (SELECT agent_wallet, provider_id, -sum(amount_micro)::bigint AS spent
+          FROM ledger_entries
+         WHERE type = 'query' AND created_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+         GROUP BY agent_wallet, provider_id) s
+ WHERE b.agent_wallet = s.agent_wallet AND b.provider_id = s.provider_id;
+`,
+  },
 ];
