@@ -88,3 +88,69 @@ export function parseAgentLimits(body: Record<string, unknown>): Partial<AgentLi
   }
   return limits;
 }
+
+/** Bounds of the pricing dimensions beyond rows, in USDC (documented in docs/payment-gateway.md). */
+export const DIMENSION_LIMITS = {
+  maxMinimumCostPerStatement: 1000,
+  maxPricePerMB: 1_000_000,
+  maxPricePerSecond: 1_000_000,
+  maxTablePrices: 1000,
+} as const;
+
+/** One USDC amount of a pricing request: a number from 0 to `max`, at most 6 decimals. */
+function usdcField(name: string, value: unknown, max: number): bigint {
+  if (typeof value !== "number" || !Number.isFinite(value))
+    throw new PricingError(`${name} must be a finite number`);
+  if (value < 0 || value > max) throw new PricingError(`${name} must be between 0 and ${max}`);
+  const micro = numberToMicro(value);
+  if (micro === null) throw new PricingError(`${name} must have at most 6 decimals`);
+  return micro;
+}
+
+/**
+ * Validates the optional dimensions of a pricing request (absent ones stay as they are) and converts them to
+ * integers: `minimumCostPerStatement`, `pricePerMB`, `pricePerSecond` (USDC) and `tablePrices` (an object of
+ * `table` or `schema.table` to a basePricePer1000Rows, each name read by `parseTableName`). Throws
+ * {@link PricingError} naming the field that is wrong.
+ */
+export function parsePriceDimensions(
+  body: Record<string, unknown>,
+  parseTableName: (text: string) => string | null,
+): Omit<Partial<PriceSettings>, "priceMicroPer1000Rows" | "markupPpm"> {
+  const dimensions: Omit<Partial<PriceSettings>, "priceMicroPer1000Rows" | "markupPpm"> = {};
+  if (body.minimumCostPerStatement !== undefined)
+    dimensions.minimumMicroPerStatement = usdcField(
+      "minimumCostPerStatement",
+      body.minimumCostPerStatement,
+      DIMENSION_LIMITS.maxMinimumCostPerStatement,
+    );
+  if (body.pricePerMB !== undefined)
+    dimensions.priceMicroPerMB = usdcField("pricePerMB", body.pricePerMB, DIMENSION_LIMITS.maxPricePerMB);
+  if (body.pricePerSecond !== undefined)
+    dimensions.priceMicroPerSecond = usdcField(
+      "pricePerSecond",
+      body.pricePerSecond,
+      DIMENSION_LIMITS.maxPricePerSecond,
+    );
+  const tables = body.tablePrices;
+  if (tables !== undefined) {
+    if (typeof tables !== "object" || tables === null || Array.isArray(tables))
+      throw new PricingError('tablePrices must be an object such as {"airports": 0.5, "public.routes": 1}');
+    const entries = Object.entries(tables);
+    if (entries.length > DIMENSION_LIMITS.maxTablePrices)
+      throw new PricingError(`tablePrices may name at most ${DIMENSION_LIMITS.maxTablePrices} tables`);
+    const prices = new Map<string, bigint>();
+    for (const [text, value] of entries) {
+      const key = parseTableName(text);
+      if (key === null)
+        throw new PricingError(`tablePrices: ${JSON.stringify(text)} is not a table name ([schema.]table)`);
+      if (prices.has(key)) throw new PricingError(`tablePrices names ${JSON.stringify(key)} twice`);
+      prices.set(
+        key,
+        usdcField(`tablePrices[${JSON.stringify(text)}]`, value, PRICE_LIMITS.maxBasePricePer1000Rows),
+      );
+    }
+    dimensions.tablePricesMicroPer1000Rows = prices;
+  }
+  return dimensions;
+}

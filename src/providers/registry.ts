@@ -188,17 +188,31 @@ interface PricingRow {
   max_rows_written_per_statement: number;
   lock_timeout_ms: number;
   idle_in_transaction_timeout_ms: number;
+  minimum_micro_per_statement: bigint;
+  price_micro_per_mb: bigint;
+  price_micro_per_second: bigint;
+  /** Table name to micro-USDC per 1000 rows, as decimal text. */
+  table_prices: Record<string, string>;
   created_at: Date;
   updated_at: Date;
 }
 
 function toPricing(row: PricingRow): PricingRecord {
+  const settings: PriceSettings = {
+    priceMicroPer1000Rows: row.price_micro_per_1000_rows,
+    markupPpm: row.markup_ppm,
+    minimumMicroPerStatement: row.minimum_micro_per_statement,
+    priceMicroPerMB: row.price_micro_per_mb,
+    priceMicroPerSecond: row.price_micro_per_second,
+    tablePricesMicroPer1000Rows: new Map(
+      Object.entries(row.table_prices).map(([name, micro]) => [name, BigInt(micro)]),
+    ),
+  };
   return {
     id: row.id,
     providerId: row.provider_id,
-    priceMicroPer1000Rows: row.price_micro_per_1000_rows,
-    markupPpm: row.markup_ppm,
-    price: priceOf({ priceMicroPer1000Rows: row.price_micro_per_1000_rows, markupPpm: row.markup_ppm }),
+    ...settings,
+    price: priceOf(settings),
     readOnly: row.read_only,
     maxRowsWrittenPerStatement: row.max_rows_written_per_statement,
     lockTimeoutMs: row.lock_timeout_ms,
@@ -239,15 +253,21 @@ export async function setPricing(
   const { rows } = await db
     .query<PricingRow>(
       `INSERT INTO pricing AS p (id, provider_id, price_micro_per_1000_rows, markup_ppm, read_only,
-                                 max_rows_written_per_statement, lock_timeout_ms, idle_in_transaction_timeout_ms)
+                                 max_rows_written_per_statement, lock_timeout_ms, idle_in_transaction_timeout_ms,
+                                 minimum_micro_per_statement, price_micro_per_mb, price_micro_per_second, table_prices)
      VALUES ($1, $2, $3, $4, coalesce($5, false), coalesce($6, ${DEFAULT_AGENT_LIMITS.maxRowsWrittenPerStatement}),
-             coalesce($7, ${DEFAULT_AGENT_LIMITS.lockTimeoutMs}), coalesce($8, ${DEFAULT_AGENT_LIMITS.idleInTransactionTimeoutMs}))
+             coalesce($7, ${DEFAULT_AGENT_LIMITS.lockTimeoutMs}), coalesce($8, ${DEFAULT_AGENT_LIMITS.idleInTransactionTimeoutMs}),
+             coalesce($9, 0), coalesce($10, 0), coalesce($11, 0), coalesce($12::jsonb, '{}'))
      ON CONFLICT (provider_id) DO UPDATE
        SET price_micro_per_1000_rows = excluded.price_micro_per_1000_rows, markup_ppm = excluded.markup_ppm,
            read_only = coalesce($5, p.read_only),
            max_rows_written_per_statement = coalesce($6, p.max_rows_written_per_statement),
            lock_timeout_ms = coalesce($7, p.lock_timeout_ms),
-           idle_in_transaction_timeout_ms = coalesce($8, p.idle_in_transaction_timeout_ms), updated_at = now()
+           idle_in_transaction_timeout_ms = coalesce($8, p.idle_in_transaction_timeout_ms),
+           minimum_micro_per_statement = coalesce($9, p.minimum_micro_per_statement),
+           price_micro_per_mb = coalesce($10, p.price_micro_per_mb),
+           price_micro_per_second = coalesce($11, p.price_micro_per_second),
+           table_prices = coalesce($12::jsonb, p.table_prices), updated_at = now()
      RETURNING *`,
       [
         randomUUID(),
@@ -258,6 +278,12 @@ export async function setPricing(
         settings.maxRowsWrittenPerStatement ?? null,
         settings.lockTimeoutMs ?? null,
         settings.idleInTransactionTimeoutMs ?? null,
+        price.minimumMicroPerStatement ?? null,
+        price.priceMicroPerMB ?? null,
+        price.priceMicroPerSecond ?? null,
+        price.tablePricesMicroPer1000Rows
+          ? Object.fromEntries([...price.tablePricesMicroPer1000Rows].map(([name, micro]) => [name, `${micro}`]))
+          : null,
       ],
     )
     .finally(() => pricingChanges.set(db, pricingChangeCount(db) + 1));
@@ -282,6 +308,9 @@ export async function findProviderForQuery(
               'price_micro_per_1000_rows', pr.price_micro_per_1000_rows::text, 'markup_ppm', pr.markup_ppm::text,
               'read_only', pr.read_only, 'max_rows_written_per_statement', pr.max_rows_written_per_statement,
               'lock_timeout_ms', pr.lock_timeout_ms, 'idle_in_transaction_timeout_ms', pr.idle_in_transaction_timeout_ms,
+              'minimum_micro_per_statement', pr.minimum_micro_per_statement::text,
+              'price_micro_per_mb', pr.price_micro_per_mb::text,
+              'price_micro_per_second', pr.price_micro_per_second::text, 'table_prices', pr.table_prices,
               'created_at', pr.created_at, 'updated_at', pr.updated_at) END AS pricing
        FROM providers p LEFT JOIN pricing pr ON pr.provider_id = p.id WHERE p.id = $1`,
     [id],
@@ -293,6 +322,9 @@ export async function findProviderForQuery(
         ...row.pricing,
         price_micro_per_1000_rows: BigInt(row.pricing.price_micro_per_1000_rows as unknown as string),
         markup_ppm: BigInt(row.pricing.markup_ppm as unknown as string),
+        minimum_micro_per_statement: BigInt(row.pricing.minimum_micro_per_statement as unknown as string),
+        price_micro_per_mb: BigInt(row.pricing.price_micro_per_mb as unknown as string),
+        price_micro_per_second: BigInt(row.pricing.price_micro_per_second as unknown as string),
         created_at: new Date(row.pricing.created_at as unknown as string),
         updated_at: new Date(row.pricing.updated_at as unknown as string),
       })

@@ -25,6 +25,12 @@ export function presentPricing(pricing: PricingRecord) {
     maxRowsWrittenPerStatement: pricing.maxRowsWrittenPerStatement,
     lockTimeoutMs: pricing.lockTimeoutMs,
     idleInTransactionTimeoutMs: pricing.idleInTransactionTimeoutMs,
+    minimumCostPerStatement: microToNumber(pricing.minimumMicroPerStatement ?? 0n),
+    pricePerMB: microToNumber(pricing.priceMicroPerMB ?? 0n),
+    pricePerSecond: microToNumber(pricing.priceMicroPerSecond ?? 0n),
+    tablePrices: Object.fromEntries(
+      [...(pricing.tablePricesMicroPer1000Rows ?? [])].map(([name, micro]) => [name, microToNumber(micro)]),
+    ),
     createdAt: pricing.createdAt.toISOString(),
     updatedAt: pricing.updatedAt.toISOString(),
   };

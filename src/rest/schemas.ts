@@ -58,6 +58,19 @@ export const Pricing = Type.Object({
     description:
       "an agent idle this long inside a transaction is disconnected, ms (an extension of the spec)",
   }),
+  minimumCostPerStatement: Type.Number({
+    description: "USDC every statement that runs costs at least; 0: none (an extension of the spec)",
+  }),
+  pricePerMB: Type.Number({
+    description: "USDC per 1 000 000 bytes of result data sent to the agent (an extension of the spec)",
+  }),
+  pricePerSecond: Type.Number({
+    description: "USDC per second of statement time, charged per millisecond (an extension of the spec)",
+  }),
+  tablePrices: Type.Record(Type.String(), Type.Number(), {
+    description:
+      "basePricePer1000Rows per table: a statement's rows cost the highest price among the tables it reads (an extension of the spec)",
+  }),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });
@@ -89,6 +102,30 @@ export const PricingBody = Type.Object({
     Type.Integer({
       description:
         "1000 to 3600000: PostgreSQL's idle_in_transaction_session_timeout for agents' wire sessions, so that no idle agent holds locks. Omitted: unchanged (30000 at first).",
+    }),
+  ),
+  minimumCostPerStatement: Type.Optional(
+    Type.Number({
+      description:
+        "0 to 1000 USDC, at most 6 decimals: every statement that runs costs at least this. Omitted: unchanged (0 at first).",
+    }),
+  ),
+  pricePerMB: Type.Optional(
+    Type.Number({
+      description:
+        "0 to 1000000 USDC per 1 000 000 bytes of result data (DataRow payloads) sent to the agent. Omitted: unchanged (0 at first).",
+    }),
+  ),
+  pricePerSecond: Type.Optional(
+    Type.Number({
+      description:
+        "0 to 1000000 USDC per second of statement time on the provider's database, charged per millisecond. Omitted: unchanged (0 at first).",
+    }),
+  ),
+  tablePrices: Type.Optional(
+    Type.Record(Type.String(), Type.Number(), {
+      description:
+        'Up to 1000 tables, {"table": n, "schema.table": n} with n a basePricePer1000Rows: a statement that reads a priced table has its rows charged at the highest base price among the tables it reads. Omitted: unchanged ({} at first; send {} to remove every table price).',
     }),
   ),
 });

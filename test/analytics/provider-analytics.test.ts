@@ -216,7 +216,8 @@ describe("GET /api/providers/:id/refusals", () => {
 });
 
 describe("authentication and parameters", () => {
-  const paths = ["summary", "earnings", "agents", "statements", "refusals", "pricing", "database"];
+  // The pricing is public: agents read prices before they query (providers.test.ts).
+  const paths = ["summary", "earnings", "agents", "statements", "refusals", "database"];
 
   it.each(paths)("%s: 401 without a key and with another provider's key", async (path) => {
     const url = `/api/providers/${provider.providerId}/${path}`;

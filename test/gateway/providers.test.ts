@@ -145,8 +145,12 @@ describe("POST /api/providers/:id/pricing", () => {
       "lockTimeoutMs",
       "markupMultiplier",
       "maxRowsWrittenPerStatement",
+      "minimumCostPerStatement",
+      "pricePerMB",
+      "pricePerSecond",
       "providerId",
       "readOnly",
+      "tablePrices",
       "updatedAt",
     ]);
     expect(pricing).toMatchObject({
@@ -157,8 +161,81 @@ describe("POST /api/providers/:id/pricing", () => {
       maxRowsWrittenPerStatement: 1000,
       lockTimeoutMs: 5000,
       idleInTransactionTimeoutMs: 30_000,
+      minimumCostPerStatement: 0,
+      pricePerMB: 0,
+      pricePerSecond: 0,
+      tablePrices: {},
     });
     expect(new Date(pricing.updatedAt) >= new Date(pricing.createdAt)).toBe(true);
+  });
+
+  it("prices beyond rows: sets, keeps when omitted, removes with 0 and {}, and reads back without a key", async () => {
+    const { providerId, apiKey } = await registerPricedProvider(gateway, providerDb.url);
+    const post = (payload: Record<string, unknown>) =>
+      gateway.app.inject({
+        method: "POST",
+        url: `/api/providers/${providerId}/pricing`,
+        headers: { "x-api-key": apiKey },
+        payload: { basePricePer1000Rows: 1, markupMultiplier: 1, ...payload },
+      });
+    const dimensions = {
+      minimumCostPerStatement: 0.0001,
+      pricePerMB: 0.01,
+      pricePerSecond: 0.002,
+      tablePrices: { Airports: 0.5, "public.routes": 2, '"Mixed Case"': 3 },
+    };
+    const set = await post(dimensions);
+    expect(set.statusCode, set.body).toBe(200);
+    const expected = {
+      ...dimensions,
+      tablePrices: { airports: 0.5, "public.routes": 2, "Mixed Case": 3 },
+    };
+    expect(set.json()).toMatchObject(expected);
+    expect((await post({ markupMultiplier: 2 })).json()).toMatchObject({ ...expected, markupMultiplier: 2 });
+    const read = await gateway.app.inject({ method: "GET", url: `/api/providers/${providerId}/pricing` });
+    expect(read.statusCode).toBe(200);
+    expect(read.json()).toMatchObject(expected);
+    expect((await post({ pricePerMB: 0, tablePrices: {} })).json()).toMatchObject({
+      ...expected,
+      pricePerMB: 0,
+      tablePrices: {},
+    });
+  });
+
+  it.each([
+    [{ minimumCostPerStatement: -0.01 }, "minimumCostPerStatement must be between 0 and 1000"],
+    [{ minimumCostPerStatement: "0.1" }, "minimumCostPerStatement must be a finite number"],
+    [{ pricePerMB: 1e-7 }, "pricePerMB must have at most 6 decimals"],
+    [{ pricePerMB: 1e300 }, "pricePerMB must be between 0 and 1000000"],
+    [{ pricePerSecond: null }, "pricePerSecond must be a finite number"],
+    [{ tablePrices: [] }, "tablePrices must be an object"],
+    [
+      { tablePrices: { "airports; DROP TABLE x": 1 } },
+      'tablePrices: "airports; DROP TABLE x" is not a table name',
+    ],
+    [{ tablePrices: { "a.b.c": 1 } }, 'tablePrices: "a.b.c" is not a table name'],
+    [{ tablePrices: { airports: -1 } }, 'tablePrices["airports"] must be between 0 and 1000000'],
+    [{ tablePrices: { airports: 1, AIRPORTS: 2 } }, 'tablePrices names "airports" twice'],
+  ])("answers 400 naming the field for %j, and stores nothing", async (payload, message) => {
+    const { providerId, apiKey } = await registerPricedProvider(gateway, providerDb.url);
+    const res = await gateway.app.inject({
+      method: "POST",
+      url: `/api/providers/${providerId}/pricing`,
+      headers: { "x-api-key": apiKey },
+      payload: { basePricePer1000Rows: 7, markupMultiplier: 1, ...payload },
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toContain(`invalid pricing: ${message}`);
+    const stored = await gateway.app.inject({ method: "GET", url: `/api/providers/${providerId}/pricing` });
+    expect(stored.json()).toMatchObject({ basePricePer1000Rows: 1, pricePerMB: 0, tablePrices: {} });
+  });
+
+  it("GET answers 404 for a provider without pricing or unknown", async () => {
+    const res = await gateway.app.inject({
+      method: "GET",
+      url: "/api/providers/00000000-0000-4000-8000-000000000000/pricing",
+    });
+    expect(res.statusCode).toBe(404);
   });
 
   it("sets the limits of agents' sessions, keeps them when omitted, and names a wrong one", async () => {

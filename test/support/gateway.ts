@@ -127,7 +127,7 @@ export function postProviderRegistration(
 export async function registerPricedProvider(
   gateway: TestGateway,
   connectionString: string,
-  pricing: { basePricePer1000Rows: number; markupMultiplier: number } = {
+  pricing: { basePricePer1000Rows: number; markupMultiplier: number } & Record<string, unknown> = {
     basePricePer1000Rows: 1,
     markupMultiplier: 1,
   },

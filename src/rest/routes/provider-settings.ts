@@ -11,22 +11,24 @@ import { ErrorBody, Pricing } from "../schemas.js";
 
 const errors = { 400: ErrorBody, 401: ErrorBody, 404: ErrorBody };
 
-/** GET /api/providers/:id/pricing and /database: what the console shows of a provider's settings. */
+/**
+ * GET /api/providers/:id/pricing (public: agents read prices before they query) and /database (the provider's
+ * key): what the console shows of a provider's settings.
+ */
 export async function providerSettingsRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayContext }) {
   app.get<{ Params: { id: string } }>(
     "/api/providers/:id/pricing",
     {
       config: { rateLimit: gatewayLimits.analytics },
       schema: {
-        summary: "A provider's pricing and the limits it sets on agents",
+        summary: "A provider's pricing and the limits it sets on agents (no key needed)",
         tags: ["providers"],
         params: ProviderParams,
-        headers: ProviderKeyHeaders,
         response: { 200: Pricing, ...errors },
       },
     },
     async (request) => {
-      const { id } = await authenticatedProvider(ctx, request, request.params.id);
+      const { id } = request.params;
       const pricing = await findPricing(ctx.db, id);
       if (!pricing) throw new HttpError(404, `provider ${id} has no pricing yet`);
       return presentPricing(pricing);

@@ -1,6 +1,12 @@
 import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
-import { PricingError, parseAgentLimits, parsePricing } from "../../billing/pricing.js";
+import {
+  PricingError,
+  parseAgentLimits,
+  parsePriceDimensions,
+  parsePricing,
+} from "../../billing/pricing.js";
+import { parseTableName } from "../../guard/relation-names.js";
 import { providerHostsIn } from "../../providers/provider-hosts.js";
 import { type ProviderRoleCheck, privilegedRoleMessage } from "../../providers/provider-role.js";
 import {
@@ -89,7 +95,10 @@ export async function providerRoutes(app: FastifyInstance, { ctx }: { ctx: Gatew
         if (body?.readOnly !== undefined && typeof body.readOnly !== "boolean")
           throw new HttpError(400, "invalid pricing: readOnly must be true or false");
         try {
-          if (body && typeof body === "object") parseAgentLimits(body);
+          if (body && typeof body === "object") {
+            parseAgentLimits(body);
+            parsePriceDimensions(body, parseTableName);
+          }
         } catch (error) {
           if (error instanceof PricingError) throw new HttpError(400, `invalid pricing: ${error.message}`);
           throw error;
@@ -101,7 +110,10 @@ export async function providerRoutes(app: FastifyInstance, { ctx }: { ctx: Gatew
       let price: ReturnType<typeof parsePricing>;
       let settings: PricingSettings;
       try {
-        price = parsePricing(request.body.basePricePer1000Rows, request.body.markupMultiplier);
+        price = {
+          ...parsePricing(request.body.basePricePer1000Rows, request.body.markupMultiplier),
+          ...parsePriceDimensions(request.body, parseTableName),
+        };
         settings = { readOnly: request.body.readOnly, ...parseAgentLimits(request.body) };
       } catch (error) {
         if (error instanceof PricingError) throw new HttpError(400, `invalid pricing: ${error.message}`);
