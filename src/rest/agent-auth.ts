@@ -11,6 +11,11 @@ export type AuthenticateAgent = (
 ) => Promise<void>;
 
 export interface AgentAuthOptions {
+  /**
+   * Require the agent token whatever PGTOLL_REST_AGENT_AUTH says: for what only the agent itself may change (its
+   * budgets), where a wallet address anyone can read is not proof enough.
+   */
+  required?: boolean;
   /** Most verified tokens remembered; when full, it starts over. Default 10 000. */
   maxEntries?: number;
   verify?: typeof verifyAgentToken;
@@ -28,7 +33,7 @@ export interface AgentAuthOptions {
  * again would give.
  */
 export function agentAuthentication(ctx: GatewayContext, options: AgentAuthOptions = {}): AuthenticateAgent {
-  const signature = ctx.config.restAgentAuth === "signature";
+  const signature = options.required === true || ctx.config.restAgentAuth === "signature";
   const verify = options.verify ?? verifyAgentToken;
   const now = options.now ?? Date.now;
   const maxEntries = options.maxEntries ?? 10_000;

@@ -13,6 +13,7 @@ import { errorsPlugin } from "./plugins/errors.js";
 import { metricsPlugin } from "./plugins/metrics.js";
 import { gatewayLimits, rateLimitPlugin } from "./plugins/rate-limit.js";
 import { RequestLog } from "./request-log.js";
+import { agentLimitRoutes } from "./routes/agent-limits.js";
 import { agentRoutes } from "./routes/agents.js";
 import { analyticsRoutes } from "./routes/analytics.js";
 import { consoleRoutes } from "./routes/console.js";
@@ -125,6 +126,7 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
   await app.register(analyticsRoutes, { ctx });
   await app.register(rankingRoutes, { ctx });
   await app.register(agentRoutes, { ctx });
+  await app.register(agentLimitRoutes, { ctx });
   await app.register(depositRoutes, { ctx });
   await app.register(queryRoutes, { ctx });
   await app.register(topUpRoutes, { ctx });

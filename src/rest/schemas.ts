@@ -139,6 +139,25 @@ export const Balance = Type.Object({
   updatedAt: Type.Union([Timestamp, Type.Null()]),
 });
 
+export const DailyLimitBody = Type.Object({
+  dailyLimit: Type.String({
+    maxLength: 32,
+    description: 'USDC the provider may charge the agent per UTC day, at most 6 decimals, e.g. "5" or "0.25"',
+  }),
+});
+export type DailyLimitBody = Static<typeof DailyLimitBody>;
+
+export const DailyLimit = Type.Object({
+  agentWallet: Type.String(),
+  providerId: Uuid,
+  dailyLimit: Type.Union([Amount, Type.Null()], { description: "null: no limit is set" }),
+  spentToday: Amount,
+  remainingToday: Type.Union([Amount, Type.Null()], {
+    description: "dailyLimit minus spentToday, at least 0",
+  }),
+  resetsAt: Type.String({ description: "the next UTC midnight, when spentToday starts again from 0" }),
+});
+
 export const DepositBody = Type.Object({
   txHash: Type.String({ maxLength: 66 }),
   agentWallet: Type.String({ maxLength: 42 }),

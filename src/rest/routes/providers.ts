@@ -1,11 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
-import {
-  PricingError,
-  parseAgentLimits,
-  parsePriceDimensions,
-  parsePricing,
-} from "../../billing/pricing.js";
+import { PricingError, parseAgentLimits, parsePriceDimensions, parsePricing } from "../../billing/pricing.js";
 import { parseTableName } from "../../guard/relation-names.js";
 import { providerHostsIn } from "../../providers/provider-hosts.js";
 import { type ProviderRoleCheck, privilegedRoleMessage } from "../../providers/provider-role.js";
