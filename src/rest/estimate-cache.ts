@@ -5,6 +5,12 @@ export interface EstimateCacheOptions {
   maxEntries?: number;
 }
 
+/** The planner's estimate of one statement's result: rows, and bytes as rows x the plan's row width. */
+export interface PlanEstimate {
+  rows: number;
+  bytes: number;
+}
+
 /**
  * The planner's row estimates of recent statements, per provider and statement text, so that a statement run
  * over and over (typically the same text with new `params`) is explained once every `ttlMs` instead of on every
@@ -14,7 +20,7 @@ export interface EstimateCacheOptions {
  * the actual row count.
  */
 export class EstimateCache {
-  readonly #entries = new Map<string, { rows: number; expiresAt: number }>();
+  readonly #entries = new Map<string, { estimate: PlanEstimate; expiresAt: number }>();
   readonly #ttlMs: number;
   readonly #maxEntries: number;
 
@@ -23,18 +29,18 @@ export class EstimateCache {
     this.#maxEntries = options.maxEntries ?? 10_000;
   }
 
-  get(providerId: string, sql: string): number | undefined {
+  get(providerId: string, sql: string): PlanEstimate | undefined {
     const key = `${providerId} ${sql}`;
     const entry = this.#entries.get(key);
     if (!entry) return undefined;
-    if (entry.expiresAt > performance.now()) return entry.rows;
+    if (entry.expiresAt > performance.now()) return entry.estimate;
     this.#entries.delete(key);
     return undefined;
   }
 
-  set(providerId: string, sql: string, rows: number): void {
+  set(providerId: string, sql: string, estimate: PlanEstimate): void {
     if (sql.length > 8192) return;
     if (this.#entries.size >= this.#maxEntries) this.#entries.clear();
-    this.#entries.set(`${providerId} ${sql}`, { rows, expiresAt: performance.now() + this.#ttlMs });
+    this.#entries.set(`${providerId} ${sql}`, { estimate, expiresAt: performance.now() + this.#ttlMs });
   }
 }

@@ -1,16 +1,20 @@
 import { performance } from "node:perf_hooks";
 import type pg from "pg";
 import { INVALID_SQL_RULE, type RefusalTally } from "../analytics/refusal-tally.js";
-import { costOfRows, isFree, type Price } from "../billing/cost.js";
+import { isFree, type Price, priceForRelations, statementCost } from "../billing/cost.js";
+import { dailyLimitRefusing } from "../billing/daily-limits.js";
 import { isLedgerUnavailable } from "../billing/ledger-availability.js";
+import type { Queryable } from "../billing/ledger-statement.js";
+import { formatMicro } from "../billing/money.js";
 import type { AgentLimits } from "../billing/pricing.js";
+import { costOfStatements, type RequestCost, rowsWithinBudget } from "../billing/request-cost.js";
 import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
 import type { StatementShapes } from "../guard/statement-shape.js";
 import { PrivilegedUpstreamError } from "../providers/upstream-pools.js";
 import type { EstimateCache } from "./estimate-cache.js";
 import type { HeldFunds, RequestFunds } from "./held-funds.js";
-import { estimateRows } from "./plan-rows.js";
-import { QueryError, upstreamQueryError } from "./query-errors.js";
+import { estimateStatements } from "./plan-rows.js";
+import { BUDGET_EXCEEDED, QueryError, upstreamQueryError } from "./query-errors.js";
 import { runReadOnly } from "./read-only-run.js";
 import type { RunOutcome } from "./run-outcome.js";
 import { executeInTransaction } from "./transaction-run.js";
@@ -24,6 +28,11 @@ export interface MeteredQueryRequest {
   price: Price;
   /** The limits the provider sets on agents: rows written per statement, lock timeout. */
   limits: Pick<AgentLimits, "maxRowsWrittenPerStatement" | "lockTimeoutMs">;
+  /**
+   * The agent's budget for this request (micro-USDC): an estimate above it is refused before anything runs, and
+   * a result that would cost more is cut to the rows it pays for.
+   */
+  maxCostMicro?: bigint;
 }
 
 export interface MeteredQueryResult {
@@ -31,6 +40,10 @@ export interface MeteredQueryResult {
   rowCount: number;
   estimatedCostMicro: bigint;
   actualCostMicro: bigint;
+  /** The actual cost's parts. */
+  cost: RequestCost;
+  /** The rows were cut to fit `maxCostMicro`. */
+  truncated: boolean;
   executionMs: number;
   statements: { command: string; rowCount: number }[];
 }
@@ -56,6 +69,8 @@ export interface MeteredQueryDeps {
   refusals: RefusalTally;
   /** The shape of a charged text, written into its ledger entry so that the analytics rank shapes. */
   shapes: StatementShapes;
+  /** The ledger, asked why funds fell short (the balance, or the agent's daily limit). */
+  ledger: Queryable;
 }
 
 /** Single statements that read and can run in a read-only transaction, answered in one round trip. */
@@ -93,31 +108,41 @@ export async function runMeteredQuery(
     throw new QueryError(400, "params can only be used with a single statement");
   }
   const paid = !isFree(request.price);
+  if (request.maxCostMicro !== undefined) await refuseOverBudget(deps, request);
   const funds = paid
-    ? deps.funds.join(request.agentWallet, request.providerId, costOfRows(deps.reserveRows, request.price))
+    ? deps.funds.join(
+        request.agentWallet,
+        request.providerId,
+        statementCost({ rows: deps.reserveRows }, request.price),
+      )
     : null;
   try {
     if (funds) {
       // Before running something must be available; what the statement is expected to cost is asked for.
+      const first = priceForRelations(request.price, statements[0]!.relations);
       const only = statements.length === 1 ? statements[0]! : undefined;
-      const expectedRows = (only && deps.estimates.get(request.providerId, only.sql)) || 1;
+      const expected = (only && deps.estimates.get(request.providerId, only.sql)) || { rows: 1 };
       // At least a row's worth: nothing reaches the provider's database unfunded, and an error costs a row.
       const covered = await funds
-        .cover(costOfRows(1, request.price), costOfRows(expectedRows, request.price))
+        .cover(statementCost({ rows: 1 }, first), statementCost(expected, first))
         .catch(ledgerUnavailable("so the query was not run"));
       if (!covered) {
+        await refuseOverDailyLimit(deps, request, statementCost({ rows: 1 }, first));
         deps.refusals.count(request.providerId, "funds", "insufficient-balance");
         throw new QueryError(402, "insufficient balance: deposit funds with this provider first");
       }
     }
     const started = performance.now();
     const fingerprint = deps.shapes.fingerprint(request.sql);
-    const outcome = await runOnProvider(deps, statements, request, funds).catch(async (error: unknown) => {
+    let truncated = false;
+    const outcome = await runOnProvider(deps, statements, request, funds, () => {
+      truncated = true;
+    }).catch(async (error: unknown) => {
       if (error instanceof QueryError && error.statusCode === 402 && error.costMicro !== undefined)
         deps.refusals.count(request.providerId, "funds", "balance-cut-off");
       if (funds && error instanceof QueryError && error.databaseText)
         await funds
-          .charge(costOfRows(1, request.price), {
+          .charge(statementCost({ rows: 1 }, priceForRelations(request.price, statements[0]!.relations)), {
             sql: request.sql,
             fingerprint,
             rowCount: 1,
@@ -128,15 +153,20 @@ export async function runMeteredQuery(
       throw error;
     });
     const executionMs = performance.now() - started;
-    const actualCostMicro = costOfRows(outcome.rowCount, request.price);
+    const cost = chargedCost(outcome, request);
     await funds
-      ?.charge(actualCostMicro, { sql: request.sql, fingerprint, rowCount: outcome.rowCount, source: "rest" })
+      ?.charge(cost.costMicro, chargeMetadata(request.sql, fingerprint, outcome.rowCount, cost))
       .catch(ledgerUnavailable("so the result is withheld (it was not charged)"));
     return {
       rows: outcome.rows,
       rowCount: outcome.rowCount,
-      estimatedCostMicro: costOfRows(outcome.estimatedRows, request.price),
-      actualCostMicro,
+      estimatedCostMicro: costOfStatements(
+        outcome.runs.map((run) => ({ relations: run.relations, usage: run.estimated })),
+        request.price,
+      ).costMicro,
+      actualCostMicro: cost.costMicro,
+      cost,
+      truncated,
       executionMs,
       statements: outcome.statements,
     };
@@ -145,12 +175,96 @@ export async function runMeteredQuery(
   }
 }
 
+/** The ledger entry's metadata of a request's charge: its bytes and time too when it used any. */
+function chargeMetadata(
+  sql: string,
+  fingerprint: string,
+  rowCount: number,
+  cost: RequestCost,
+): Record<string, unknown> {
+  const metadata: Record<string, unknown> = { sql, fingerprint, rowCount, source: "rest" };
+  if (cost.bytesMicro > 0n) metadata.bytes = Number(cost.bytes);
+  if (cost.timeMicro > 0n) metadata.ms = Number(cost.ms);
+  return metadata;
+}
+
+/** What the run costs, capped at the agent's budget: a run cut to its budget is charged at most that budget. */
+function chargedCost(outcome: RunOutcome, request: MeteredQueryRequest): RequestCost {
+  const cost = costOfStatements(outcome.runs, request.price);
+  const budget = request.maxCostMicro;
+  if (budget === undefined || cost.costMicro <= budget) return cost;
+  return { ...cost, costMicro: budget };
+}
+
+/** 422 before anything runs when the planner's estimate of the request passes the agent's budget. */
+async function refuseOverBudget(deps: MeteredQueryDeps, request: MeteredQueryRequest): Promise<void> {
+  const estimated = await estimateCostMicro(deps, request);
+  if (estimated > request.maxCostMicro!)
+    throw new QueryError(
+      422,
+      `over budget: the estimated cost ${formatMicro(estimated)} USDC is above maxCost ${formatMicro(request.maxCostMicro!)} USDC; nothing was run or charged`,
+      BUDGET_EXCEEDED,
+    );
+}
+
+/** 422 when the agent's own daily limit, not its balance, kept a hold of `minMicro` from being taken. */
+async function refuseOverDailyLimit(
+  deps: MeteredQueryDeps,
+  request: MeteredQueryRequest,
+  minMicro: bigint,
+): Promise<void> {
+  const limit = await dailyLimitRefusing(
+    deps.ledger,
+    request.agentWallet,
+    request.providerId,
+    minMicro,
+  ).catch(() => null);
+  if (!limit) return;
+  deps.refusals.count(request.providerId, "funds", "daily-limit");
+  throw new QueryError(
+    422,
+    `over budget: your daily limit with this provider is ${formatMicro(limit.dailyLimitMicro!)} USDC and ${formatMicro(limit.spentTodayMicro)} was spent today (it resets at ${limit.resetsAt.toISOString()}); nothing was run or charged`,
+    BUDGET_EXCEEDED,
+  );
+}
+
+/**
+ * Fits a run to the agent's budget before it is paid for: the rows of its last statement are cut to those the
+ * budget pays for (`onTruncated` is told). A run that writes, or whose earlier statements alone pass the budget,
+ * cannot be cut: 422, and the caller rolls it back.
+ */
+function fitToBudget(outcome: RunOutcome, request: MeteredQueryRequest, onTruncated: () => void): void {
+  const budget = request.maxCostMicro;
+  if (budget === undefined) return;
+  const cost = costOfStatements(outcome.runs, request.price);
+  if (cost.costMicro <= budget) return;
+  const last = outcome.runs.at(-1);
+  const before = costOfStatements(outcome.runs.slice(0, -1), request.price).costMicro;
+  if (!last || outcome.runs.some((run) => run.writes) || before > budget)
+    throw new QueryError(
+      422,
+      `over budget: this request costs ${formatMicro(cost.costMicro)} USDC, above maxCost ${formatMicro(budget)} USDC, and a write cannot be cut short; it was rolled back and nothing was charged`,
+      BUDGET_EXCEEDED,
+    );
+  const kept = rowsWithinBudget(last, outcome.rowBytes, request.price, budget - before);
+  const dropped = outcome.rows.length - kept;
+  outcome.rows = outcome.rows.slice(0, kept);
+  outcome.rowBytes = outcome.rowBytes.slice(0, kept);
+  const bytes = outcome.rowBytes.reduce((sum, size) => sum + size, 0);
+  last.usage = { rows: kept, bytes, ms: last.usage.ms };
+  outcome.rowCount -= dropped;
+  const lastStatement = outcome.statements.at(-1);
+  if (lastStatement) lastStatement.rowCount = kept;
+  onTruncated();
+}
+
 /** Takes a connection of the provider's pool, runs the statements and secures their cost; 402 when it cannot. */
 async function runOnProvider(
   deps: MeteredQueryDeps,
   statements: GuardedStatement[],
   request: MeteredQueryRequest,
   funds: RequestFunds | null,
+  onTruncated: () => void,
 ): Promise<RunOutcome> {
   const only = statements.length === 1 ? statements[0]! : undefined;
   const reads = only !== undefined && READ_ONLY_COMMANDS.has(only.command);
@@ -174,7 +288,10 @@ async function runOnProvider(
         params,
         deps.estimates,
         providerId,
-        (rowCount) => secure(funds, price, rowCount),
+        (ran) => {
+          fitToBudget(ran, request, onTruncated);
+          return secure(deps, funds, ran, { ...request, price });
+        },
       );
     }
   } catch (error) {
@@ -184,7 +301,8 @@ async function runOnProvider(
     client.release(broken);
   }
   // Read-only: the connection is back in the pool before the ledger is asked for more.
-  await secure(funds, request.price, outcome.rowCount);
+  fitToBudget(outcome, request, onTruncated);
+  await secure(deps, funds, outcome, request);
   return outcome;
 }
 
@@ -201,13 +319,19 @@ async function connectTo(pool: pg.Pool): Promise<pg.PoolClient> {
   }
 }
 
-/** Covers the cost of `rowCount` rows from the agent's funds; 402 when the available balance cannot. */
-async function secure(funds: RequestFunds | null, price: Price, rowCount: number): Promise<void> {
-  const costMicro = costOfRows(rowCount, price);
+/** Covers the cost of a run from the agent's funds; 402 when the available balance cannot (422: its daily limit). */
+async function secure(
+  deps: MeteredQueryDeps,
+  funds: RequestFunds | null,
+  outcome: RunOutcome,
+  request: MeteredQueryRequest,
+): Promise<void> {
+  const costMicro = chargedCost(outcome, request).costMicro;
   if (funds && !(await funds.cover(costMicro))) {
+    await refuseOverDailyLimit(deps, request, costMicro);
     throw new QueryError(
       402,
-      `insufficient balance: this result of ${rowCount} rows costs more than the available balance; nothing was charged`,
+      `insufficient balance: this result of ${outcome.rowCount} rows costs more than the available balance; nothing was charged`,
       undefined,
       costMicro,
     );
@@ -231,14 +355,20 @@ export async function estimateCostMicro(
     return 0n;
   }
   try {
-    const rows = await estimateRows(
+    const planned = await estimateStatements(
       client,
       verdict.statements,
       request.params,
       deps.estimates,
       request.providerId,
     );
-    return costOfRows(rows, request.price);
+    return costOfStatements(
+      verdict.statements.map((statement, index) => ({
+        relations: statement.relations,
+        usage: planned[index]!,
+      })),
+      request.price,
+    ).costMicro;
   } finally {
     client.release();
   }

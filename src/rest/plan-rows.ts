@@ -1,10 +1,11 @@
 import type pg from "pg";
 import type { GuardedStatement } from "../guard/index.js";
-import type { EstimateCache } from "./estimate-cache.js";
+import type { EstimateCache, PlanEstimate } from "./estimate-cache.js";
 
 export interface PlanNode {
   "Node Type"?: string;
   "Plan Rows"?: number;
+  "Plan Width"?: number;
   Plans?: PlanNode[];
 }
 
@@ -22,35 +23,57 @@ export function planRows(plan: PlanNode | undefined): number {
 }
 
 /**
- * Sum of the planner's row estimates, one EXPLAIN per statement (unless `estimates` has a recent one), before
- * any of them runs; statements it cannot plan (yet: a table an earlier statement creates) count 0.
+ * The planner's estimate of a plan's result: its rows, and its bytes as rows x the plan's average row width (the
+ * DataRow payload a row takes is about that; a write without RETURNING sends no row data).
  */
-export async function estimateRows(
+export function planEstimate(plan: PlanNode | undefined): PlanEstimate {
+  const rows = planRows(plan);
+  const sendsRows = plan?.["Node Type"] !== "ModifyTable" || (plan["Plan Rows"] ?? 0) > 0;
+  return { rows, bytes: sendsRows ? Math.ceil(rows * (plan?.["Plan Width"] ?? 0)) : 0 };
+}
+
+/**
+ * The planner's estimate of each statement, one EXPLAIN per statement (unless `estimates` has a recent one),
+ * before any of them runs; statements it cannot plan (not explainable, or a table an earlier statement creates)
+ * are estimated at 0.
+ */
+export async function estimateStatements(
   client: pg.ClientBase,
   statements: GuardedStatement[],
   params: readonly unknown[] | undefined,
   estimates: EstimateCache,
   providerId: string,
-): Promise<number> {
-  let total = 0;
+): Promise<PlanEstimate[]> {
+  const planned: PlanEstimate[] = [];
   for (const statement of statements) {
-    if (!statement.explainable) continue;
-    const known = estimates.get(providerId, statement.sql);
-    if (known !== undefined) {
-      total += known;
-      continue;
-    }
-    try {
-      const { rows } = await client.query<{ "QUERY PLAN": QueryPlan[] }>(
-        `EXPLAIN (FORMAT JSON) ${statement.sql}`,
-        params as unknown[] | undefined,
-      );
-      const planned = planRows(rows[0]?.["QUERY PLAN"]?.[0]?.Plan);
-      estimates.set(providerId, statement.sql, planned);
-      total += planned;
-    } catch {
-      // The statement's own execution reports the real error.
-    }
+    planned.push(
+      statement.explainable ? await estimateOne(client, statement, params, estimates, providerId) : NONE,
+    );
   }
-  return total;
+  return planned;
+}
+
+const NONE: PlanEstimate = Object.freeze({ rows: 0, bytes: 0 });
+
+async function estimateOne(
+  client: pg.ClientBase,
+  statement: GuardedStatement,
+  params: readonly unknown[] | undefined,
+  estimates: EstimateCache,
+  providerId: string,
+): Promise<PlanEstimate> {
+  const known = estimates.get(providerId, statement.sql);
+  if (known !== undefined) return known;
+  try {
+    const { rows } = await client.query<{ "QUERY PLAN": QueryPlan[] }>(
+      `EXPLAIN (FORMAT JSON) ${statement.sql}`,
+      params as unknown[] | undefined,
+    );
+    const planned = planEstimate(rows[0]?.["QUERY PLAN"]?.[0]?.Plan);
+    estimates.set(providerId, statement.sql, planned);
+    return planned;
+  } catch {
+    // The statement's own execution reports the real error.
+    return NONE;
+  }
 }

@@ -4,9 +4,9 @@ import { SqlState } from "../db/sql-state.js";
 /** Failures of a metered query, each with the HTTP status the gateway answers it with. */
 export class QueryError extends Error {
   constructor(
-    readonly statusCode: 400 | 402 | 403 | 404 | 500 | 503,
+    readonly statusCode: 400 | 402 | 403 | 404 | 422 | 500 | 503,
     message: string,
-    /** SQLSTATE of an error PostgreSQL raised, sent to the client as `code`. */
+    /** SQLSTATE of an error PostgreSQL raised, or pgtoll's own code (budget_exceeded), sent as `code`. */
     readonly sqlState?: string,
     /** With a 402 after the statement ran: what its result costs (a top-up offer asks for at least that). */
     readonly costMicro?: bigint,
@@ -17,6 +17,9 @@ export class QueryError extends Error {
     this.name = "QueryError";
   }
 }
+
+/** `code` of an answer refused or cut off by a budget the agent set (never 402: paying would not help). */
+export const BUDGET_EXCEEDED = "budget_exceeded";
 
 type RefusalStatus = 400 | 403 | 500;
 

@@ -1,8 +1,8 @@
 import type pg from "pg";
 import { SqlState } from "../db/sql-state.js";
 import type { GuardedStatement } from "../guard/index.js";
-import type { EstimateCache } from "./estimate-cache.js";
-import { planRows, type QueryPlan } from "./plan-rows.js";
+import type { EstimateCache, PlanEstimate } from "./estimate-cache.js";
+import { planEstimate, type QueryPlan } from "./plan-rows.js";
 import { QueryError } from "./query-errors.js";
 import type { RunOutcome } from "./run-outcome.js";
 import { withStatementTimer } from "./statement-timer.js";
@@ -31,14 +31,16 @@ export async function runReadOnly(
   estimates: EstimateCache,
   providerId: string,
 ): Promise<RunOutcome | "read-write"> {
-  const known = statement.explainable ? estimates.get(providerId, statement.sql) : 0;
+  const known = statement.explainable ? estimates.get(providerId, statement.sql) : NOT_PLANNED;
   const run = await runOnce(client, settings, statement, params, known === undefined);
   if (run === "read-write") return run;
-  const { outcome, plannedRows } = run;
-  if (plannedRows !== undefined) estimates.set(providerId, statement.sql, plannedRows);
-  outcome.estimatedRows = plannedRows ?? known ?? 0;
+  const { outcome, planned } = run;
+  if (planned !== undefined) estimates.set(providerId, statement.sql, planned);
+  outcome.runs[0]!.estimated = planned ?? known ?? NOT_PLANNED;
   return outcome;
 }
+
+const NOT_PLANNED: PlanEstimate = Object.freeze({ rows: 0, bytes: 0 });
 
 async function runOnce(
   client: pg.ClientBase,
@@ -46,7 +48,7 @@ async function runOnce(
   statement: GuardedStatement,
   params: readonly unknown[] | undefined,
   withEstimate: boolean,
-): Promise<{ outcome: RunOutcome; plannedRows: number | undefined } | "read-write"> {
+): Promise<{ outcome: RunOutcome; planned: PlanEstimate | undefined } | "read-write"> {
   const steps: PipelineStep[] = [];
   if (withEstimate)
     steps.push({ text: `EXPLAIN (FORMAT JSON) ${statement.sql}`, values: params, maxRows: 1 });
@@ -78,13 +80,22 @@ async function runOnce(
     ? (results[statementStep - 1]!.rows[0]?.["QUERY PLAN"] as QueryPlan[] | undefined)
     : undefined;
   const rowCount = Math.max(result.rows.length, result.rowCount ?? 0);
+  const bytes = result.rowBytes.reduce((sum, size) => sum + size, 0);
   return {
     outcome: {
       rows: result.rows,
+      rowBytes: result.rowBytes,
       rowCount,
-      estimatedRows: 0,
       statements: [{ command: statement.command, rowCount }],
+      runs: [
+        {
+          relations: statement.relations,
+          usage: { rows: rowCount, bytes, ms: result.ms },
+          estimated: NOT_PLANNED,
+          writes: false,
+        },
+      ],
     },
-    plannedRows: withEstimate ? planRows(plan?.[0]?.Plan) : undefined,
+    planned: withEstimate ? planEstimate(plan?.[0]?.Plan) : undefined,
   };
 }

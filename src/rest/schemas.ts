@@ -191,6 +191,12 @@ export const QueryBody = Type.Object({
       description: "values for $1, $2, ... (single statement only)",
     }),
   ),
+  maxCost: Type.Optional(
+    Type.Union([Type.String({ maxLength: 32 }), Type.Number()], {
+      description:
+        "USDC this request may cost at most: an estimate above it is refused (422 budget_exceeded) before anything runs, and a result that would cost more is cut to the rows it pays for (truncated: true). An extension of the spec.",
+    }),
+  ),
 });
 export type QueryBody = Static<typeof QueryBody>;
 
@@ -200,6 +206,26 @@ export const QueryResult = Type.Object({
   estimatedCost: Amount,
   actualCost: Amount,
   executionTime: Type.String({ description: "milliseconds with unit suffix, e.g. 4.21ms" }),
+  truncated: Type.Optional(
+    Type.Boolean({ description: "with maxCost: true when the rows were cut to those the budget pays for" }),
+  ),
+  costBreakdown: Type.Optional(
+    Type.Object(
+      {
+        rows: Type.Integer(),
+        bytes: Type.Integer({ description: "result bytes sent (DataRow payloads)" }),
+        milliseconds: Type.Integer({ description: "statement time on the provider's database" }),
+        rowsCost: Amount,
+        bytesCost: Amount,
+        timeCost: Amount,
+        minimumApplied: Type.Boolean({ description: "the provider's minimum per statement was charged" }),
+      },
+      {
+        description:
+          "actualCost's parts (each rounded up; the total is rounded once), when the provider prices more than rows. An extension of the spec.",
+      },
+    ),
+  ),
 });
 
 export const LedgerEntry = Type.Object({

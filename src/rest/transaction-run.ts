@@ -1,7 +1,7 @@
 import type pg from "pg";
 import type { GuardedStatement } from "../guard/index.js";
 import type { EstimateCache } from "./estimate-cache.js";
-import { estimateRows } from "./plan-rows.js";
+import { estimateStatements } from "./plan-rows.js";
 import { QueryError } from "./query-errors.js";
 import type { RunOutcome } from "./run-outcome.js";
 import { withStatementTimer } from "./statement-timer.js";
@@ -21,7 +21,7 @@ const SESSION_STATE_COMMANDS = new Set(["SET", "RESET", "PREPARE", "DECLARE CURS
 
 /**
  * Runs the statements of one request as one read-write transaction on `client`, committed only after
- * `secure(rowCount)` resolved (it throws when the result cannot be paid for; the caller then rolls back).
+ * `secure(outcome)` resolved (it throws when the result cannot be paid for; the caller then rolls back).
  * Before anything runs, each statement is explained for the estimate (or its recent estimate reused). BEGIN travels with the first statement,
  * and each statement reads at most the rows left under `rowCap` (+1, to tell an oversized result), in one
  * round trip. Transaction control statements (BEGIN/COMMIT) are acknowledged, not forwarded: the request is the
@@ -35,13 +35,13 @@ export async function executeInTransaction(
   params: readonly unknown[] | undefined,
   estimates: EstimateCache,
   providerId: string,
-  secure: (rowCount: number) => Promise<void>,
+  secure: (outcome: RunOutcome) => Promise<void>,
 ): Promise<RunOutcome> {
-  const estimatedRows = await estimateRows(client, statements, params, estimates, providerId);
-  const outcome: RunOutcome = { rows: [], rowCount: 0, estimatedRows, statements: [] };
+  const planned = await estimateStatements(client, statements, params, estimates, providerId);
+  const outcome: RunOutcome = { rows: [], rowBytes: [], rowCount: 0, statements: [], runs: [] };
   let began = false;
   let changedSession = false;
-  for (const statement of statements) {
+  for (const [index, statement] of statements.entries()) {
     if (statement.transactionControl && !/^(SAVEPOINT|RELEASE|ROLLBACK TO)/i.test(statement.sql)) {
       if (began && /^(ROLLBACK|ABORT)\b/i.test(statement.sql)) await client.query("ROLLBACK; BEGIN");
       outcome.statements.push({ command: statement.command, rowCount: 0 });
@@ -70,10 +70,17 @@ export async function executeInTransaction(
       );
     }
     outcome.rows = result.rows;
+    outcome.rowBytes = result.rowBytes;
     outcome.rowCount += rowCount;
     outcome.statements.push({ command: statement.command, rowCount });
+    outcome.runs.push({
+      relations: statement.relations,
+      usage: { rows: rowCount, bytes: result.rowBytes.reduce((sum, size) => sum + size, 0), ms: result.ms },
+      estimated: planned[index]!,
+      writes: statement.writes,
+    });
   }
-  await secure(outcome.rowCount);
+  await secure(outcome);
   if (began) await client.query("COMMIT");
   if (changedSession) await client.query("DISCARD ALL");
   return outcome;

@@ -1,3 +1,4 @@
+import { performance } from "node:perf_hooks";
 import pg from "pg";
 
 /** pg's row builder and parameter encoder: public on the CommonJS export, absent from its type definitions. */
@@ -34,6 +35,10 @@ export interface StepResult {
   rowCount: number | null;
   /** True when the step stopped at `maxRows` with more rows left. */
   suspended: boolean;
+  /** Bytes of each row read: its DataRow payload, what the cost rule counts as result data. */
+  rowBytes: number[];
+  /** Milliseconds from the end of the step before (or the pipeline's sending) to this step's completion. */
+  ms: number;
 }
 
 /** An error of the server, with the index of the step it answered. */
@@ -53,12 +58,21 @@ class Pipeline implements pg.Submittable {
   /** Per step, made when the step describes rows. */
   readonly #builders: (RowBuilder | undefined)[] = [];
   #current = 0;
+  /** performance.now() when the pipeline was sent, then when its last step completed. */
+  #stepStarted = 0;
   #rowError: Error | undefined;
   readonly done: Promise<StepResult[]>;
   #settle!: { resolve(results: StepResult[]): void; reject(error: PipelineError): void };
 
   constructor(private readonly steps: readonly PipelineStep[]) {
-    this.results = steps.map(() => ({ rows: [], command: null, rowCount: null, suspended: false }));
+    this.results = steps.map(() => ({
+      rows: [],
+      command: null,
+      rowCount: null,
+      suspended: false,
+      rowBytes: [],
+      ms: 0,
+    }));
     this.done = new Promise((resolve, reject) => {
       this.#settle = { resolve, reject };
     });
@@ -66,6 +80,7 @@ class Pipeline implements pg.Submittable {
 
   submit(connection: pg.Connection): void {
     const con = connection as unknown as WireConnection;
+    this.#stepStarted = performance.now();
     con.stream.cork?.();
     try {
       for (const step of this.steps) {
@@ -93,10 +108,13 @@ class Pipeline implements pg.Submittable {
     this.#builder().addFields(message.fields);
   }
 
-  handleDataRow(message: { fields: unknown[] }): void {
+  handleDataRow(message: { fields: unknown[]; length: number }): void {
     if (this.#rowError) return;
     try {
-      this.results[this.#current]?.rows.push(this.#builder().parseRow(message.fields));
+      const result = this.results[this.#current];
+      result?.rows.push(this.#builder().parseRow(message.fields));
+      // The message's length word counts itself: the payload is what follows it.
+      result?.rowBytes.push(message.length - 4);
     } catch (error) {
       this.#rowError = error as Error;
     }
@@ -111,17 +129,25 @@ class Pipeline implements pg.Submittable {
       result.command = builder.command;
       result.rowCount = builder.rowCount;
     }
-    this.#current++;
+    this.#stepDone();
   }
 
   handlePortalSuspended(): void {
     const result = this.results[this.#current];
     if (result) result.suspended = true;
+    this.#stepDone();
+  }
+
+  #stepDone(): void {
+    const now = performance.now();
+    const result = this.results[this.#current];
+    if (result) result.ms = now - this.#stepStarted;
+    this.#stepStarted = now;
     this.#current++;
   }
 
   handleEmptyQuery(): void {
-    this.#current++;
+    this.#stepDone();
   }
 
   handleReadyForQuery(): void {

@@ -1,7 +1,9 @@
 import type { FastifyInstance } from "fastify";
 import type pg from "pg";
 import { ChargeWriter } from "../../billing/charge-writer.js";
-import { formatMicro } from "../../billing/money.js";
+import { isRowsOnly } from "../../billing/cost.js";
+import { formatMicro, numberToMicro, parseMicro } from "../../billing/money.js";
+import type { RequestCost } from "../../billing/request-cost.js";
 import { StatementShapes } from "../../guard/statement-shape.js";
 import { createVerdictCache, withReadOnlyVerdicts } from "../../guard/verdict-cache.js";
 import { ProviderCache } from "../../providers/provider-cache.js";
@@ -31,7 +33,33 @@ const OUTCOME_BY_STATUS: Record<number, string> = {
   402: "insufficient_funds",
   403: "denied",
   404: "not_found",
+  422: "over_budget",
 };
+
+/** The request's `maxCost` (USDC, a decimal string or a JSON number) in micro-USDC; 400 when malformed. */
+function maxCostParam(value: string | number | undefined): bigint | undefined {
+  if (value === undefined) return undefined;
+  const micro = typeof value === "number" ? numberToMicro(value) : parseMicro(value.trim());
+  if (micro === null || micro < 0n)
+    throw new HttpError(
+      400,
+      'invalid maxCost: expected a USDC amount of at least 0 with at most 6 decimals, e.g. "0.05"',
+    );
+  return micro;
+}
+
+/** costBreakdown of an answer. */
+export function presentCost(cost: RequestCost) {
+  return {
+    rows: Number(cost.rows),
+    bytes: Number(cost.bytes),
+    milliseconds: Number(cost.ms),
+    rowsCost: formatMicro(cost.rowsMicro),
+    bytesCost: formatMicro(cost.bytesMicro),
+    timeCost: formatMicro(cost.timeMicro),
+    minimumApplied: cost.minimumApplied,
+  };
+}
 
 /**
  * Rows' worth of an agent's balance reserved at a time while several of its queries run at once (held-funds.ts);
@@ -77,6 +105,7 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     statementTimeoutMs: ctx.config.statementTimeoutMs,
     refusals: ctx.metrics.refusals,
     shapes: new StatementShapes(),
+    ledger: ctx.db,
   };
   // Agents of a read-only provider are also held to the read-only rule (nothing may switch to read-write).
   const readOnlyCheck = withReadOnlyVerdicts(shared.check);
@@ -108,6 +137,7 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
           402: PaymentRequiredBody,
           403: QueryErrorBody,
           404: ErrorBody,
+          422: QueryErrorBody,
           500: QueryErrorBody,
           503: ErrorBody,
         },
@@ -135,6 +165,7 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
         params: request.body.params,
         price: found.pricing.price,
         limits: found.pricing,
+        maxCostMicro: maxCostParam(request.body.maxCost),
       };
       const offer = async (costMicro?: bigint): Promise<PaymentOffer | undefined> =>
         ctx.x402 && {
@@ -176,6 +207,9 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
           estimatedCost: formatMicro(result.estimatedCostMicro),
           actualCost: formatMicro(result.actualCostMicro),
           executionTime: `${result.executionMs.toFixed(2)}ms`,
+          // Only what the request or the price asks for: a rows-only answer stays as the spec shows it.
+          ...(query.maxCostMicro === undefined ? {} : { truncated: result.truncated }),
+          ...(isRowsOnly(query.price) ? {} : { costBreakdown: presentCost(result.cost) }),
         };
       } catch (error) {
         let answer = error;
