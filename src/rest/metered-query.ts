@@ -272,8 +272,10 @@ async function runOnProvider(
   let broken: Error | undefined;
   let outcome: RunOutcome | "read-write" = "read-write";
   try {
+    // Copied only when the price counts time: the shared settings object is not rebuilt on every request.
+    const settings = request.price.picoUsdcPerSecond ? { ...deps, timed: true } : deps;
     if (reads && only)
-      outcome = await runReadOnly(client, deps, only, request.params, deps.estimates, request.providerId);
+      outcome = await runReadOnly(client, settings, only, request.params, deps.estimates, request.providerId);
     if (outcome === "read-write") {
       if (reads && deps.reader !== deps.upstream) {
         // It writes after all (a function, nextval): a read-write transaction, on a read-write session.
@@ -283,7 +285,11 @@ async function runOnProvider(
       const { params, providerId, price, limits } = request;
       return await executeInTransaction(
         client,
-        { ...deps, maxRowsWritten: limits.maxRowsWrittenPerStatement, lockTimeoutMs: limits.lockTimeoutMs },
+        {
+          ...settings,
+          maxRowsWritten: limits.maxRowsWrittenPerStatement,
+          lockTimeoutMs: limits.lockTimeoutMs,
+        },
         statements,
         params,
         deps.estimates,

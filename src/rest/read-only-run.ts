@@ -10,6 +10,8 @@ import { type PipelineError, type PipelineStep, runPipeline } from "./upstream-p
 
 export interface ReadOnlyRunSettings {
   rowCap: number;
+  /** The price counts statement time: each statement's time is measured apart (see runPipeline). */
+  timed?: boolean;
   statementTimeoutMs: number;
 }
 
@@ -57,7 +59,11 @@ async function runOnce(
 
   let results: Awaited<ReturnType<typeof runPipeline>>;
   try {
-    results = await withStatementTimer(client, settings.statementTimeoutMs, runPipeline(client, steps));
+    results = await withStatementTimer(
+      client,
+      settings.statementTimeoutMs,
+      runPipeline(client, steps, settings.timed),
+    );
   } catch (error) {
     const failed = error as PipelineError;
     if (failed.failedStep === statementStep && failed.code === SqlState.readOnlyTransaction)

@@ -9,6 +9,8 @@ import { type PipelineStep, runPipeline } from "./upstream-pipeline.js";
 
 export interface TransactionRunSettings {
   rowCap: number;
+  /** The price counts statement time: each statement's time is measured apart (see runPipeline). */
+  timed?: boolean;
   statementTimeoutMs: number;
   /** A statement that writes more rows is rolled back with the whole request (403). */
   maxRowsWritten: number;
@@ -54,7 +56,11 @@ export async function executeInTransaction(
       : [{ text: "BEGIN" }, { text: `SET LOCAL lock_timeout = ${Math.trunc(settings.lockTimeoutMs)}` }];
     steps.push({ text: statement.sql, values: params, maxRows: remaining + 1 });
     began = true;
-    const results = await withStatementTimer(client, settings.statementTimeoutMs, runPipeline(client, steps));
+    const results = await withStatementTimer(
+      client,
+      settings.statementTimeoutMs,
+      runPipeline(client, steps, settings.timed),
+    );
     const result = results[steps.length - 1]!;
     if (result.rows.length > remaining) {
       throw new QueryError(

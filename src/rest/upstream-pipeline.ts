@@ -37,7 +37,10 @@ export interface StepResult {
   suspended: boolean;
   /** Bytes of each row read: its DataRow payload, what the cost rule counts as result data. */
   rowBytes: number[];
-  /** Milliseconds from the end of the step before (or the pipeline's sending) to this step's completion. */
+  /**
+   * Milliseconds from the answer of the step before (or the pipeline's sending) to this step's completion: its
+   * time on the server, when the pipeline is `timed`.
+   */
   ms: number;
 }
 
@@ -64,7 +67,10 @@ class Pipeline implements pg.Submittable {
   readonly done: Promise<StepResult[]>;
   #settle!: { resolve(results: StepResult[]): void; reject(error: PipelineError): void };
 
-  constructor(private readonly steps: readonly PipelineStep[]) {
+  constructor(
+    private readonly steps: readonly PipelineStep[],
+    private readonly timed: boolean,
+  ) {
     this.results = steps.map(() => ({
       rows: [],
       command: null,
@@ -83,11 +89,14 @@ class Pipeline implements pg.Submittable {
     this.#stepStarted = performance.now();
     con.stream.cork?.();
     try {
-      for (const step of this.steps) {
+      for (const [index, step] of this.steps.entries()) {
         con.parse({ text: step.text });
         con.bind({ values: step.values as unknown[] | undefined, valueMapper: prepareValue });
         if (step.maxRows !== undefined) con.describe({ type: "P", name: "" });
         con.execute({ portal: "", rows: step.maxRows ?? 0 });
+        // The server keeps its answers until Sync unless told to flush: a step's time is only seen apart from
+        // the next one's when its answer leaves at once.
+        if (this.timed && index < this.steps.length - 1) con.flush();
       }
       con.sync();
     } finally {
@@ -176,10 +185,19 @@ interface WireConnection {
   describe(options: { type: "P"; name: string }): void;
   execute(options: { portal: string; rows: number }): void;
   sync(): void;
+  flush(): void;
   sendCopyFail(message: string): void;
 }
 
-/** Runs the steps in one round trip on `client`; rejects with a {@link PipelineError} on the first error. */
-export function runPipeline(client: pg.ClientBase, steps: readonly PipelineStep[]): Promise<StepResult[]> {
-  return client.query(new Pipeline(steps)).done;
+/**
+ * Runs the steps in one round trip on `client`; rejects with a {@link PipelineError} on the first error.
+ * `timed`: each step's `ms` is its own (the server sends each answer as it is done); without it the answers
+ * arrive together and only the last step's time, which then includes the steps before it, is meaningful.
+ */
+export function runPipeline(
+  client: pg.ClientBase,
+  steps: readonly PipelineStep[],
+  timed = false,
+): Promise<StepResult[]> {
+  return client.query(new Pipeline(steps, timed)).done;
 }
