@@ -3,10 +3,12 @@ import { describe, expect, it } from "vitest";
 import {
   costBreakdown,
   costOfRows,
+  formatPrice,
   formatPricePer1000Rows,
   isFree,
   type Price,
   type PriceSettings,
+  parsePrice,
   parsePricePer1000Rows,
   priceForRelations,
   priceOf,
@@ -260,5 +262,31 @@ describe("the cost rule with every dimension", () => {
     expect(isFree(full({ priceMicroPer1000Rows: 0n }))).toBe(true);
     expect(isFree(full({ priceMicroPer1000Rows: 0n, minimumMicroPerStatement: 1n }))).toBe(false);
     expect(isFree(full({ priceMicroPer1000Rows: 0n, priceMicroPerMB: 1n }))).toBe(false);
+  });
+});
+
+describe("the price as agents read it", () => {
+  it("is the rows price alone for a rows-only provider, every dimension otherwise, and reads back", () => {
+    const rowsOnly = priceOf({ priceMicroPer1000Rows: 60_000n, markupPpm: 1_000_000n });
+    expect(formatPrice(rowsOnly)).toBe("0.060000");
+    const full = priceOf({
+      priceMicroPer1000Rows: 50_000n,
+      markupPpm: 1_200_000n,
+      minimumMicroPerStatement: 500n,
+      priceMicroPerMB: 2_000_000n,
+      priceMicroPerSecond: 10_000n,
+      tablePricesMicroPer1000Rows: new Map([
+        ["orders", 5_000_000n],
+        ['we"ird.t', 1n],
+      ]),
+    });
+    const text = formatPrice(full);
+    expect(text).toBe(
+      '0.060000 per 1000 rows; minimum 0.000500 per statement; 2.400000 per MB; 0.012000 per second; table "orders" 6.000000 per 1000 rows; table "we\\"ird.t" 0.0000012 per 1000 rows',
+    );
+    expect(parsePrice(text)).toEqual(full);
+    expect(parsePrice("0.060000")).toEqual(rowsOnly);
+    for (const bad of ["", "x", "0.06 per 1000 rows; nonsense", "0.060000; 1.000000 per MB"])
+      expect(parsePrice(bad)).toBeNull();
   });
 });

@@ -216,3 +216,57 @@ function tablePriceOf(tables: ReadonlyMap<string, bigint>, relation: string): bi
     if (key.endsWith(`.${relation}`) && (highest === undefined || tablePrice > highest)) highest = tablePrice;
   return highest;
 }
+
+/** Pico-USDC as exact USDC text: at least 6 decimals, at most 12. */
+function formatPico(pico: bigint): string {
+  return formatPricePer1000Rows({ picoUsdcPer1000Rows: pico });
+}
+
+/** Exact USDC text (at most 12 decimals) as pico-USDC; null when it is not such a value. */
+function parsePico(text: string): bigint | null {
+  return parsePricePer1000Rows(text)?.picoUsdcPer1000Rows ?? null;
+}
+
+/**
+ * The whole price as agents read it (`SHOW pgtoll.price`, MCP): the rows price alone (`0.060000`) when the
+ * provider prices rows only, else every dimension, markup applied, separated by "; ":
+ * `0.060000 per 1000 rows; minimum 0.000500 per statement; 2.400000 per MB; 0.012000 per second;
+ * table orders 6.000000 per 1000 rows`. {@link parsePrice} reads it back exactly.
+ */
+export function formatPrice(price: Price): string {
+  const rows = formatPricePer1000Rows(price);
+  if (isRowsOnly(price)) return rows;
+  const parts = [`${rows} per 1000 rows`];
+  if (price.minimumMicro)
+    parts.push(`minimum ${formatPico(price.minimumMicro * PICO_PER_MICRO)} per statement`);
+  if (price.picoUsdcPerMB) parts.push(`${formatPico(price.picoUsdcPerMB)} per MB`);
+  if (price.picoUsdcPerSecond) parts.push(`${formatPico(price.picoUsdcPerSecond)} per second`);
+  for (const [table, pico] of price.tablePicoUsdcPer1000Rows ?? [])
+    parts.push(`table ${JSON.stringify(table)} ${formatPico(pico)} per 1000 rows`);
+  return parts.join("; ");
+}
+
+/** The price a {@link formatPrice} text stands for; null for any other text. */
+export function parsePrice(text: string): Price | null {
+  const [first, ...rest] = text.trim().split("; ");
+  const rows = /^(\S+)(?: per 1000 rows)?$/.exec(first ?? "");
+  const price = rows ? parsePricePer1000Rows(rows[1]!) : null;
+  if (!price || (rest.length > 0 && !first!.endsWith(" per 1000 rows"))) return null;
+  const tables = new Map<string, bigint>();
+  for (const part of rest) {
+    const match =
+      /^minimum (\S+) per statement$|^(\S+) per MB$|^(\S+) per second$|^table ("(?:[^"\\]|\\.)*") (\S+) per 1000 rows$/.exec(
+        part,
+      );
+    const value = match && parsePico(match[1] ?? match[2] ?? match[3] ?? match[5]!);
+    if (value === null || value === undefined) return null;
+    if (match![1] !== undefined) {
+      if (value % PICO_PER_MICRO !== 0n) return null;
+      price.minimumMicro = value / PICO_PER_MICRO;
+    } else if (match![2] !== undefined) price.picoUsdcPerMB = value;
+    else if (match![3] !== undefined) price.picoUsdcPerSecond = value;
+    else tables.set(JSON.parse(match![4]!) as string, value);
+  }
+  if (tables.size > 0) price.tablePicoUsdcPer1000Rows = tables;
+  return price;
+}
