@@ -1,0 +1,223 @@
+import type pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { setDailyLimit } from "../../src/billing/daily-limits.js";
+import { listLedgerEntries } from "../../src/billing/ledger.js";
+import { SqlState } from "../../src/db/sql-state.js";
+import type { TestDatabase } from "../support/database.js";
+import { dataRowBytes, expectedCostMicro, type TestPrices } from "../support/expected-cost.js";
+import {
+  createProviderDatabase,
+  registerPricedProvider,
+  startTestGateway,
+  type TestGateway,
+} from "../support/gateway.js";
+import {
+  connectAgent,
+  fundedTestAgent,
+  startTestProxy,
+  type TestAgent,
+  type TestProxy,
+} from "../support/proxy.js";
+import { missingTool, runProcess, waitForCharges } from "../support/real-clients.js";
+
+let gateway: TestGateway;
+let proxy: TestProxy;
+let providerDb: TestDatabase;
+/** Priced on rows, a minimum, bytes and a table. */
+let providerId: string;
+/** Priced on time as well. */
+let timedProviderId: string;
+
+const prices: TestPrices = {
+  basePerThousandRowsMicro: 1_000_000n,
+  markupPpm: 1_500_000n,
+  minimumMicro: 500n,
+  perMBMicro: 2_000_000n,
+};
+const ordersPrices: TestPrices = { ...prices, basePerThousandRowsMicro: 5_000_000n };
+const timedPrices: TestPrices = { ...prices, perSecondMicro: 10_000n };
+const FUNDS = 100_000_000n;
+
+const PRICING = {
+  basePricePer1000Rows: 1,
+  markupMultiplier: 1.5,
+  minimumCostPerStatement: 0.0005,
+  pricePerMB: 2,
+  tablePrices: { orders: 5 },
+};
+
+beforeAll(async () => {
+  gateway = await startTestGateway();
+  proxy = await startTestProxy(gateway);
+  providerDb = await createProviderDatabase(300);
+  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, PRICING));
+  ({ providerId: timedProviderId } = await registerPricedProvider(gateway, providerDb.url, {
+    ...PRICING,
+    pricePerSecond: 0.01,
+    tablePrices: {},
+  }));
+});
+afterAll(async () => {
+  await proxy?.close();
+  await gateway?.close();
+  await providerDb?.drop();
+});
+
+const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
+
+/** What the agent's query entries with `provider` add up to, once its sessions ended. */
+async function charged(agent: TestAgent, provider = providerId): Promise<bigint> {
+  await waitForCharges(proxy);
+  const entries = await listLedgerEntries(gateway.ctx.db, agent.wallet, {
+    providerId: provider,
+    limit: 1000,
+  });
+  return entries.filter((e) => e.type === "query").reduce((total, e) => total - e.amountMicro, 0n);
+}
+
+/** Three statements, priced by rows and bytes, by the minimum, and by a table's price; the cost of each. */
+async function pricedStatements(): Promise<{ sql: string; cost: bigint }[]> {
+  const statements = [
+    { sql: "SELECT id, name, created_at FROM items ORDER BY id LIMIT 200", prices },
+    { sql: "SELECT 1 WHERE false", prices },
+    {
+      sql: "SELECT o.id, o.name FROM orders o JOIN items i ON i.id = o.item_id ORDER BY o.id LIMIT 100",
+      prices: ordersPrices,
+    },
+  ];
+  return Promise.all(
+    statements.map(async ({ sql, prices: p }) => {
+      const rowBytes = await dataRowBytes(providerDb.url, sql);
+      return { sql, cost: expectedCostMicro(p, { rows: rowBytes.length, bytes: sum(rowBytes) }) };
+    }),
+  );
+}
+
+describe("the wire proxy priced beyond rows", () => {
+  it("charges a driver's statements by rows, bytes, the minimum and table prices, and shows the price", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+    const client = await connectAgent(proxy, agent, providerId);
+    const expected = await pricedStatements();
+    for (const { sql } of expected) await client.query(sql);
+    // Extended protocol too: the same statement, prepared.
+    await client.query({ text: expected[0]!.sql, name: "prepared" });
+    const { rows } = await client.query("SHOW pgtoll.price");
+    expect(rows[0]["pgtoll.price"]).toBe(
+      '1.500000 per 1000 rows; minimum 0.000500 per statement; 3.000000 per MB; table "orders" 7.500000 per 1000 rows',
+    );
+    await client.end();
+    // SHOW pgtoll.* is answered by the proxy: it does not run on the database and costs nothing.
+    const total = expected.reduce((s, e) => s + e.cost, 0n) + expected[0]!.cost;
+    expect(await charged(agent)).toBe(total);
+  });
+
+  it.skipIf(missingTool("/usr/bin/psql", "apt-get install postgresql-client") !== null)(
+    "charges psql's statements the same",
+    async () => {
+      const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+      const expected = await pricedStatements();
+      const result = await runProcess(
+        "/usr/bin/psql",
+        ["-X", "-At", ...expected.flatMap(({ sql }) => ["-c", sql])],
+        {
+          env: {
+            PGPASSWORD: await agent.token(),
+            PGHOST: "127.0.0.1",
+            PGPORT: String(proxy.port),
+            PGUSER: agent.wallet,
+            PGDATABASE: providerId,
+            PGSSLMODE: "disable",
+          },
+        },
+      );
+      expect(result.code, result.stderr).toBe(0);
+      expect(await charged(agent)).toBe(expected.reduce((s, e) => s + e.cost, 0n));
+    },
+  );
+
+  it("charges statement time measured on the database", async () => {
+    const agent = await fundedTestAgent(gateway, timedProviderId, FUNDS);
+    const client = await connectAgent(proxy, agent, timedProviderId);
+    const started = performance.now();
+    await client.query("SELECT pg_sleep(0.3)");
+    const wall = performance.now() - started;
+    await client.end();
+    const bytes = sum(await dataRowBytes(providerDb.url, "SELECT pg_sleep(0)"));
+    const cost = await charged(agent, timedProviderId);
+    expect(cost >= expectedCostMicro(timedPrices, { rows: 1, bytes, ms: 300 })).toBe(true);
+    expect(cost <= expectedCostMicro(timedPrices, { rows: 1, bytes, ms: wall + 1 })).toBe(true);
+  });
+});
+
+describe("a session's budget", () => {
+  it("ends a statement at the budget with its own SQLSTATE, the rows delivered paid, and goes on when raised", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+    const client = await connectAgent(proxy, agent, providerId);
+    await client.query("SET pgtoll.max_session_cost = '0.05'");
+    expect((await client.query("SHOW pgtoll.max_session_cost")).rows[0]["pgtoll.max_session_cost"]).toBe(
+      "0.050000",
+    );
+    const failure = await client
+      .query("SELECT id, name FROM items ORDER BY id")
+      .catch((error: pg.DatabaseError) => error);
+    expect(failure).toBeInstanceOf(Error);
+    expect((failure as pg.DatabaseError).code).toBe(SqlState.budgetExceeded);
+    expect((failure as Error).message).toMatch(/pgtoll\.max_session_cost.*0\.050000/);
+    const spent = (await client.query("SHOW pgtoll.session_cost")).rows[0]["pgtoll.session_cost"];
+    expect(Number(spent)).toBeLessThanOrEqual(0.05);
+    expect(Number(spent)).toBeGreaterThan(0.04);
+    // Over budget: nothing more runs...
+    const next = await client.query("SELECT 1").catch((error: pg.DatabaseError) => error);
+    expect((next as pg.DatabaseError).code).toBe(SqlState.budgetExceeded);
+    // ...until the budget is raised or reset.
+    await client.query("RESET pgtoll.max_session_cost");
+    expect((await client.query("SELECT 1")).rows).toEqual([{ "?column?": 1 }]);
+    await client.end();
+  });
+
+  it("is set at startup with options, and the rows a cut statement delivered are what it charged", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+    const client = await connectAgent(proxy, agent, providerId, {
+      options: "-c pgtoll.max_session_cost=0.01",
+    });
+    const cut = await client
+      .query({ text: "SELECT id, name FROM items ORDER BY id", rowMode: "array" })
+      .catch((error: pg.DatabaseError) => error);
+    expect((cut as pg.DatabaseError).code).toBe(SqlState.budgetExceeded);
+    await client.end();
+    const cost = await charged(agent);
+    expect(cost <= 10_000n).toBe(true);
+    expect(cost > 10_000n - 2_000n).toBe(true);
+  });
+
+  it("refuses a bad value with 22023 naming the setting", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+    const client = await connectAgent(proxy, agent, providerId);
+    for (const value of ["'-1'", "'abc'", "'0.0000001'"]) {
+      const error = await client
+        .query(`SET pgtoll.max_session_cost = ${value}`)
+        .catch((e: pg.DatabaseError) => e);
+      expect((error as pg.DatabaseError).code).toBe("22023");
+      expect((error as Error).message).toMatch(/pgtoll\.max_session_cost/);
+    }
+    await client.end();
+  });
+});
+
+describe("daily limits on the wire", () => {
+  it("shows today's remainder and refuses past it with the budget SQLSTATE", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+    await setDailyLimit(gateway.ctx.db, agent.wallet, providerId, 20_000n);
+    const client = await connectAgent(proxy, agent, providerId);
+    expect((await client.query("SHOW pgtoll.daily_remaining")).rows[0]["pgtoll.daily_remaining"]).toBe(
+      "0.020000",
+    );
+    const failure = await client
+      .query("SELECT id, name FROM items ORDER BY id")
+      .catch((e: pg.DatabaseError) => e);
+    expect((failure as pg.DatabaseError).code).toBe(SqlState.budgetExceeded);
+    expect((failure as Error).message).toMatch(/daily limit/);
+    await client.end();
+    expect((await charged(agent)) <= 20_000n).toBe(true);
+  });
+});
