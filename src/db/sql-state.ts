@@ -1,10 +1,12 @@
 /**
  * The SQLSTATEs pgtoll answers with or recognises, by PostgreSQL's condition names (errcodes.txt), one constant
  * each for every surface. `PT402` is pgtoll's own class "PT" (no PostgreSQL class uses it): the agent's balance
- * does not cover the statement; deposit more and retry.
+ * does not cover the statement; deposit more and retry. `PT422`, in the same class: a budget the agent set itself
+ * (`pgtoll.max_session_cost`, its daily limit) ends the statement; paying more would not help.
  */
 export const SqlState = {
   insufficientFunds: "PT402",
+  budgetExceeded: "PT422",
   featureNotSupported: "0A000",
   connectionRejected: "08004",
   connectionFailure: "08006",

@@ -1,8 +1,8 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import { formatPricePer1000Rows } from "../billing/cost.js";
-import { formatMicro } from "../billing/money.js";
+import { formatPrice, formatPricePer1000Rows, isRowsOnly } from "../billing/cost.js";
+import { formatMicro, parseMicro } from "../billing/money.js";
 import { describeTable, listTables } from "./schema-catalog.js";
 import { type AgentBackend, estimateStatement, queryFailure } from "./tool-runs.js";
 
@@ -17,6 +17,9 @@ const UsdcPrice = z
   .string()
   .describe("USDC per 1000 rows with the provider's markup, as a decimal string with 6 to 12 decimals");
 const Row = z.record(z.string(), z.unknown());
+const CostParts = z
+  .record(z.string(), z.unknown())
+  .describe("the cost's parts (rows, bytes, milliseconds and the cost of each, minimumApplied)");
 const SqlParam = z.union([z.string(), z.number(), z.boolean(), z.null()]);
 
 /** A result for a model to read (text) and for a host to use (structured), the same content in both. */
@@ -53,6 +56,8 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
         "returned is charged from your prepaid USDC balance at the provider's price (see `estimate` first for " +
         "large reads). At most max_rows rows are returned (default 100) and only those are charged; " +
         "`truncated: true` means the statement had more. Use $1, $2 ... placeholders with `params` for values. " +
+        "With `max_cost` (USDC) a statement estimated above it is not run, and one that would cost more stops " +
+        "at the rows it pays for (the estimate is charged as a statement too). " +
         "Statements the provider's policy refuses (DROP, ALTER, COPY ...) fail with the rule's name.",
       inputSchema: {
         sql: z.string().min(1).max(100_000).describe("one SQL statement"),
@@ -64,6 +69,11 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
           .max(MAX_ROWS_LIMIT)
           .optional()
           .describe(`most rows to return (default ${DEFAULT_MAX_ROWS})`),
+        max_cost: z
+          .string()
+          .regex(/^\d{1,9}(\.\d{1,6})?$/)
+          .optional()
+          .describe('most USDC this statement may cost, e.g. "0.05"'),
       },
       outputSchema: {
         rows: z.array(Row),
@@ -72,15 +82,35 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
         command: z.string(),
         cost: Usdc.describe("USDC charged for this call"),
         balance: Usdc.describe("your balance with the provider after this call"),
-        note: z.string().optional().describe("present when the result was cut at max_rows"),
+        note: z.string().optional().describe("present when the result was cut at max_rows or max_cost"),
+        costBreakdown: CostParts.optional().describe("when the provider prices more than rows"),
       },
       annotations: { title: "Run SQL", readOnlyHint: false, destructiveHint: true, openWorldHint: false },
     },
-    ({ sql, params, max_rows }) =>
+    ({ sql, params, max_rows, max_cost }) =>
       guarded(async () => {
         const maxRows = max_rows ?? DEFAULT_MAX_ROWS;
+        const budget = max_cost === undefined ? undefined : parseMicro(max_cost)!;
         try {
-          const { result, costMicro, balanceMicro } = await session.statement(sql, params ?? [], maxRows);
+          if (budget !== undefined) {
+            const estimate = await estimateStatement(session, sql);
+            if (estimate.estimatedCostMicro > budget)
+              return toolError(
+                `budget_exceeded: the estimated cost ${estimate.view.estimatedCost} USDC is above max_cost ` +
+                  `${formatMicro(budget)} USDC; the statement was not run (the estimate cost ${estimate.view.cost} USDC)`,
+              );
+          }
+          const { result, costMicro, balanceMicro } = await session.statement(
+            sql,
+            params ?? [],
+            maxRows,
+            budget,
+          );
+          const note = result.budgetReached
+            ? `stopped at max_cost (${formatMicro(budget!)} USDC); only the rows returned were charged`
+            : result.truncated
+              ? `stopped at max_rows (${maxRows}); only the rows returned were charged`
+              : undefined;
           return answer({
             rows: result.rows,
             rowCount: result.rowCount,
@@ -88,9 +118,10 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
             command: result.command,
             cost: formatMicro(costMicro),
             balance: formatMicro(balanceMicro),
-            ...(result.truncated
-              ? { note: `stopped at max_rows (${maxRows}); only the rows returned were charged` }
-              : {}),
+            ...(note ? { note } : {}),
+            ...(isRowsOnly(await session.price())
+              ? {}
+              : { costBreakdown: await session.lastStatementCost() }),
           });
         } catch (error) {
           return toolError(await queryFailure(backend, error, maxRows));
@@ -103,18 +134,21 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
     {
       title: "Estimate a statement's cost",
       description:
-        "Ask PostgreSQL's planner how many rows a statement would return and what that would cost, without " +
-        "running it (EXPLAIN). The estimate itself is charged as one row.",
+        "Ask PostgreSQL's planner how many rows (and bytes) a statement would return and what that would cost, " +
+        "without running it (EXPLAIN); time is not estimated. The estimate itself is charged as a statement.",
       inputSchema: { sql: z.string().min(1).max(100_000).describe("one SQL statement") },
       outputSchema: {
         estimatedRows: z.number(),
-        estimatedCost: Usdc.describe("cost of the estimated rows at the provider's price"),
+        estimatedBytes: z.number().describe("estimated rows x the plan's row width"),
+        estimatedCost: Usdc.describe("cost of the estimated rows and bytes at the provider's price"),
+        costBreakdown: CostParts,
         pricePer1000Rows: UsdcPrice,
+        price: z.string().describe("every dimension of the provider's price (SHOW pgtoll.price)"),
         cost: Usdc.describe("USDC charged for this estimate"),
       },
       annotations: { title: "Estimate cost", readOnlyHint: true, openWorldHint: false },
     },
-    ({ sql }) => guarded(async () => answer(await estimateStatement(session, sql))),
+    ({ sql }) => guarded(async () => answer((await estimateStatement(session, sql)).view)),
   );
 
   server.registerTool(
@@ -165,10 +199,21 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
     {
       title: "Balance",
       description:
-        "Your prepaid USDC balance with this provider, this session's charges included, the price and where to " +
-        "deposit. Free, and it does not need the provider's database.",
+        "Your prepaid USDC balance with this provider, this session's charges included, the price, your daily " +
+        "limit with this provider and where to deposit. Free, and it does not need the provider's database.",
       inputSchema: {},
-      outputSchema: { balance: Usdc, pricePer1000Rows: UsdcPrice, depositAddress: z.string() },
+      outputSchema: {
+        balance: Usdc,
+        pricePer1000Rows: UsdcPrice,
+        price: z.string().describe("every dimension of the provider's price"),
+        dailyLimit: Usdc.nullable().describe(
+          "null: no daily limit set (PUT /api/agents/:wallet/limits/:providerId)",
+        ),
+        spentToday: Usdc,
+        remainingToday: Usdc.nullable(),
+        resetsAt: z.string(),
+        depositAddress: z.string(),
+      },
       annotations: { title: "Balance", readOnlyHint: true, openWorldHint: false },
     },
     () =>
@@ -177,6 +222,8 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
         return answer({
           balance: formatMicro(balanceMicro),
           pricePer1000Rows: formatPricePer1000Rows(price),
+          price: formatPrice(price),
+          ...(await backend.dailyLimit()),
           depositAddress,
         });
       }),

@@ -1,11 +1,11 @@
 import pg from "pg";
-import { type Price, parsePricePer1000Rows } from "../billing/cost.js";
-import { parseMicro } from "../billing/money.js";
+import { type Price, parsePrice } from "../billing/cost.js";
+import { formatMicro, parseMicro } from "../billing/money.js";
 import { jsonSafeTypes } from "../providers/json-safe-types.js";
 import { readFundsRefusal } from "../proxy/funds-refusal.js";
 
 import { type AgentAccount, FundsRequiredError } from "./funds-required.js";
-import { readCapped, type StatementResult, showSetting } from "./statement-read.js";
+import { readCapped, readWithinBudget, type StatementResult, showSetting } from "./statement-read.js";
 
 /** Where the wire proxy listens and who the session is for. */
 export interface ProxySessionOptions {
@@ -104,12 +104,22 @@ export class ProxySession {
     sql: string,
     params: unknown[],
     maxRows: number,
-  ): Promise<{ result: StatementResult; costMicro: bigint; balanceMicro: bigint }> {
+    budgetMicro?: bigint,
+  ): Promise<{
+    result: StatementResult & { budgetReached?: boolean };
+    costMicro: bigint;
+    balanceMicro: bigint;
+  }> {
     return this.exclusive(async (client) => {
       const before = this.#sessionCostMicro;
-      let result: StatementResult;
+      let result: StatementResult & { budgetReached?: boolean };
       try {
-        result = await readCapped(client, sql, params, maxRows);
+        result =
+          budgetMicro === undefined
+            ? await readCapped(client, sql, params, maxRows)
+            : await this.#withinBudget(client, before + budgetMicro, () =>
+                readWithinBudget(client, sql, params, maxRows),
+              );
       } catch (error) {
         // A statement cut off part way was charged for the rows it delivered: say how much.
         const after = await this.#settingMicro(client, "session_cost").catch(() => before);
@@ -125,17 +135,42 @@ export class ProxySession {
     });
   }
 
+  /**
+   * Runs `read` with the session's budget (`pgtoll.max_session_cost`) at `limitMicro` of session cost, or at the
+   * agent's own budget when that is lower, and puts the agent's own back after.
+   */
+  async #withinBudget<T>(client: pg.Client, limitMicro: bigint, read: () => Promise<T>): Promise<T> {
+    const own = await showSetting(client, "pgtoll.max_session_cost");
+    const ownMicro = parseMicro(own);
+    const limit = ownMicro !== null && ownMicro < limitMicro ? ownMicro : limitMicro;
+    await client.query(`SET pgtoll.max_session_cost = '${formatMicro(limit)}'`);
+    try {
+      return await read();
+    } finally {
+      await client.query(
+        ownMicro === null ? "RESET pgtoll.max_session_cost" : `SET pgtoll.max_session_cost = '${own}'`,
+      );
+    }
+  }
+
+  /** The cost parts of the session's last statement, as `SHOW pgtoll.last_statement_cost` gives them. */
+  lastStatementCost(): Promise<Record<string, unknown>> {
+    return this.exclusive(async (client) =>
+      JSON.parse(await showSetting(client, "pgtoll.last_statement_cost")),
+    );
+  }
+
   /** The agent's balance with the provider, this session's charges included (free: answered by the proxy). */
   balanceMicro(): Promise<bigint> {
     return this.exclusive((client) => this.#settingMicro(client, "balance"));
   }
 
-  /** The provider's price per 1000 rows with its markup, as the cost rule takes it. */
+  /** The provider's price, every dimension with its markup, as the cost rule takes it. */
   price(): Promise<Price> {
     if (this.#price) return Promise.resolve(this.#price);
     return this.exclusive(async (client) => {
       const value = await showSetting(client, "pgtoll.price");
-      const price = parsePricePer1000Rows(value);
+      const price = parsePrice(value);
       if (!price) throw new Error(`the proxy answered an unexpected price: ${value}`);
       this.#price = price;
       return price;

@@ -3,12 +3,13 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { getDailyLimit } from "../billing/daily-limits.js";
 import { listLedgerEntries } from "../billing/ledger.js";
 import { ProviderCache } from "../providers/provider-cache.js";
 import { isQuotaRefusal, SessionQuota } from "../proxy/session-quota.js";
 import type { GatewayContext } from "../rest/context.js";
 import { HttpError } from "../rest/plugins/errors.js";
-import { presentLedgerEntry } from "../rest/present.js";
+import { presentDailyLimit, presentLedgerEntry } from "../rest/present.js";
 import { registerPgtollTools } from "./pgtoll-tools.js";
 import type { McpProxyAddress } from "./proxy-address.js";
 import { ProxySession } from "./proxy-session.js";
@@ -126,6 +127,7 @@ export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOp
         });
         return entries.map(presentLedgerEntry);
       },
+      dailyLimit: async () => presentDailyLimit(await getDailyLimit(ctx.db, agent.wallet, agent.providerId)),
     });
     session.transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),

@@ -1,5 +1,6 @@
 import type pg from "pg";
 import Cursor from "pg-cursor";
+import { SqlState } from "../db/sql-state.js";
 import { jsonSafeTypes } from "../providers/json-safe-types.js";
 
 /** What one statement returned through the session. */
@@ -45,5 +46,44 @@ export function readCapped(
       if (!truncated) return finish();
       cursor.close((closeError) => (closeError ? reject(closeError) : finish()));
     });
+  });
+}
+
+/**
+ * As {@link readCapped}, reading one row at a time, for a statement the proxy may end at the agent's budget
+ * (`pgtoll.max_session_cost`, SQLSTATE PT422): every row the proxy delivered, and so charged, is kept and
+ * returned with `budgetReached`, none is lost with the batch it came in.
+ */
+export function readWithinBudget(
+  client: pg.Client,
+  sql: string,
+  params: unknown[],
+  maxRows: number,
+): Promise<StatementResult & { budgetReached: boolean }> {
+  const cursor = client.query(new Cursor(sql, params, { types: jsonSafeTypes }));
+  const rows: Record<string, unknown>[] = [];
+  return new Promise((resolve, reject) => {
+    const finish = (result: Partial<pg.QueryResult>, truncated: boolean, budgetReached: boolean) =>
+      resolve({
+        fields: (result.fields ?? []).map(({ name, dataTypeID }) => ({ name, dataTypeID })),
+        rows,
+        rowCount: truncated || budgetReached ? rows.length : (result.rowCount ?? rows.length),
+        truncated: truncated || budgetReached,
+        command: result.command ?? "",
+        budgetReached,
+      });
+    const next = () =>
+      cursor.read(1, (error, batch, result) => {
+        if (error) {
+          if ((error as { code?: string }).code === SqlState.budgetExceeded) return finish({}, false, true);
+          return reject(error);
+        }
+        rows.push(...(batch as Record<string, unknown>[]));
+        const done = (cursor as unknown as { state: string }).state === "done";
+        if (done) return finish(result, false, false);
+        if (rows.length < maxRows) return next();
+        cursor.close((closeError) => (closeError ? reject(closeError) : finish(result, true, false)));
+      });
+    next();
   });
 }

@@ -13,7 +13,7 @@ import { AgentTokens } from "./agent-tokens.js";
 import { chainDeposit } from "./chain-deposit.js";
 import { registerPgtollTools } from "./pgtoll-tools.js";
 import { ProxySession } from "./proxy-session.js";
-import type { AgentBackend, LedgerEntryView } from "./tool-runs.js";
+import type { AgentBackend, DailyLimitView, LedgerEntryView } from "./tool-runs.js";
 
 export const MCP_USAGE = `Usage: PGTOLL_AGENT_KEY=0x<64 hex digits> pgtoll mcp --provider ID [--url HTTP_URL] [--proxy POSTGRES_URL]
 
@@ -92,6 +92,13 @@ export function stdioBackend(argv: readonly string[], env: NodeJS.ProcessEnv): A
         { authorization: `Bearer ${await tokens.current()}` },
       );
       return answer.transactions;
+    },
+    async dailyLimit() {
+      const { dailyLimit, spentToday, remainingToday, resetsAt } = await getJson<DailyLimitView>(
+        `${httpUrl}/api/agents/${wallet}/limits/${providerId}`,
+        { authorization: `Bearer ${await tokens.current()}` },
+      );
+      return { dailyLimit, spentToday, remainingToday, resetsAt };
     },
   };
   if (env.PGTOLL_MCP_ALLOW_DEPOSIT === "on") {

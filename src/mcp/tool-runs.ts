@@ -1,12 +1,27 @@
-import { costOfRows, formatPricePer1000Rows } from "../billing/cost.js";
+import {
+  costBreakdown,
+  formatPrice,
+  formatPricePer1000Rows,
+  priceForRelations,
+  statementCost,
+} from "../billing/cost.js";
 import { formatMicro } from "../billing/money.js";
 import { SqlState } from "../db/sql-state.js";
-import { planRows, type QueryPlan } from "../rest/plan-rows.js";
+import { checkSql, loadGuard } from "../guard/index.js";
+import { planEstimate, type QueryPlan } from "../rest/plan-rows.js";
 import { type AgentAccount, FundsRequiredError } from "./funds-required.js";
 import { type ProxySession, StatementFailure } from "./proxy-session.js";
 
 /** A ledger entry as the gateway presents it (`GET /api/transactions/:wallet`). */
 export type LedgerEntryView = Record<string, unknown>;
+
+/** An agent's daily limit with a provider, as the gateway presents it. */
+export interface DailyLimitView {
+  dailyLimit: string | null;
+  spentToday: string;
+  remainingToday: string | null;
+  resetsAt: string;
+}
 
 /** What the MCP tools act through, for one agent and one provider. */
 export interface AgentBackend {
@@ -18,6 +33,8 @@ export interface AgentBackend {
   account(): Promise<AgentAccount>;
   /** The agent's newest ledger entries with the provider. */
   transactions(limit: number): Promise<LedgerEntryView[]>;
+  /** The agent's daily limit with the provider, as `GET /api/agents/:wallet/limits/:providerId` answers it. */
+  dailyLimit(): Promise<DailyLimitView>;
   /** Sending USDC on chain: only where the agent's key is at hand (the stdio server) and deposits are allowed. */
   deposit?: {
     maxMicro: bigint;
@@ -25,17 +42,40 @@ export interface AgentBackend {
   };
 }
 
-/** The planner's estimate of a statement and what those rows would cost; the EXPLAIN is charged as a row. */
+/** The relations `sql` names, as the proxy prices them (undefined when the guard cannot tell). */
+async function relationsOf(sql: string): Promise<string[] | undefined> {
+  await loadGuard();
+  const verdict = checkSql(sql);
+  return verdict.kind === "allow" && verdict.statements.length === 1
+    ? verdict.statements[0]!.relations
+    : undefined;
+}
+
+/**
+ * The planner's estimate of a statement (rows, and bytes as rows x row width; time is not estimated) and what
+ * that would cost by the provider's price, with its parts; the EXPLAIN itself is charged as a statement.
+ */
 export async function estimateStatement(session: ProxySession, sql: string) {
   const { result, costMicro } = await session.statement(`EXPLAIN (FORMAT JSON) ${sql}`, [], 1);
   const plan = (result.rows[0]?.["QUERY PLAN"] as QueryPlan[] | undefined)?.[0];
-  const estimatedRows = planRows(plan?.Plan);
-  const price = await session.price();
+  const estimated = planEstimate(plan?.Plan);
+  const price = priceForRelations(await session.price(), await relationsOf(sql));
+  const parts = costBreakdown(estimated, price);
   return {
-    estimatedRows,
-    estimatedCost: formatMicro(costOfRows(estimatedRows, price)),
-    pricePer1000Rows: formatPricePer1000Rows(price),
-    cost: formatMicro(costMicro),
+    estimatedCostMicro: parts.costMicro,
+    view: {
+      estimatedRows: estimated.rows,
+      estimatedBytes: estimated.bytes,
+      estimatedCost: formatMicro(parts.costMicro),
+      costBreakdown: {
+        rowsCost: formatMicro(parts.rowsMicro),
+        bytesCost: formatMicro(parts.bytesMicro),
+        minimumApplied: parts.minimumApplied,
+      },
+      pricePer1000Rows: formatPricePer1000Rows(price),
+      price: formatPrice(await session.price()),
+      cost: formatMicro(costMicro),
+    },
   };
 }
 
@@ -67,8 +107,8 @@ async function insufficientBalance(
   charged: string,
 ): Promise<string> {
   const { balanceMicro, price, depositAddress: address } = await backend.account();
-  const upTo = costOfRows(maxRows, price);
-  const oneRow = costOfRows(1, price);
+  const upTo = statementCost({ rows: maxRows }, price);
+  const oneRow = statementCost({ rows: 1 }, price);
   const missing = upTo - balanceMicro > oneRow ? upTo - balanceMicro : oneRow;
   const how = backend.deposit
     ? "call the deposit tool"

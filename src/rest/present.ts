@@ -1,4 +1,5 @@
 import { checksumAddress } from "../billing/address.js";
+import type { DailyLimit } from "../billing/daily-limits.js";
 import type { LedgerEntry } from "../billing/ledger.js";
 import { formatMicro, microToNumber } from "../billing/money.js";
 import type { PricingRecord, Provider } from "../providers/registry.js";
@@ -47,5 +48,15 @@ export function presentLedgerEntry(entry: LedgerEntry) {
     txHash: entry.txHash,
     metadata: entry.metadata,
     timestamp: entry.createdAt.toISOString(),
+  };
+}
+
+/** An agent's daily limit with a provider (`/api/agents/:wallet/limits/:providerId`, MCP's balance tool). */
+export function presentDailyLimit(limit: DailyLimit) {
+  return {
+    dailyLimit: limit.dailyLimitMicro === null ? null : formatMicro(limit.dailyLimitMicro),
+    spentToday: formatMicro(limit.spentTodayMicro),
+    remainingToday: limit.remainingTodayMicro === null ? null : formatMicro(limit.remainingTodayMicro),
+    resetsAt: limit.resetsAt.toISOString(),
   };
 }

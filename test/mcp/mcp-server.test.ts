@@ -346,6 +346,11 @@ describe("an agent with no balance yet, over stdio", () => {
     expect(balance.structuredContent).toEqual({
       balance: "0.000000",
       pricePer1000Rows: "1.500000",
+      price: "1.500000",
+      dailyLimit: null,
+      spentToday: "0.000000",
+      remainingToday: null,
+      resetsAt: expect.stringMatching(/T00:00:00\.000Z$/),
       depositAddress: providerWallet.toLowerCase(),
     });
     const refused = await call(client, "query", { sql: "SELECT id FROM items", max_rows: 10 });

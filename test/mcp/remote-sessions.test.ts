@@ -126,6 +126,11 @@ describe("remote MCP sessions and the provider's upstream sessions", () => {
     expect((await call(idle.client, "balance")).structuredContent).toEqual({
       balance: "0.000000",
       pricePer1000Rows: "1.000000",
+      price: "1.000000",
+      dailyLimit: null,
+      spentToday: "0.000000",
+      remainingToday: null,
+      resetsAt: expect.stringMatching(/T00:00:00\.000Z$/),
       depositAddress: providerWallet,
     });
     expect((await call(idle.client, "transactions")).structuredContent).toEqual({ transactions: [] });

@@ -7,11 +7,12 @@ import {
   getDailyLimit,
   setDailyLimit,
 } from "../../billing/daily-limits.js";
-import { formatMicro, parseMicro } from "../../billing/money.js";
+import { parseMicro } from "../../billing/money.js";
 import { findProvider } from "../../providers/registry.js";
 import { agentAuthentication } from "../agent-auth.js";
 import type { GatewayContext } from "../context.js";
 import { HttpError } from "../plugins/errors.js";
+import { presentDailyLimit } from "../present.js";
 import { DailyLimitBody, DailyLimit as DailyLimitSchema, ErrorBody } from "../schemas.js";
 import { uuidParam, walletParam } from "../validate.js";
 
@@ -43,10 +44,7 @@ export async function agentLimitRoutes(app: FastifyInstance, { ctx }: { ctx: Gat
   const present = (wallet: string, providerId: string, limit: DailyLimit) => ({
     agentWallet: checksumAddress(wallet),
     providerId,
-    dailyLimit: limit.dailyLimitMicro === null ? null : formatMicro(limit.dailyLimitMicro),
-    spentToday: formatMicro(limit.spentTodayMicro),
-    remainingToday: limit.remainingTodayMicro === null ? null : formatMicro(limit.remainingTodayMicro),
-    resetsAt: limit.resetsAt.toISOString(),
+    ...presentDailyLimit(limit),
   });
 
   app.put<{ Params: Params; Body: DailyLimitBody }>(
