@@ -5,8 +5,11 @@ import { type CpuSnapshot, type CpuSpent, cpuSpent } from "./cpu-usage.js";
 import { type PgbenchScript, type Protocol, runPgbench } from "./pgbench.js";
 import { type LatencySummary, type Spread, spread, summariseLatency } from "./stats.js";
 
-/** `pgtoll-free`: the same pgtoll process and agent, a provider that charges nothing (nothing metered). */
-export type TargetName = "direct" | "pgbouncer" | "node-relay" | "pgtoll" | "pgtoll-free";
+/**
+ * `pgtoll-free` and `pgtoll-priced`: the same pgtoll process and agent as `pgtoll`, through a provider on the same
+ * database that charges nothing (nothing metered), or one priced on every dimension (bench/priced-provider.ts).
+ */
+export type TargetName = "direct" | "pgbouncer" | "node-relay" | "pgtoll" | "pgtoll-priced" | "pgtoll-free";
 
 export interface PgbenchTarget {
   name: TargetName;
