@@ -77,6 +77,20 @@ export async function fundedAgent(
 ): Promise<BenchAgent> {
   const key = generatePrivateKey();
   const wallet = privateKeyToAddress(key).toLowerCase();
+  await fundAgent(ledger, wallet, providerId, amountMicro);
+  return { wallet, key, providerId, token: () => createAgentToken(key, providerId) };
+}
+
+/**
+ * Credits an agent wallet's balance with one more provider the same way: a balance is per agent and provider, so
+ * an agent that reads through a second priced provider needs funds there too.
+ */
+export async function fundAgent(
+  ledger: Queryable,
+  wallet: string,
+  providerId: string,
+  amountMicro = AMPLE_BALANCE_MICRO,
+): Promise<void> {
   await creditDeposit(ledger, {
     chainId: 8453,
     txHash: `0x${randomBytes(32).toString("hex")}`,
@@ -85,5 +99,4 @@ export async function fundedAgent(
     amountMicro,
     blockNumber: 1n,
   });
-  return { wallet, key, providerId, token: () => createAgentToken(key, providerId) };
 }

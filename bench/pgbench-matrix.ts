@@ -5,12 +5,17 @@ import { type CpuSnapshot, type CpuSpent, cpuSpent } from "./cpu-usage.js";
 import { type PgbenchScript, type Protocol, runPgbench } from "./pgbench.js";
 import { type LatencySummary, type Spread, spread, summariseLatency } from "./stats.js";
 
-/** `pgtoll-free`: the same pgtoll process and agent, a provider that charges nothing (nothing metered). */
-export type TargetName = "direct" | "pgbouncer" | "node-relay" | "pgtoll" | "pgtoll-free";
+/**
+ * `pgtoll-free` and `pgtoll-priced`: the same pgtoll process and agent as `pgtoll`, through a provider on the same
+ * database that charges nothing (nothing metered), or one priced on every dimension (bench/priced-provider.ts).
+ */
+export type TargetName = "direct" | "pgbouncer" | "node-relay" | "pgtoll" | "pgtoll-priced" | "pgtoll-free";
 
 export interface PgbenchTarget {
   name: TargetName;
   endpoint: PgEndpoint;
+  /** Client counts this target runs at, among the matrix's (every one when absent): a target measured in a few cells. */
+  clients?: readonly number[];
 }
 
 /** One (target, clients, protocol) cell: TPS over the repetitions and latency pooled over them. */
@@ -51,9 +56,10 @@ export interface MatrixOptions {
 }
 
 /**
- * Runs pgbench for every (clients, protocol, target), `runs` times. Targets are interleaved inside each
- * repetition (direct, pgbouncer, node-relay, pgtoll, direct, ...) so that drift over the run (ledger growth, page cache,
- * thermal) lands on all of them alike. A failed repetition is counted and left out of the numbers.
+ * Runs pgbench for every (clients, protocol, target), `runs` times; a target with `clients` of its own runs at those
+ * only. Targets are interleaved inside each repetition (direct, pgbouncer, node-relay, pgtoll, direct, ...) so that
+ * drift over the run (ledger growth, page cache, thermal) lands on all of them alike. A failed repetition is counted
+ * and left out of the numbers.
  */
 export async function runPgbenchMatrix(options: MatrixOptions): Promise<PgbenchCell[]> {
   const cells = new Map<
@@ -62,8 +68,9 @@ export async function runPgbenchMatrix(options: MatrixOptions): Promise<PgbenchC
   >();
   const keyOf = (target: TargetName, clients: number, protocol: Protocol) =>
     `${target}/${clients}/${protocol}`;
+  const runsAt = (target: PgbenchTarget, clients: number) => target.clients?.includes(clients) ?? true;
   for (const target of options.targets) {
-    for (const clients of options.clients) {
+    for (const clients of options.clients.filter((c) => runsAt(target, c))) {
       for (const protocol of options.protocols) {
         cells.set(keyOf(target.name, clients, protocol), {
           cell: {
@@ -89,13 +96,15 @@ export async function runPgbenchMatrix(options: MatrixOptions): Promise<PgbenchC
   const common = { script: options.script, maxThreads: options.maxThreads, scratchDir: options.scratchDir };
 
   // Warm-up (unmeasured): page cache, PostgreSQL's caches, the JIT of pgtoll's hot paths.
-  const warmClients = Math.max(...options.clients.filter((c) => c <= 10), 1);
+  const warmClients = (target: PgbenchTarget) =>
+    Math.max(...options.clients.filter((c) => c <= 10 && runsAt(target, c)), 1);
   for (const target of options.targets) {
+    if (!options.clients.some((c) => runsAt(target, c))) continue;
     for (const protocol of options.protocols) {
       await runPgbench(options.pgbench, target.endpoint, {
         ...common,
         protocol,
-        clients: warmClients,
+        clients: warmClients(target),
         durationS: options.warmupS,
       }).catch(() => {});
     }
@@ -105,8 +114,9 @@ export async function runPgbenchMatrix(options: MatrixOptions): Promise<PgbenchC
     for (const clients of options.clients) {
       for (const protocol of options.protocols) {
         for (const target of options.targets) {
-          const entry = cells.get(keyOf(target.name, clients, protocol))!;
-          const label = `${options.script} ${target.name.padEnd(9)} c=${String(clients).padEnd(3)} ${protocol.padEnd(8)} run ${run}/${options.runs}`;
+          const entry = cells.get(keyOf(target.name, clients, protocol));
+          if (!entry) continue;
+          const label = `${options.script} ${target.name.padEnd(13)} c=${String(clients).padEnd(3)} ${protocol.padEnd(8)} run ${run}/${options.runs}`;
           try {
             const before = options.sampleCpu();
             const started = performance.now();

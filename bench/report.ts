@@ -3,6 +3,7 @@ import type { IdleMemoryResult } from "./idle-memory.js";
 import type { LedgerCell } from "./ledger-throughput.js";
 import type { MachineInfo } from "./machine.js";
 import type { PgbenchCell, TargetName } from "./pgbench-matrix.js";
+import type { NominalCost, PricedBenchPricing } from "./priced-provider.js";
 import type { RestResult, RestSide } from "./rest-query.js";
 import type { BenchSettings } from "./settings.js";
 import type { Spread } from "./stats.js";
@@ -16,6 +17,11 @@ export interface BenchResult {
   machine: MachineInfo;
   /** How pgtoll was set up for the run (pricing, pool sizes, log level). */
   pgtoll: Record<string, unknown>;
+  /**
+   * The `pgtoll-priced` target's provider: its pricing request and what a statement of each priced cell nominally
+   * costs there and at the rows-only provider; null when neither the select nor the range suite ran.
+   */
+  pricedProvider: { pricing: PricedBenchPricing; nominalCosts: NominalCost[] } | null;
   selectOnly: PgbenchCell[];
   /** 1000- and 100-row range reads, prepared. */
   rangeReads: PgbenchCell[];
@@ -81,6 +87,7 @@ function pgbenchTable(title: string, cells: PgbenchCell[]): string[] {
         pgbouncer: u.pgbouncer,
         "node-relay": u.nodeRelay,
         pgtoll: u.pgtoll,
+        "pgtoll-priced": u.pgtoll,
         "pgtoll-free": u.pgtoll,
       }[target];
       const system = target === "direct" ? "" : ` (${int(u.proxySystem)})`;
@@ -98,6 +105,19 @@ function pgbenchTable(title: string, cells: PgbenchCell[]): string[] {
   return [...lines, ""];
 }
 
+/** The priced provider's request and, per statement, rows only -> priced (USDC, nominal usage). */
+function pricedProviderLines(priced: BenchResult["pricedProvider"]): string[] {
+  if (!priced) return [];
+  const costs = priced.nominalCosts.map(
+    (c) =>
+      `${c.statement} ${c.rowsOnlyUsdc} -> ${c.pricedUsdc}${c.minimumApplied ? " (minimum)" : ""} (${c.usage.rows} row${c.usage.rows === 1 ? "" : "s"}, ${c.usage.bytes} B, ${c.usage.ms} ms)`,
+  );
+  return [
+    `pgtoll-priced: the same agent through a provider priced on every dimension: ${JSON.stringify(priced.pricing)}`,
+    `  nominal USDC per statement, rows only -> priced: ${costs.join("; ")}`,
+  ];
+}
+
 /** The human-readable report: machine, every measurement, then the targets with met / NOT MET. */
 export function formatReport(result: BenchResult): string {
   const { machine, settings } = result;
@@ -113,6 +133,7 @@ export function formatReport(result: BenchResult): string {
     `pgtoll: ${Object.entries(result.pgtoll)
       .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`)
       .join(", ")}`,
+    ...pricedProviderLines(result.pricedProvider),
     "",
   ];
   out.push(
@@ -184,10 +205,17 @@ export function formatReport(result: BenchResult): string {
     out.push(
       "  (the provider was free, PGTOLL_BENCH_PRICE=0: nothing was metered, so these are not the targets' runs)",
     );
+  // Names vary in length: one column for all, as wide as the longest.
+  const nameWidth = Math.max(
+    50,
+    ...result.targets.map((t) => t.name.length),
+    ...result.context.map((r) => r.name.length),
+  );
   for (const t of result.targets) {
     const status = t.met === null ? "n/a" : t.met ? "met" : "NOT MET";
     const value = t.value === null ? "-" : t.unit ? `${fixed(t.value, 1)} ${t.unit}` : fixed(t.value, 2);
-    out.push(`  ${t.name.padEnd(50)} ${value.padStart(10)}   target ${t.target.padEnd(10)} ${status}`);
+    out.push(`  ${t.name.padEnd(nameWidth)} ${value.padStart(10)}   target ${t.target.padEnd(10)} ${status}`);
+    if (t.detail) out.push(`    ${t.detail}`);
   }
   if (result.context.length > 0) {
     out.push(
@@ -195,7 +223,7 @@ export function formatReport(result: BenchResult): string {
       "context (not targets): pgtoll against direct PostgreSQL, the bare Node.js relay (what Node's socket path alone costs a proxy), 100-row reads",
     );
     for (const r of result.context) {
-      out.push(`  ${r.name.padEnd(50)} ${(r.value === null ? "-" : fixed(r.value, 2)).padStart(10)}`);
+      out.push(`  ${r.name.padEnd(nameWidth)} ${(r.value === null ? "-" : fixed(r.value, 2)).padStart(10)}`);
     }
   }
   if (result.cpuProfile) out.push("", `CPU profile of the pgtoll process: ${result.cpuProfile}`);

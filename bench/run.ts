@@ -18,11 +18,12 @@ import { runGuardThroughput } from "./guard-throughput.js";
 import { measureIdleMemory } from "./idle-memory.js";
 import { runLedgerThroughput } from "./ledger-throughput.js";
 import { describeMachine } from "./machine.js";
-import { benchPricing, fundedAgent, registerProvider } from "./metered-agent.js";
+import { benchPricing, fundAgent, fundedAgent, registerProvider } from "./metered-agent.js";
 import { startNodeRelay } from "./node-relay-process.js";
 import { type PgbenchTarget, runPgbenchMatrix } from "./pgbench-matrix.js";
 import { startPgbouncer } from "./pgbouncer.js";
 import { mainThreadProfile, newSecretKeyHex, type PgtollProcess, startPgtoll } from "./pgtoll-process.js";
+import { minimumPlacementProblem, nominalCosts, pricedBenchPricing } from "./priced-provider.js";
 import { type BenchResult, formatReport } from "./report.js";
 import { runRestQuery } from "./rest-query.js";
 import { loadSettings } from "./settings.js";
@@ -37,6 +38,13 @@ const log = (line: string) =>
 
 /** Upstream sessions allowed per provider (pgtoll) and per pool (PgBouncer): more than any pgbench run opens. */
 const POOL_LIMIT = 100;
+
+/**
+ * Where `pgtoll-priced` runs, beside `pgtoll`: the cells of its targets only (point reads at 10 clients, both
+ * protocols; 100- and 1000-row reads at 10 and 50), so that it adds little to a run.
+ */
+const PRICED_SELECT_CLIENTS = [10];
+const PRICED_RANGE_CLIENTS = [10, 50];
 
 async function main(): Promise<void> {
   const settings = loadSettings();
@@ -115,10 +123,6 @@ async function main(): Promise<void> {
       password: await createAgentToken(agent.key, providerId),
       database: providerId,
     });
-    const proxiedTargets = async (): Promise<PgbenchTarget[]> => [
-      { name: "pgtoll", endpoint: await agentEndpoint() },
-      { name: "pgtoll-free", endpoint: await agentEndpoint(freeProvider.providerId) },
-    ];
 
     const postmasterPid = cluster.dataDir ? postmasterPidOf(cluster.dataDir) : undefined;
     const cpuSources: CpuSources = { pgtollPid: pgtoll.pid, ...(postmasterPid ? { postmasterPid } : {}) };
@@ -135,7 +139,16 @@ async function main(): Promise<void> {
 
     let selectOnly: BenchResult["selectOnly"] = [];
     const rangeReads: BenchResult["rangeReads"] = [];
+    let pricedProvider: BenchResult["pricedProvider"] = null;
     if (has("select") || has("range")) {
+      // The same database and agent, priced on every dimension, funded as the rows-only provider is.
+      const pricedPricing = pricedBenchPricing(settings.basePricePer1000Rows);
+      const priced = await registerProvider(pgtoll.httpUrl, providerRoleUrl, pricedPricing);
+      await fundAgent(ledgerDb, agent.wallet, priced.providerId);
+      pricedProvider = { pricing: pricedPricing, nominalCosts: nominalCosts(settings.basePricePer1000Rows) };
+      const placement = minimumPlacementProblem(pricedProvider.nominalCosts);
+      if (placement && settings.basePricePer1000Rows > 0) log(`warning: ${placement}`);
+
       const bouncer = await startPgbouncer(
         tools.pgbouncer!,
         join(scratch, "pgbouncer"),
@@ -154,12 +167,20 @@ async function main(): Promise<void> {
         cpuSources.nodeRelayPid = relay.pid;
         targets.push({ name: "node-relay", endpoint: relay.endpoint });
       }
-      targets.push(...(await proxiedTargets()));
+      targets.push({ name: "pgtoll", endpoint: await agentEndpoint() });
+      // Next to pgtoll in every repetition, so that drift lands on both sides of its ratio alike.
+      const pricedEndpoint = await agentEndpoint(priced.providerId);
+      const freeEndpoint = await agentEndpoint(freeProvider.providerId);
+      const withPriced = (clients: number[]): PgbenchTarget[] => [
+        ...targets,
+        { name: "pgtoll-priced", endpoint: pricedEndpoint, clients },
+        { name: "pgtoll-free", endpoint: freeEndpoint },
+      ];
       if (has("select"))
         selectOnly = await runPgbenchMatrix({
           ...matrixCommon,
           script: "select-only",
-          targets,
+          targets: withPriced(PRICED_SELECT_CLIENTS),
           clients: settings.clients,
           protocols: ["simple", "prepared"],
         });
@@ -169,7 +190,7 @@ async function main(): Promise<void> {
             ...(await runPgbenchMatrix({
               ...matrixCommon,
               script,
-              targets,
+              targets: withPriced(PRICED_RANGE_CLIENTS),
               clients: settings.rangeClients,
               protocols: ["prepared"],
             })),
@@ -272,6 +293,7 @@ async function main(): Promise<void> {
         rssAtEndMiB: Math.round(pgtollMemory.rssKiB / 1024),
         peakRssMiB: Math.round(pgtollMemory.peakKiB / 1024),
       },
+      pricedProvider,
       selectOnly,
       rangeReads,
       writeMix,

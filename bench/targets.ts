@@ -13,6 +13,8 @@ export interface TargetCheck {
   /** null when this run did not measure it (suite skipped, configuration absent, or a side failed). */
   met: boolean | null;
   unit: string;
+  /** What explains the value, printed under it (e.g. both sides' CPU per transaction). */
+  detail?: string;
 }
 
 function cell(
@@ -60,6 +62,46 @@ function check(
     target: `${op} ${bound}${unit ? ` ${unit}` : ""}`,
     met: v === null ? null : op === ">=" ? v >= bound : v <= bound,
     unit,
+  };
+}
+
+const us = (n: number) => (Number.isFinite(n) ? Math.round(n).toString() : "-");
+
+/**
+ * One side's CPU per transaction: pgtoll's (its system time in brackets), PostgreSQL's, and the total of pgtoll,
+ * PostgreSQL, pgbench and the kernel's.
+ */
+function cpuSide(c: PgbenchCell | undefined): string {
+  if (!c) return "-";
+  const u = c.cpuUsPerTransaction;
+  const total = u.pgtoll + u.postgres + u.pgbench + u.kernel;
+  return `pgtoll ${us(u.pgtoll)} (sys ${us(u.proxySystem)}), postgres ${us(u.postgres)}, total ${us(total)}`;
+}
+
+/**
+ * The provider priced on every dimension against the rows-only one, same process, agent and database: TPS ratio
+ * of the medians, and both sides' CPU per transaction, which says where a shortfall comes from (pgtoll's own
+ * metering, or PostgreSQL's ledger work for more money moved per statement).
+ */
+function pricedCheck(
+  cells: PgbenchCell[],
+  name: string,
+  clients: number,
+  protocol: Protocol,
+  script?: PgbenchCell["script"],
+): TargetCheck {
+  const priced = cell(cells, "pgtoll-priced", clients, protocol, script);
+  const rowsOnly = cell(cells, "pgtoll", clients, protocol, script);
+  const ratio = check(
+    name,
+    tpsRatio(cells, "pgtoll-priced", "pgtoll", clients, protocol, script),
+    ">=",
+    0.95,
+  );
+  if (!priced && !rowsOnly) return ratio;
+  return {
+    ...ratio,
+    detail: `CPU us/transaction, priced: ${cpuSide(priced)}; rows only: ${cpuSide(rowsOnly)}`,
   };
 }
 
@@ -200,6 +242,27 @@ export function checkTargets({ select, range, rest, ledger, memory }: TargetInpu
           tpsRatio(select, "pgtoll", "pgtoll-free", clients, protocol),
           ">=",
           0.95,
+        ),
+      );
+  // Every pricing dimension at once against rows alone: point reads (where the minimum applies) and result sets.
+  for (const protocol of ["simple", "prepared"] as const)
+    checks.push(
+      pricedCheck(
+        select,
+        `point reads: priced on every dimension / rows only TPS, 10 clients, ${protocol}`,
+        10,
+        protocol,
+      ),
+    );
+  for (const script of ["range-100", "range-1000"] as const)
+    for (const clients of [10, 50])
+      checks.push(
+        pricedCheck(
+          range,
+          `${script}: priced on every dimension / rows only TPS, ${clients} clients`,
+          clients,
+          "prepared",
+          script,
         ),
       );
   checks.push(

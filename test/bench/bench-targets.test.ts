@@ -101,6 +101,46 @@ describe("bench targets", () => {
     expect(targets.find((t) => t.name.startsWith("ledger"))?.met).toBeNull();
   });
 
+  it("holds pricing on every dimension to 0.95 of rows only, cell by cell, with both sides' CPU", () => {
+    const withCpu = (c: PgbenchCell, pgtoll: number, postgres: number): PgbenchCell => ({
+      ...c,
+      cpuUsPerTransaction: { ...c.cpuUsPerTransaction, pgtoll, proxySystem: pgtoll / 2, postgres },
+    });
+    const pricedSelect = [
+      ...select,
+      withCpu(cell("pgtoll-priced", 10, "simple", [480]), 60, 30),
+      cell("pgtoll", 10, "prepared", [800]),
+      cell("pgtoll-priced", 10, "prepared", [700]),
+    ];
+    const pricedRange = [
+      ...range,
+      { ...cell("pgtoll-priced", 10, "prepared", [1700]), script: "range-1000" as const },
+      { ...cell("pgtoll-priced", 10, "prepared", [9000]), script: "range-100" as const },
+    ];
+    const targets = checkTargets({ ...inputs, select: pricedSelect, range: pricedRange });
+    const byName = (name: string) => targets.find((t) => t.name === name)!;
+    const simple = byName("point reads: priced on every dimension / rows only TPS, 10 clients, simple");
+    expect(simple).toMatchObject({ value: 480 / 500, met: true });
+    expect(simple.detail).toBe(
+      "CPU us/transaction, priced: pgtoll 60 (sys 30), postgres 30, total 90; rows only: pgtoll 0 (sys 0), postgres 0, total 0",
+    );
+    expect(
+      byName("point reads: priced on every dimension / rows only TPS, 10 clients, prepared"),
+    ).toMatchObject({ value: 700 / 800, met: false });
+    // Each range script against its own rows-only cell.
+    expect(byName("range-1000: priced on every dimension / rows only TPS, 10 clients")).toMatchObject({
+      value: 1,
+      met: true,
+    });
+    expect(byName("range-100: priced on every dimension / rows only TPS, 10 clients")).toMatchObject({
+      value: 9000 / 9900,
+      met: false,
+    });
+    const unmeasured = byName("range-100: priced on every dimension / rows only TPS, 50 clients");
+    expect(unmeasured).toMatchObject({ value: null, met: null });
+    expect(unmeasured.detail).toBeUndefined();
+  });
+
   it("holds the ledger to 2 us of PostgreSQL CPU per metered statement with charge windows, at 10 sessions", () => {
     const ledger = [
       { mode: "charge-stream" as const, sessions: 10, cpuUsPerCharge: { postgres: 17, client: 9 } },

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { noCpu } from "../../bench/cpu-usage.js";
 import type { MachineInfo } from "../../bench/machine.js";
 import type { PgbenchCell } from "../../bench/pgbench-matrix.js";
+import { nominalCosts, pricedBenchPricing } from "../../bench/priced-provider.js";
 import { type BenchResult, formatReport } from "../../bench/report.js";
 import type { RestSide } from "../../bench/rest-query.js";
 import { loadSettings } from "../../bench/settings.js";
@@ -51,7 +52,15 @@ function side(name: RestSide["name"], server: number, serverSystem: number): Res
 }
 
 function report(env: NodeJS.ProcessEnv): string {
-  const select = [cell("direct", 0, 0), cell("pgbouncer", 20, 18), cell("pgtoll", 53, 25)];
+  const select = [
+    cell("direct", 0, 0),
+    cell("pgbouncer", 20, 18),
+    cell("pgtoll", 53, 25),
+    {
+      ...cell("pgtoll-priced", 0, 0),
+      cpuUsPerTransaction: { ...cell("pgtoll", 61, 27).cpuUsPerTransaction },
+    },
+  ];
   const rest = { sql: "SELECT 1", connections: 10, poolSize: 5, sides: [side("pgtoll", 205, 44)] };
   const result: BenchResult = {
     startedAt: "",
@@ -59,6 +68,10 @@ function report(env: NodeJS.ProcessEnv): string {
     settings: loadSettings(env),
     machine,
     pgtoll: {},
+    pricedProvider: {
+      pricing: pricedBenchPricing(0.1),
+      nominalCosts: nominalCosts(0.1),
+    },
     selectOnly: select,
     rangeReads: [],
     writeMix: [],
@@ -80,6 +93,22 @@ describe("bench report", () => {
     expect(text).toContain("20 (18) / 40");
     expect(text).toContain("53 (25) / 40");
     expect(text).toContain("server 205 (sys 44), postgres 50");
+  });
+
+  it("shows the priced provider's CPU as pgtoll's, and both sides' CPU under its targets", () => {
+    const text = report({});
+    expect(text).toContain("61 (27) / 40");
+    expect(text).toMatch(
+      /point reads: priced on every dimension \/ rows only TPS, 10 clients, prepared +1\.00 +target >= 0\.95 +met\n +CPU us\/transaction, priced: pgtoll 61 \(sys 27\), postgres 40, total 101; rows only: pgtoll 53 \(sys 25\)/,
+    );
+  });
+
+  it("prints the priced provider's prices and what a statement costs there, the minimum on point reads", () => {
+    const text = report({});
+    expect(text).toContain('"minimumCostPerStatement":0.0003');
+    expect(text).toContain('"tablePrices":{"pgbench_accounts":0.11}');
+    expect(text).toContain("point read 0.000120 -> 0.000300 (minimum)");
+    expect(text).toMatch(/100-row read 0\.012000 -> 0\.0\d+ \(100 rows/);
   });
 
   it("warns that the targets were not measured on a metered proxy when the provider was free", () => {
