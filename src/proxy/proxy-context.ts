@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import type { EarningsTally } from "../analytics/earnings-tally.js";
 import type { RefusalTally } from "../analytics/refusal-tally.js";
 import type { ChargeWriter } from "../billing/charge-writer.js";
+import type { WindowClock } from "../billing/window-clock.js";
 import type { GuardVerdict } from "../guard/index.js";
 import type { SecretBox } from "../providers/secret-box.js";
 import type { ProxiedAddressSettings } from "./proxied-address.js";
@@ -13,7 +14,6 @@ import type { SessionDrain } from "./session-drain.js";
 import type { SessionRegistry } from "./session-registry.js";
 import type { UnauthenticatedConnections } from "./unauthenticated-connections.js";
 import type { UpstreamSlots } from "./upstream-slots.js";
-import type { WindowClock } from "./window-clock.js";
 
 /** How the proxy reaches the management API's endpoints (see `src/control`). */
 export interface EndpointRouting {

@@ -4,10 +4,10 @@ import { depositFor, randomWallet, useLedgerDatabase } from "../../test/support/
 import { ChargeWriter } from "../billing/charge-writer.js";
 import { priceOf } from "../billing/cost.js";
 import { getBalance, type LedgerEntry, listLedgerEntries } from "../billing/ledger.js";
+import { untilNextTick, WindowClock } from "../billing/window-clock.js";
 import { loadGuard } from "../guard/index.js";
 import { StatementShapes } from "../guard/statement-shape.js";
 import { type MeterOptions, SessionMeter } from "./session-meter.js";
-import { untilNextTick, WindowClock } from "./window-clock.js";
 
 const meta = useLedgerDatabase();
 beforeAll(() => loadGuard());

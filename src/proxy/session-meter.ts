@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
+import { ChargeWindow, type StatementOutcome } from "../billing/charge-window.js";
 import type { ChargeWriter } from "../billing/charge-writer.js";
 import { costOfRows, isFree, type Price, rowsAffordable } from "../billing/cost.js";
 import { getBalance, type Queryable, type ReservationCharge } from "../billing/ledger.js";
 import { LedgerHold } from "../billing/ledger-hold.js";
 import { QueuedCharges } from "../billing/queued-charges.js";
+import type { WindowClock } from "../billing/window-clock.js";
 import type { StatementShapes } from "../guard/statement-shape.js";
-import { ChargeWindow, type StatementOutcome } from "./charge-window.js";
-import type { WindowClock } from "./window-clock.js";
 
 export interface MeterOptions {
   /** Rows' worth of funds a session holds at first; the hold doubles at each top-up while the session spends. */

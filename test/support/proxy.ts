@@ -5,6 +5,7 @@ import type { Hex } from "viem";
 import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
 import { ChargeWriter } from "../../src/billing/charge-writer.js";
 import { creditDeposit } from "../../src/billing/ledger.js";
+import { WindowClock } from "../../src/billing/window-clock.js";
 import { createVerdictCache } from "../../src/guard/verdict-cache.js";
 import { providerLookup } from "../../src/providers/checked-connect.js";
 import { providerHostsIn } from "../../src/providers/provider-hosts.js";
@@ -15,7 +16,6 @@ import { type RunningProxy, startProxyServer } from "../../src/proxy/proxy-serve
 import { SessionRegistry } from "../../src/proxy/session-registry.js";
 import { UnauthenticatedConnections } from "../../src/proxy/unauthenticated-connections.js";
 import { UpstreamSlots } from "../../src/proxy/upstream-slots.js";
-import { WindowClock } from "../../src/proxy/window-clock.js";
 import type { TestGateway } from "./gateway.js";
 
 export interface TestProxy extends RunningProxy {

@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { depositFor, useLedgerDatabase } from "../../test/support/fixtures.js";
-import { ChargeWriter } from "../billing/charge-writer.js";
-import { priceOf } from "../billing/cost.js";
-import { getBalance, listLedgerEntries } from "../billing/ledger.js";
 import { loadGuard } from "../guard/index.js";
 import { StatementShapes } from "../guard/statement-shape.js";
-import { SessionMeter } from "./session-meter.js";
+import { SessionMeter } from "../proxy/session-meter.js";
+import { ChargeWriter } from "./charge-writer.js";
+import { priceOf } from "./cost.js";
+import { getBalance, listLedgerEntries } from "./ledger.js";
 import { untilNextTick, WindowClock } from "./window-clock.js";
 
 const meta = useLedgerDatabase();

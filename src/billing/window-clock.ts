@@ -1,4 +1,4 @@
-import type { ChargeWriter } from "../billing/charge-writer.js";
+import type { ChargeWriter } from "./charge-writer.js";
 
 /**
  * Milliseconds until the next multiple of `intervalMs` on this process's monotonic clock (never 0: a tick that is

@@ -1,5 +1,5 @@
-import { formatMicro } from "../billing/money.js";
 import type { StatementShapes } from "../guard/statement-shape.js";
+import { formatMicro } from "./money.js";
 
 /** How a statement ended, when not plainly: it failed after delivering rows, or the balance cut it off. */
 export type StatementOutcome = "failed" | "cutOff";
