@@ -1,12 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { depositFor, useLedgerDatabase } from "../../test/support/fixtures.js";
+import { watchedLedger } from "../../test/support/watched-ledger.js";
 import { loadGuard } from "../guard/index.js";
 import { StatementShapes } from "../guard/statement-shape.js";
 import { SessionMeter } from "../proxy/session-meter.js";
 import { ChargeWriter } from "./charge-writer.js";
 import { priceOf } from "./cost.js";
-import { getBalance, listLedgerEntries } from "./ledger.js";
+import { getBalance, listLedgerEntries, type Queryable } from "./ledger.js";
 import { untilNextTick, WindowClock } from "./window-clock.js";
 
 const meta = useLedgerDatabase();
@@ -22,20 +23,17 @@ beforeAll(async () => {
 function countingBatches() {
   const counter = {
     batches: 0,
-    db: {
-      query: (...args: Parameters<typeof meta.pool.query>) => {
-        const [first] = args as unknown as [{ name?: string } | string];
-        if (typeof first === "object" && first.name === "pgtoll_ledger_charge_batch") counter.batches++;
-        return meta.pool.query(...args);
-      },
-    } as never,
+    db: watchedLedger(meta.pool, (name) => {
+      if (name === "pgtoll_ledger_charge_batch") counter.batches++;
+      return undefined;
+    }),
   };
   return counter;
 }
 
 /** A meter of `agent` on the given writer and clock. */
 function meterOn(
-  db: never,
+  db: Queryable,
   writer: ChargeWriter,
   clock: WindowClock,
   agent: string,

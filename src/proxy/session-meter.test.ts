@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { depositFor, randomWallet, useLedgerDatabase } from "../../test/support/fixtures.js";
+import { watchedLedger } from "../../test/support/watched-ledger.js";
 import { ChargeWriter } from "../billing/charge-writer.js";
 import { priceOf } from "../billing/cost.js";
-import { getBalance, type LedgerEntry, listLedgerEntries } from "../billing/ledger.js";
+import { getBalance, type LedgerEntry, listLedgerEntries, type Queryable } from "../billing/ledger.js";
 import { untilNextTick, WindowClock } from "../billing/window-clock.js";
 import { loadGuard } from "../guard/index.js";
 import { StatementShapes } from "../guard/statement-shape.js";
@@ -42,19 +43,8 @@ function countedMeter(
   return counted;
 }
 
-/** The metadata pool, telling `onStatement` each ledger statement's name first (and waiting for what it returns). */
-function watchedPool(onStatement: (name: string) => Promise<void> | undefined): never {
-  return {
-    query: async (...args: Parameters<typeof meta.pool.query>) => {
-      const [first] = args as unknown as [{ name?: string } | string];
-      await onStatement(typeof first === "string" ? first : (first.name ?? ""));
-      return meta.pool.query(...args);
-    },
-  } as never;
-}
-
 /** A meter whose ledger statements go through `db`, with a clock that does not tick during a test. */
-function meterOver(db: never, agentWallet: string, windowMaxCostMicro: bigint): SessionMeter {
+function meterOver(db: Queryable, agentWallet: string, windowMaxCostMicro: bigint): SessionMeter {
   const writer = new ChargeWriter(db, { ttlSeconds: 60 });
   return new SessionMeter(db, writer, agentWallet, meta.providerId, ONE_MICRO_A_ROW, {
     reserveRows: 1000,
@@ -170,7 +160,7 @@ describe("SessionMeter", () => {
     const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
     const statements: string[] = [];
     const meter = meterOver(
-      watchedPool((name) => void statements.push(name)),
+      watchedLedger(meta.pool, (name) => void statements.push(name)),
       agent,
       1_000_000n,
     );
@@ -190,7 +180,7 @@ describe("SessionMeter", () => {
     const gate = new Promise<void>((resolve) => (open = resolve));
     // The ledger answers charge batches only once the gate opens: the first window stays "being written".
     const meter = meterOver(
-      watchedPool((name) => (name === "pgtoll_ledger_charge_batch" ? gate : undefined)),
+      watchedLedger(meta.pool, (name) => (name === "pgtoll_ledger_charge_batch" ? gate : undefined)),
       agent,
       100n,
     );
