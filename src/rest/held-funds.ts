@@ -1,7 +1,6 @@
+import { AgentHold } from "../billing/agent-hold.js";
 import type { ChargeWriter } from "../billing/charge-writer.js";
 import type { Queryable } from "../billing/ledger.js";
-import { LedgerHold } from "../billing/ledger-hold.js";
-import { QueuedCharges } from "../billing/queued-charges.js";
 
 export interface HeldFundsOptions {
   ledger: Queryable;
@@ -16,43 +15,37 @@ export interface HeldFundsOptions {
 
 /** How long a REST query's charge is retried while the ledger is unavailable before the request fails. */
 const CHARGE_RETRY_MS = 5000;
+
 /** One agent's funds held with one provider by this process, for that agent's requests. */
 interface Hold {
   key: string;
-  agentWallet: string;
-  providerId: string;
-  funds: LedgerHold;
-  /** Held by the reservation and promised to no request. */
-  unspent: bigint;
+  funds: AgentHold;
   /** Requests that joined and whose charge is not yet durable. */
   members: number;
   /** Had two requests at once: its charges are group-committed and it lingers after the last one. */
   shared: boolean;
-  /** Charges queued on the writer and not yet durable: the release waits for them. */
-  charges: QueuedCharges;
-  /** The reservation call in flight; other requests wait for it rather than reserve beside it. */
-  topUp: Promise<boolean> | null;
   /** After this instant new requests open a hold of their own, so no reservation outlives its expiry. */
   joinableUntil: number;
   linger: NodeJS.Timeout | null;
 }
 
 /**
- * Two-phase charging for `POST /api/query`: a request covers its cost from a reservation before it may run
- * (and again, for its actual cost, before its result is committed or returned), then charges exactly that cost.
+ * Two-phase charging for `POST /api/query`, over one {@link AgentHold} per agent and provider: a request covers
+ * its cost from the hold before it may run (and again, for its actual cost, before its result is committed or
+ * returned), then charges exactly that cost. What the REST gateway adds to the hold:
  *
- * A lone request reserves what it expects to cost, and its charge releases the rest in the same statement
- * (releaseWithCharge), before its answer: nothing stays held after it. Requests of one agent that run at the
- * same time, or one right after another (within `lingerMs` of a lone request's end: a busy agent), share one
- * reservation instead (held in SQL like any other, so the balance never goes below zero,
- * whatever runs elsewhere): each takes what it needs from it without a round trip, tops it up by `chunkMicro`
- * when it runs low, and has its charge written by the group-committing ChargeWriter, whose commit it waits for
- * before its answer (an acknowledged charge is durable). A busy agent so costs one ledger statement per batch
- * of requests rather than several per request.
- * A shared hold is released `lingerMs` after its last request unless another came (at once, before the answer,
- * when that request was refused or charged nothing); until then its funds are not available to the agent's
- * requests in other processes (here, a request that falls short waits for it), and beyond what a request needs
- * it takes at most a quarter of the available balance.
+ * - An answer waits for its charge's commit: `charge` resolves only once the entry is in the ledger.
+ * - A lone request reserves what it expects to cost, and its charge releases the rest in the same statement
+ *   (releaseWithCharge), before its answer: nothing stays held after it.
+ * - Requests of one agent that run at the same time, or one right after another (within `lingerMs` of a lone
+ *   request's end: a busy agent), share one hold instead (held in SQL like any other, so the balance never goes
+ *   below zero, whatever runs elsewhere): each takes what it needs from it without a round trip, tops it up by
+ *   `chunkMicro` when it runs low, and has its charge written by the group-committing ChargeWriter. A busy agent
+ *   so costs one ledger statement per batch of requests rather than several per request.
+ * - A busy agent's hold lingers: it is released `lingerMs` after its last request unless another came (at once,
+ *   before the answer, when that request was refused or charged nothing). Until then its funds are not available
+ *   to the agent's requests in other processes (here, a request that falls short waits for it), and beyond what
+ *   a request needs it takes at most a quarter of the available balance.
  */
 export class HeldFunds {
   readonly #holds = new Map<string, Hold>();
@@ -72,26 +65,23 @@ export class HeldFunds {
   /** Starts one request's use of the agent's funds; end it with `charge` or `release`. */
   join(agentWallet: string, providerId: string, chunkMicro: bigint): RequestFunds {
     const key = `${agentWallet}/${providerId}`;
+    const chunk = chunkMicro > 0n ? chunkMicro : 1n;
     let hold = this.#holds.get(key);
     const now = performance.now();
     if (!hold || now > hold.joinableUntil) {
       const lastLone = this.#loneEnded.get(key);
       hold = {
         key,
-        agentWallet,
-        providerId,
-        funds: new LedgerHold(
-          this.options.ledger,
-          agentWallet,
-          providerId,
-          this.options.reservationTtlSeconds,
-        ),
-        unspent: 0n,
+        funds: new AgentHold(this.options.ledger, this.options.writer, agentWallet, providerId, {
+          ttlSeconds: this.options.reservationTtlSeconds,
+          baseMicro: chunk,
+          // Beyond what the request needs, a hold takes at most a quarter of what is available.
+          fairShareAboveMicro: 0n,
+          releasesInFlight: () => this.#releasesOf(key),
+        }),
         members: 0,
         // A busy agent (its last request ended just now): its requests share a hold over time, not only at once.
         shared: lastLone !== undefined && now - lastLone <= this.#lingerMs,
-        charges: new QueuedCharges(this.options.writer),
-        topUp: null,
         joinableUntil: performance.now() + (this.options.reservationTtlSeconds * 1000) / 4,
         linger: null,
       };
@@ -102,7 +92,7 @@ export class HeldFunds {
       hold.linger = null;
     }
     if (++hold.members > 1) hold.shared = true;
-    return new RequestFunds(this, hold, chunkMicro > 0n ? chunkMicro : 1n);
+    return new RequestFunds(this, hold, chunk);
   }
 
   /** Releases every hold now (shutdown), after the charges already queued. */
@@ -113,30 +103,10 @@ export class HeldFunds {
     await Promise.allSettled([...this.#closing.values()].flatMap((releases) => [...releases]));
   }
 
-  /** Tops the hold up by at least `minMicro` and at most `maxMicro` if the balance allows; false when it cannot. */
-  topUp(hold: Hold, minMicro: bigint, maxMicro: bigint): Promise<boolean> {
-    hold.topUp ??= this.#reserveMore(hold, minMicro, maxMicro).finally(() => {
-      hold.topUp = null;
-    });
-    return hold.topUp;
-  }
-
-  async #reserveMore(hold: Hold, minMicro: bigint, maxMicro: bigint): Promise<boolean> {
-    let added = await this.#reserve(hold, minMicro, maxMicro);
-    const releases = this.#closing.get(hold.key);
-    if (added < minMicro && releases) {
-      // The agent's funds may still sit in a hold of this process that is being released: wait for it.
-      await Promise.allSettled([...releases]);
-      added += await this.#reserve(hold, minMicro - added, maxMicro - added);
-    }
-    return added >= minMicro;
-  }
-
-  async #reserve(hold: Hold, minMicro: bigint, maxMicro: bigint): Promise<bigint> {
-    // Beyond what the request needs, a hold takes at most a quarter of what is available (see reserveFunds).
-    const added = await hold.funds.add(minMicro, maxMicro, minMicro);
-    hold.unspent += added;
-    return added;
+  /** The releases of `key`'s holds in flight, when there are: the agent's funds may still sit there. */
+  #releasesOf(key: string): Promise<unknown> | undefined {
+    const releases = this.#closing.get(key);
+    return releases && Promise.allSettled([...releases]);
   }
 
   /**
@@ -150,7 +120,10 @@ export class HeldFunds {
       hold.members = 0;
       if (this.#holds.get(hold.key) === hold) this.#holds.delete(hold.key);
       this.#rememberLoneEnd(hold.key);
-      return this.#track(hold.key, this.#release(hold, costMicro, metadata));
+      return this.#track(
+        hold.key,
+        hold.funds.release(() => ({ costMicro, metadata })),
+      );
     }
     // Shared: the cost is already held in the reservation; the group commit writes the charge (the wire proxy
     // does the same), and the hold is released only after it.
@@ -179,16 +152,9 @@ export class HeldFunds {
   /** Queues a charge on the writer; resolves once it is written, rejects when it could not be. */
   #enqueue(hold: Hold, costMicro: bigint, metadata: Record<string, unknown>): Promise<void> {
     return new Promise((resolve, reject) =>
-      hold.charges.submit(
-        {
-          reservationId: hold.funds.reservationId!,
-          agentWallet: hold.agentWallet,
-          providerId: hold.providerId,
-          costMicro,
-          metadata,
-          // The request waits for it: a few seconds of a ledger restart are bridged, not minutes.
-          retryForMs: CHARGE_RETRY_MS,
-        },
+      hold.funds.queue(
+        // The request waits for it: a few seconds of a ledger restart are bridged, not minutes.
+        { costMicro, metadata, retryForMs: CHARGE_RETRY_MS },
         (error) => (error ? reject(error) : resolve()),
       ),
     );
@@ -199,9 +165,7 @@ export class HeldFunds {
     if (hold.linger) clearTimeout(hold.linger);
     hold.linger = null;
     if (this.#holds.get(hold.key) === hold) this.#holds.delete(hold.key);
-    return this.#track(hold.key, this.#release(hold, 0n, {})).catch((error) =>
-      this.options.onReleaseError?.(error),
-    );
+    return this.#track(hold.key, hold.funds.release()).catch((error) => this.options.onReleaseError?.(error));
   }
 
   /** Remembers a release in flight until it ends. */
@@ -215,13 +179,6 @@ export class HeldFunds {
     };
     release.then(done, done);
     return release;
-  }
-
-  /** After the queued charges: charges `costMicro` and releases the rest of the reservation. */
-  async #release(hold: Hold, costMicro: bigint, metadata: Record<string, unknown>): Promise<void> {
-    await hold.charges.written();
-    hold.unspent = 0n;
-    await hold.funds.release({ costMicro, metadata }, true);
   }
 }
 
@@ -243,32 +200,19 @@ export class RequestFunds {
    * the balance cannot cover `totalMicro`.
    */
   async cover(totalMicro: bigint, wantMicro = totalMicro): Promise<boolean> {
-    const hold = this.hold;
+    const funds = this.hold.funds;
     while (this.#taken < totalMicro) {
-      if (hold.unspent > 0n) {
-        const missing = totalMicro - this.#taken;
-        const share = hold.unspent < missing ? hold.unspent : missing;
-        hold.unspent -= share;
-        this.#taken += share;
-      } else if (hold.topUp) {
-        await hold.topUp.catch(() => {});
-      } else if (
-        !(await this.funds.topUp(hold, totalMicro - this.#taken, this.#topUpLimit(totalMicro, wantMicro)))
-      ) {
+      this.#taken += funds.take(totalMicro - this.#taken);
+      if (this.#taken >= totalMicro) break;
+      const wanted = (wantMicro > totalMicro ? wantMicro : totalMicro) - this.#taken;
+      if (!(await funds.cover(totalMicro - this.#taken, this.hold.shared ? this.chunkMicro : wanted))) {
         // What this request took goes back: a later request of the agent may be cheaper and payable.
-        hold.unspent += this.#taken;
+        funds.giveBack(this.#taken);
         this.#taken = 0n;
         return false;
       }
     }
     return true;
-  }
-
-  #topUpLimit(totalMicro: bigint, wantMicro: bigint): bigint {
-    const missing = totalMicro - this.#taken;
-    const wanted = (wantMicro > totalMicro ? wantMicro : totalMicro) - this.#taken;
-    const limit = this.hold.shared ? this.chunkMicro : wanted;
-    return limit > missing ? limit : missing;
   }
 
   /**
@@ -280,7 +224,7 @@ export class RequestFunds {
     if (costMicro > this.#taken)
       throw new Error(`a charge of ${costMicro} exceeds the ${this.#taken} covered`);
     this.#finished = true;
-    this.hold.unspent += this.#taken - costMicro;
+    this.hold.funds.giveBack(this.#taken - costMicro);
     this.#taken = 0n;
     await this.funds.finish(this.hold, costMicro, metadata);
   }
