@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { AgentHold, type HeldCharge } from "../billing/agent-hold.js";
 import { ChargeWindow, type StatementOutcome } from "../billing/charge-window.js";
 import type { ChargeWriter } from "../billing/charge-writer.js";
-import { costOfRows, isFree, type Price, rowsAffordable } from "../billing/cost.js";
+import { costOfRows, isFree, type Price, rowsAffordable, statementCost } from "../billing/cost.js";
 import type { Queryable } from "../billing/ledger.js";
 import type { WindowClock } from "../billing/window-clock.js";
 import type { StatementShapes } from "../guard/statement-shape.js";
@@ -104,12 +104,12 @@ export class SessionMeter {
     return this.#free || this.#hold.unspent >= this.#costOf(1);
   }
 
-  /** {@link costOfRows} for this session's price, remembered for small counts. */
+  /** A statement's cost by the cost rule ({@link statementCost}) for `rows` rows, remembered for small counts. */
   #costOf(rows: number): bigint {
-    if (rows >= 64) return costOfRows(rows, this.price);
+    if (rows >= 64) return statementCost({ rows }, this.price);
     let cost = this.#smallCosts[rows];
     if (cost === undefined) {
-      cost = costOfRows(rows, this.price);
+      cost = statementCost({ rows }, this.price);
       this.#smallCosts[rows] = cost;
     }
     return cost;
