@@ -19,8 +19,8 @@ beforeAll(async () => {
   await loadGuard();
 });
 
-/** The metadata pool, counting the ledger statements that write charge batches. */
-function countingBatches() {
+/** A charge writer and a clock of `intervalMs` on the metadata pool, counting the charge batches written. */
+function countingClock(intervalMs: number) {
   const counter = {
     batches: 0,
     db: watchedLedger(meta.pool, (name) => {
@@ -28,7 +28,13 @@ function countingBatches() {
       return undefined;
     }),
   };
-  return counter;
+  const writer = new ChargeWriter(counter.db, { ttlSeconds: 60 });
+  return { counter, writer, clock: new WindowClock(intervalMs, writer) };
+}
+
+/** `count` agents with 1 USDC each. */
+function fundedAgents(count: number): Promise<string[]> {
+  return Promise.all(Array.from({ length: count }, () => depositFor(meta.pool, meta.providerId, 1_000_000n)));
 }
 
 /** A meter of `agent` on the given writer and clock. */
@@ -60,12 +66,8 @@ describe("WindowClock", () => {
   });
 
   it("writes the open windows of every session in one ledger commit at the tick", async () => {
-    const counter = countingBatches();
-    const writer = new ChargeWriter(counter.db, { ttlSeconds: 60 });
-    const clock = new WindowClock(200, writer);
-    const agents = await Promise.all(
-      Array.from({ length: 8 }, () => depositFor(meta.pool, meta.providerId, 1_000_000n)),
-    );
+    const { counter, writer, clock } = countingClock(200);
+    const agents = await fundedAgents(8);
     const meters = agents.map((agent) => meterOn(counter.db, writer, clock, agent, 1_000_000n));
     // Just after a tick: every window opens in this interval and waits for the next tick.
     await sleep(untilNextTick(200) + 2);
@@ -95,12 +97,8 @@ describe("WindowClock", () => {
   });
 
   it("writes, with a window that reaches the cost bound, the windows at least half way to it, and no others", async () => {
-    const counter = countingBatches();
-    const writer = new ChargeWriter(counter.db, { ttlSeconds: 60 });
-    const clock = new WindowClock(1000, writer);
-    const agents = await Promise.all(
-      Array.from({ length: 3 }, () => depositFor(meta.pool, meta.providerId, 1_000_000n)),
-    );
+    const { counter, writer, clock } = countingClock(1000);
+    const agents = await fundedAgents(3);
     const [full, halfWay, small] = agents.map((agent) => meterOn(counter.db, writer, clock, agent, 100n)) as [
       SessionMeter,
       SessionMeter,
@@ -132,9 +130,7 @@ describe("WindowClock", () => {
   });
 
   it("forgets a window closed before its tick", async () => {
-    const counter = countingBatches();
-    const writer = new ChargeWriter(counter.db, { ttlSeconds: 60 });
-    const clock = new WindowClock(100, writer);
+    const { clock } = countingClock(100);
     let calls = 0;
     const close = () => calls++;
     clock.atNextTick(close);
