@@ -61,7 +61,7 @@ export class AgentHold {
   readonly #fairShareAbove: bigint;
   /** The top-up in flight: others wait for it, and the release waits for it. */
   #inFlight: Promise<bigint> | null = null;
-  /** The last top-up that asked for nothing in particular got nothing: no top-up ahead until one gets funds. */
+  /** A top-up with no minimum got nothing (the balance is spent): no top-up ahead until one gets funds. */
   #balanceSpent = false;
   readonly #charges: QueuedCharges;
 
