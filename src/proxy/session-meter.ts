@@ -2,7 +2,18 @@ import { randomUUID } from "node:crypto";
 import { AgentHold, type HeldCharge } from "../billing/agent-hold.js";
 import { ChargeWindow, type StatementOutcome } from "../billing/charge-window.js";
 import type { ChargeWriter } from "../billing/charge-writer.js";
-import { costOfRows, isFree, type Price, rowsAffordable, statementCost } from "../billing/cost.js";
+import {
+  type CostBreakdown,
+  costBreakdown,
+  costOfRows,
+  isFree,
+  isRowsOnly,
+  type Price,
+  priceForRelations,
+  rowsAffordable,
+  statementCost,
+} from "../billing/cost.js";
+import { type DailyLimit, dailyLimitRefusing } from "../billing/daily-limits.js";
 import type { Queryable } from "../billing/ledger.js";
 import type { WindowClock } from "../billing/window-clock.js";
 import type { StatementShapes } from "../guard/statement-shape.js";
@@ -39,6 +50,15 @@ export interface MeterOptions {
 /** Distinct texts a window keeps before it is closed early (simple-protocol clients inline their values). */
 const MAX_WINDOW_TEXTS = 2000;
 
+/** What a statement used beyond its rows: its result bytes come from `allowRows`, its time from its end. */
+export interface StatementTime {
+  /** Milliseconds on the provider's database, from sending the statement to its completion. */
+  ms?: number;
+}
+
+/** Why no more of a statement can be had: the balance, the agent's daily limit, or the session's budget. */
+export type Shortfall = "unfunded" | "daily-limit" | "budget";
+
 /**
  * The wire proxy's side of two-phase charging for one client session, over the session's {@link AgentHold}
  * (which holds, tops up ahead of need, doubles its size and releases). What the proxy adds:
@@ -55,6 +75,7 @@ const MAX_WINDOW_TEXTS = 2000;
  */
 export class SessionMeter {
   readonly #hold: AgentHold;
+  readonly #ledger: Queryable;
   #statementRows = 0;
   #rowLimit = 0;
   /** Row of the running statement at which the next part of the hold is reserved ahead. */
@@ -65,6 +86,15 @@ export class SessionMeter {
   #halfHoldOf = -1n;
   #halfHoldRows = 0;
   readonly #free: boolean;
+  /** The price counts rows alone: a row's cost is known without its bytes (the fast path). */
+  readonly #rowsOnly: boolean;
+  /** The running statement's price: the session's, with the table price of the relations it names. */
+  #statementPrice: Price;
+  /** Result bytes of the running statement's rows so far. */
+  #statementBytes = 0;
+  /** `pgtoll.max_session_cost`: what the session's statements may cost in all; null for no budget. */
+  #budgetMicro: bigint | null = null;
+  #lastCost: CostBreakdown | null = null;
   #window: ChargeWindow | null = null;
   #windowsClosed = 0;
   #sessionCostMicro = 0n;
@@ -78,7 +108,10 @@ export class SessionMeter {
     private readonly options: MeterOptions,
   ) {
     this.#free = isFree(price);
+    this.#rowsOnly = isRowsOnly(price);
+    this.#statementPrice = price;
     const base = costOfRows(options.reserveRows, price);
+    this.#ledger = ledger;
     this.#hold = new AgentHold(ledger, writer, agentWallet, providerId, {
       ttlSeconds: options.reservationTtlSeconds,
       baseMicro: base > 0n ? base : 1n,
@@ -101,7 +134,73 @@ export class SessionMeter {
 
   /** Whether a statement may start: false when nothing is held and nothing could be reserved yet. */
   get canStart(): boolean {
+    if (this.#budgetMicro !== null && !this.#withinBudget(statementCost({ rows: 0 }, this.price)))
+      return false;
     return this.#free || this.#hold.unspent >= this.#costOf(1);
+  }
+
+  /** `pgtoll.max_session_cost` in micro-USDC; null when the session has no budget. */
+  get budgetMicro(): bigint | null {
+    return this.#budgetMicro;
+  }
+
+  /**
+   * Sets the session's budget (null: none). A budget below what the session already spent stops its next
+   * statement; a higher one, or none, lets it go on.
+   */
+  set budgetMicro(budget: bigint | null) {
+    this.#budgetMicro = budget;
+    this.#updateLimit();
+  }
+
+  /** The cost and its parts of the session's last statement, null before its first. */
+  get lastStatementCost(): CostBreakdown | null {
+    return this.#lastCost;
+  }
+
+  /**
+   * The running statement names these relations (undefined: what it reads is not in its text): its rows are
+   * charged at their table price. Called before its first row.
+   */
+  priceStatement(relations: readonly string[] | undefined): void {
+    if (!this.#rowsOnly) this.#statementPrice = priceForRelations(this.price, relations);
+  }
+
+  /** The fast path: the hold's row limit alone decides (rows only, no budget). */
+  get #byRows(): boolean {
+    return this.#rowsOnly && this.#budgetMicro === null;
+  }
+
+  #withinBudget(costMicro: bigint): boolean {
+    return this.#budgetMicro === null || this.#sessionCostMicro + costMicro <= this.#budgetMicro;
+  }
+
+  /** The running statement's cost with `rows` more rows of `bytes` more bytes (no time: it is known at its end). */
+  #costWith(rows: number, bytes: number): bigint {
+    return statementCost(
+      { rows: this.#statementRows + rows, bytes: this.#statementBytes + bytes },
+      this.#statementPrice,
+    );
+  }
+
+  /**
+   * Why `rows` more rows of `bytes` bytes cannot be had, asked after `topUp` failed or before it when the budget
+   * may stop them: the session's budget, the agent's daily limit (asked of the ledger), or its balance.
+   */
+  async shortfall(rows = 1, bytes = 0): Promise<Shortfall> {
+    if (!this.#withinBudget(this.#costWith(rows, bytes))) return "budget";
+    const limit = await this.dailyLimitRefusing(this.#costWith(rows, bytes) - this.#hold.unspent);
+    return limit ? "daily-limit" : "unfunded";
+  }
+
+  /** The agent's daily limit when it, rather than the balance, keeps a hold of `minMicro` from being taken. */
+  dailyLimitRefusing(minMicro: bigint): Promise<DailyLimit | null> {
+    return dailyLimitRefusing(this.#ledger, this.agentWallet, this.providerId, minMicro > 0n ? minMicro : 1n);
+  }
+
+  /** Whether the session's budget stops `rows` more rows of `bytes` bytes of the running statement. */
+  budgetStops(rows = 1, bytes = 0): boolean {
+    return this.#budgetMicro !== null && !this.#withinBudget(this.#costWith(rows, bytes));
   }
 
   /** A statement's cost by the cost rule ({@link statementCost}) for `rows` rows, remembered for small counts. */
@@ -116,6 +215,8 @@ export class SessionMeter {
   }
 
   #updateLimit(): void {
+    // Beyond rows (or under a budget) each run is priced as it comes (#allowPriced): no row limit to keep.
+    if (!this.#byRows) return;
     this.#rowLimit = Number(rowsAffordable(this.#hold.unspent, this.price));
     if (this.#free) return;
     const size = this.#hold.size;
@@ -135,7 +236,8 @@ export class SessionMeter {
    * Counts up to `count` more rows at once (a run of DataRows read in one chunk); returns how many the reservation
    * pays for, from 0 to `count`. For the first row it does not pay for: `topUp`, then `allowRow`.
    */
-  allowRows(count: number): number {
+  allowRows(count: number, bytes = 0): number {
+    if (!this.#byRows) return this.#allowPriced(count, bytes);
     const before = this.#statementRows;
     const left = this.#rowLimit - before;
     const allowed = count < left ? count : left;
@@ -147,13 +249,29 @@ export class SessionMeter {
   }
 
   /**
-   * Reserves at least enough for `minRows` more rows of the running statement (the hold's size when available).
-   * Returns false when the agent's available balance cannot pay for them.
+   * `allowRows` for a price beyond rows or a session with a budget: the run is allowed whole when the statement's
+   * cost with its rows and bytes is within the hold and the budget, else not at all (its rows then come one by
+   * one). The cost is worked out per run of rows, not per row.
    */
-  async topUp(minRows = 1): Promise<boolean> {
+  #allowPriced(count: number, bytes: number): number {
+    const cost = this.#costWith(count, bytes);
+    if ((!this.#free && cost > this.#hold.unspent) || !this.#withinBudget(cost)) return 0;
+    this.#statementRows += count;
+    this.#statementBytes += bytes;
+    // Less than half of the hold's size left: reserve the next part now, in the background.
+    if (!this.#free && (this.#hold.unspent - cost) * 2n < this.#hold.size) this.#hold.topUpAhead(true);
+    return count;
+  }
+
+  /**
+   * Reserves at least enough for `minRows` more rows (of `bytes` bytes) of the running statement (the hold's size
+   * when available). Returns false when the agent's available balance cannot pay for them.
+   */
+  async topUp(minRows = 1, bytes = 0): Promise<boolean> {
     if (this.#free) return true;
-    if (!(await this.#hold.cover(this.#costOf(this.#statementRows + minRows)))) return false;
-    return this.#rowLimit > this.#statementRows || minRows === 0;
+    const need = this.#byRows ? this.#costOf(this.#statementRows + minRows) : this.#costWith(minRows, bytes);
+    if (!(await this.#hold.cover(need))) return false;
+    return !this.#byRows || this.#rowLimit > this.#statementRows || minRows === 0;
   }
 
   /**
@@ -161,8 +279,36 @@ export class SessionMeter {
    * (each was allowed by `allowRows`), so this is synchronous, unless the window reached the cost bound while an
    * earlier one is still being written: then the promise is what the session waits for.
    */
-  endStatement(rowCount: number, sql: string, outcome?: StatementOutcome): Promise<void> | undefined {
-    return this.#charge(this.#costOf(rowCount), rowCount, sql, outcome);
+  endStatement(
+    rowCount: number,
+    sql: string,
+    outcome?: StatementOutcome,
+    time?: StatementTime,
+  ): Promise<void> | undefined {
+    if (this.#byRows && !this.#lastCost) return this.#charge(this.#costOf(rowCount), rowCount, sql, outcome);
+    const cost = this.#priced(rowCount, time);
+    if (this.#free || cost <= this.#hold.unspent) return this.#charge(cost, rowCount, sql, outcome);
+    // Its time, or the minimum, took it past the hold: what the balance can add is charged, and no more.
+    return this.#hold
+      .cover(cost, 0n)
+      .catch(() => false)
+      .then(() => this.#charge(cost, rowCount, sql, outcome));
+  }
+
+  /**
+   * The running statement's cost by the whole cost rule, its parts kept for `SHOW pgtoll.last_statement_cost`;
+   * within the session's budget (its time is known only at its end, and the budget is a promise).
+   */
+  #priced(rows: number, time: StatementTime | undefined): bigint {
+    const breakdown = costBreakdown(
+      { rows, bytes: this.#statementBytes, ms: Math.max(0, Math.ceil(time?.ms ?? 0)) },
+      this.#statementPrice,
+    );
+    this.#lastCost = breakdown;
+    const budget = this.#budgetMicro;
+    if (budget === null) return breakdown.costMicro;
+    const left = budget > this.#sessionCostMicro ? budget - this.#sessionCostMicro : 0n;
+    return breakdown.costMicro < left ? breakdown.costMicro : left;
   }
 
   /**
@@ -172,8 +318,8 @@ export class SessionMeter {
    * received within the hold) and the answer is false: the caller rolls the write back. A ledger that cannot be
    * reached rejects the promise; the caller rolls back then too. Synchronous (`true`) when the hold covers it.
    */
-  endWrite(rowCount: number, delivered: number, sql: string): true | Promise<boolean> {
-    const cost = this.#costOf(rowCount);
+  endWrite(rowCount: number, delivered: number, sql: string, time?: StatementTime): true | Promise<boolean> {
+    const cost = this.#byRows && !this.#lastCost ? this.#costOf(rowCount) : this.#priced(rowCount, time);
     if (cost <= this.#hold.unspent) {
       const waiting = this.#charge(cost, rowCount, sql);
       return waiting ? waiting.then(() => true) : true;
@@ -202,6 +348,8 @@ export class SessionMeter {
     outcome?: StatementOutcome,
   ): Promise<void> | undefined {
     this.#statementRows = 0;
+    this.#statementBytes = 0;
+    this.#statementPrice = this.price;
     if (this.#free) return;
     // Every row was allowed from the hold; a larger count would be a bug, and is not charged beyond the hold.
     const cost = this.#hold.take(costMicro);

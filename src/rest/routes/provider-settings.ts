@@ -8,6 +8,7 @@ import { gatewayLimits } from "../plugins/rate-limit.js";
 import { presentPricing } from "../present.js";
 import { authenticatedProvider } from "../provider-key.js";
 import { ErrorBody, Pricing } from "../schemas.js";
+import { uuidParam } from "../validate.js";
 
 const errors = { 400: ErrorBody, 401: ErrorBody, 404: ErrorBody };
 
@@ -28,7 +29,7 @@ export async function providerSettingsRoutes(app: FastifyInstance, { ctx }: { ct
       },
     },
     async (request) => {
-      const { id } = request.params;
+      const id = uuidParam(request.params.id, "provider id");
       const pricing = await findPricing(ctx.db, id);
       if (!pricing) throw new HttpError(404, `provider ${id} has no pricing yet`);
       return presentPricing(pricing);
