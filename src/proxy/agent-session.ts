@@ -8,7 +8,7 @@ import { findProviderForQuery, type PricingRecord } from "../providers/registry.
 import { verifyAgentToken } from "./agent-token.js";
 import type { Frame } from "./frame-reader.js";
 import { fundsRefusal } from "./funds-refusal.js";
-import { sessionSettings } from "./pgtoll-settings.js";
+import { sessionSettings } from "./in-band-settings.js";
 import type { ProxyContext } from "./proxy-context.js";
 import { errorFrame, StartupRefusal } from "./proxy-errors.js";
 import { Relay } from "./relay.js";

@@ -27,16 +27,16 @@ import {
   decodeParse,
   decodeQuery,
 } from "./frontend-messages.js";
-import { refusedParse, refusedQuery } from "./injected-errors.js";
-import { BackendCode, FrontendCode } from "./message-codes.js";
-import { OutputBatch } from "./output-batch.js";
 import {
   localShowAnswer,
   type SessionSettings,
   showResult,
   standInParse,
   standInQuery,
-} from "./pgtoll-settings.js";
+} from "./in-band-settings.js";
+import { refusedParse, refusedQuery } from "./injected-errors.js";
+import { BackendCode, FrontendCode } from "./message-codes.js";
+import { OutputBatch } from "./output-batch.js";
 import { PreparedStatements } from "./prepared-statements.js";
 import { ProtocolViolationError } from "./protocol-violation-error.js";
 import { errorFrame } from "./proxy-errors.js";

@@ -13,30 +13,39 @@ import {
 } from "./serializer.js";
 import type { SessionMeter } from "./session-meter.js";
 
-/**
- * Settings the proxy answers itself, so that an agent with only a SQL tool can ask what it spends:
- * `SHOW pgtoll.balance` (USDC, with this session's charges written first), `SHOW pgtoll.session_cost` (USDC
- * charged to this session so far), `SHOW pgtoll.price` (USDC per 1000 rows, markup included) and
- * `SHOW pgtoll.deposit_address` (the provider's wallet, where USDC deposits go). Free.
- */
-export const PGTOLL_SETTINGS = [
-  "pgtoll.balance",
-  "pgtoll.session_cost",
-  "pgtoll.price",
-  "pgtoll.deposit_address",
-] as const;
+/** What the settings read of the session's meter. */
+export type SettingsMeter = Pick<SessionMeter, "writtenBalance" | "sessionCostMicro" | "price">;
 
 /** What a session's settings are read from. */
 export interface SettingSource {
-  meter: SessionMeter;
+  meter: SettingsMeter;
   /** The provider's wallet. */
   depositAddress: string;
 }
 
+/** One in-band setting: how `SHOW` reads it. */
+interface InBandSetting {
+  show(source: SettingSource): string | Promise<string>;
+}
+
 /**
- * A session's in-band settings as the relay asks for them: the relay carries `SHOW pgtoll.<name>` through the
- * protocol (answered at once, or by a stand-in that keeps its place in a pipeline); this says which settings
- * exist and what they are.
+ * Settings the proxy answers itself, so that an agent with only a SQL tool can ask what it spends:
+ * `SHOW pgtoll.balance` (USDC, with this session's charges written first), `SHOW pgtoll.session_cost` (USDC
+ * charged to this session so far), `SHOW pgtoll.price` (USDC per 1000 rows, markup included) and
+ * `SHOW pgtoll.deposit_address` (the provider's wallet, where USDC deposits go). Free. Every in-band setting of
+ * a session is listed here, whatever reads or writes it.
+ */
+const SETTINGS = new Map<string, InBandSetting>([
+  ["pgtoll.balance", { show: async ({ meter }) => formatMicro(await meter.writtenBalance()) }],
+  ["pgtoll.session_cost", { show: ({ meter }) => formatMicro(meter.sessionCostMicro) }],
+  ["pgtoll.price", { show: ({ meter }) => formatPricePer1000Rows(meter.price) }],
+  ["pgtoll.deposit_address", { show: ({ depositAddress }) => depositAddress }],
+]);
+
+/**
+ * A session's in-band settings as the relay and the statement policy ask for them: the relay carries
+ * `SHOW pgtoll.<name>` through the protocol (answered at once, or by a stand-in that keeps its place in a
+ * pipeline); this says which settings exist and what they are.
  */
 export interface SessionSettings {
   /** Why `SHOW <name>` in a query of `statementCount` statements is refused, as an ErrorResponse; else undefined. */
@@ -47,43 +56,33 @@ export interface SessionSettings {
 
 /** The settings of a metered session. */
 export function sessionSettings(source: SettingSource): SessionSettings {
-  return { refusal: settingRefusal, value: (name) => pgtollSettingValue(name, source) };
+  return new InBandSettings(source);
 }
 
-/** Why a `SHOW pgtoll.<name>` cannot be answered: an unknown name, or other statements in the same query. */
-function settingRefusal(name: string, statementCount: number): Buffer | undefined {
-  if (!isPgtollSetting(name)) return unknownSettingError(name);
-  if (statementCount > 1)
-    return errorFrame(SqlState.featureNotSupported, `SHOW ${name} must be sent as a query of its own`);
-  return undefined;
-}
+/** One session's settings: what a setting the session changes holds would be kept here. */
+class InBandSettings implements SessionSettings {
+  constructor(private readonly source: SettingSource) {}
 
-export function isPgtollSetting(name: string): boolean {
-  return (PGTOLL_SETTINGS as readonly string[]).includes(name);
+  /** Refused: an unknown name, or other statements in the same query. */
+  refusal(name: string, statementCount: number): Buffer | undefined {
+    if (!SETTINGS.has(name)) return unknownSettingError(name);
+    if (statementCount > 1)
+      return errorFrame(SqlState.featureNotSupported, `SHOW ${name} must be sent as a query of its own`);
+    return undefined;
+  }
+
+  async value(name: string): Promise<string> {
+    const setting = SETTINGS.get(name);
+    if (!setting) throw new Error(`no in-band setting ${name}`);
+    return setting.show(this.source);
+  }
 }
 
 /** The error PostgreSQL gives for a setting it does not know, for `SHOW pgtoll.<anything else>`. */
-export function unknownSettingError(name: string): Buffer {
+function unknownSettingError(name: string): Buffer {
   return errorFrame(SqlState.undefinedObject, `unrecognized configuration parameter "${name}"`, {
-    hint: `pgtoll answers ${PGTOLL_SETTINGS.join(", ")}`,
+    hint: `pgtoll answers ${[...SETTINGS.keys()].join(", ")}`,
   });
-}
-
-/** The setting's current value, as `SHOW` prints it. */
-export async function pgtollSettingValue(
-  name: string,
-  { meter, depositAddress }: SettingSource,
-): Promise<string> {
-  switch (name) {
-    case "pgtoll.deposit_address":
-      return depositAddress;
-    case "pgtoll.balance":
-      return formatMicro(await meter.writtenBalance());
-    case "pgtoll.session_cost":
-      return formatMicro(meter.sessionCostMicro);
-    default:
-      return formatPricePer1000Rows(meter.price);
-  }
 }
 
 /** The whole answer to a simple-protocol `SHOW pgtoll.<name>`, as PostgreSQL sends one, ReadyForQuery included. */
