@@ -1,18 +1,15 @@
 import type { Socket } from "node:net";
 import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
-import { INVALID_SQL_RULE, type RefusalKind } from "../analytics/refusal-tally.js";
-import { isLedgerUnavailable } from "../billing/ledger-availability.js";
 import { SqlState } from "../db/sql-state.js";
-import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
+import type { GuardedStatement } from "../guard/index.js";
 import {
   isFatalError,
   readyForQueryStatusOf,
   type TransactionStatus,
   writeCountOf,
 } from "./backend-messages.js";
-import { isBinaryCopy, isBinaryCopyTrailer } from "./copy-framing.js";
-import { boundedNotice, withheldError } from "./database-notices.js";
+import { CopyOut } from "./copy-framing.js";
 import {
   FRAME_HEADER_LENGTH,
   FRONTEND_MAX_FRAME_LENGTH,
@@ -36,92 +33,44 @@ import {
 } from "./in-band-settings.js";
 import { refusedParse, refusedQuery } from "./injected-errors.js";
 import { BackendCode, FrontendCode } from "./message-codes.js";
+import { ledgerUnavailable } from "./metering-errors.js";
 import { OutputBatch } from "./output-batch.js";
-import { PreparedStatements } from "./prepared-statements.js";
+import { type PreparedStatement, PreparedStatements } from "./prepared-statements.js";
 import { ProtocolViolationError } from "./protocol-violation-error.js";
 import { errorFrame } from "./proxy-errors.js";
 import type { ProxyMetrics, ProxyTally } from "./proxy-metrics.js";
-import { encodeReadyForQuery, encodeTerminate } from "./serializer.js";
-import type { SessionMeter } from "./session-meter.js";
 import {
-  BEGIN_QUERY,
-  COMMIT_QUERY,
-  FLUSH,
-  LIMITED_WRITE_EXECUTE,
-  planWrites,
-  ROLLBACK_QUERY,
-  unpaidWriteError,
-  writeLimitError,
-} from "./write-transactions.js";
-
-/** A simple query in flight. */
-interface SimpleUnit {
-  kind: "simple";
-  statements: readonly GuardedStatement[];
-  index: number;
-  started: number;
-  /** It holds a write: the client waits for it to be paid for (or undone) before anything else is sent. */
-  writes: boolean;
-  /** The proxy opened a transaction around it (see write-transactions.ts) and ends it at its ReadyForQuery. */
-  wrapped: boolean;
-  /** A write of it was not paid for, or wrote too many rows: its transaction must not commit. */
-  failed: boolean;
-  /** A wrapped query's last CommandComplete, relayed once its COMMIT succeeded (PostgreSQL commits first). */
-  held?: Buffer;
-}
-
-/** What the relay expects the upstream to answer next, in order. */
-type Unit =
-  | SimpleUnit
-  | { kind: "execute"; sql: string; started: number; writes: boolean }
-  /** A refused message's stand-in: its error is replaced by `error` (or swallowed when there is none). */
-  | { kind: "refused"; error?: Buffer }
-  /** A `SHOW pgtoll.<name>` sent upstream as its stand-in: its row and tag are replaced by the value. */
-  | { kind: "setting"; name: string }
-  | { kind: "sync" }
-  /**
-   * A statement the proxy sent itself: BEGIN before a wrapped write, COMMIT or ROLLBACK after it ("end", which
-   * relays `held` or the COMMIT's `error`), or a stand-in that aborts the transaction of an unpaid write.
-   */
-  | { kind: "injected"; role: "begin" | "end" | "abort"; held?: Buffer; error?: Buffer };
-
-/** The COPY being relayed: its header line (text or CSV) and binary trailer are framing, not rows. */
-interface CopyOut {
-  headerPending: boolean;
-  binary: boolean;
-}
-
-/**
- * What the relay asks of the session's meter: whether a statement may start, how many rows the hold pays for,
- * and each statement's end (its rows charged, a write paid for or not). How holds grow and charges are written
- * is the meter's (session-meter.ts).
- */
-export type RelayMeter = Pick<
-  SessionMeter,
-  "canStart" | "statementRows" | "allowRow" | "allowRows" | "topUp" | "endStatement" | "endWrite" | "release"
->;
+  dropUntilSync,
+  type InjectedUnit,
+  mayWrite,
+  type SimpleUnit,
+  sentAtOf,
+  sqlOf,
+  type Unit,
+} from "./relay-units.js";
+import { encodeReadyForQuery, encodeTerminate } from "./serializer.js";
+import type { CutOffReason, StatementMetering } from "./statement-metering.js";
+import type { StatementPolicy } from "./statement-policy.js";
+import { BEGIN_QUERY, COMMIT_QUERY, FLUSH, ROLLBACK_QUERY } from "./write-transactions.js";
 
 export interface RelayDeps {
   client: Socket;
   upstream: Socket;
-  meter: RelayMeter;
-  /** The session's `SHOW pgtoll.*` settings: which exist and their values (the relay only carries them). */
+  /** What each message carrying SQL may do (statement-policy.ts). */
+  policy: StatementPolicy;
+  /** What is paid for: starts, rows, statement ends, writes, database errors (statement-metering.ts). */
+  metering: StatementMetering;
+  /** The session's `SHOW pgtoll.*` settings: their values (the relay only carries them). */
   settings: SessionSettings;
   metrics: ProxyMetrics;
   logger: Logger;
-  /** The guard, memoised by SQL text. */
-  check(sql: string): GuardVerdict;
   cancelUpstream(): void;
   status: TransactionStatus;
   /** After this long idle outside a transaction the session gives back its unspent reservation. */
   idleReleaseMs: number;
-  /** Most rows one statement may write (the provider's `maxRowsWrittenPerStatement`); more is rolled back. */
-  maxRowsWritten: number;
   /** How long a closing session waits for the upstream to finish what was forwarded (default 15 s). */
   drainTimeoutMs?: number;
   onEnd(reason: string): void;
-  /** Counts a refused statement of this session's provider (analytics/refusal-tally.ts). */
-  countRefusal(kind: RefusalKind, rule: string): void;
 }
 
 /** One direction of the relay: frames read from its socket, handled strictly in order. */
@@ -135,12 +84,11 @@ interface Direction {
 }
 
 /**
- * The ready phase of a proxied session: every client message is guarded before it is forwarded, every upstream
- * answer is relayed while the agent's reservation pays for it, and every statement is charged when it completes.
- * Both directions are processed frame by frame in order; a pass that needs the ledger (to grow the
- * reservation) pauses its socket until the answer is in, so order is never lost and memory stays bounded.
- * Frames are handled as positions in the received chunks and relayed as ranges of them: a relayed message
- * costs no allocation.
+ * The ready phase of a proxied session, as a protocol: client messages are forwarded and upstream answers
+ * relayed in order, as ranges of the received chunks (a relayed message costs no allocation). What a statement
+ * may do is the policy's to say, and what is paid for the metering's: the relay asks them at each step and does
+ * what they answer. Both directions are processed frame by frame; a pass that has to wait (for the ledger)
+ * pauses its socket until the answer is in, so order is never lost and memory stays bounded.
  */
 export class Relay {
   readonly #units: Unit[] = [];
@@ -165,8 +113,10 @@ export class Relay {
   readonly #toClient = new OutputBatch();
   readonly #toUpstream = new OutputBatch();
   readonly #tally: ProxyTally;
+  readonly #policy: StatementPolicy;
+  readonly #metering: StatementMetering;
   #status: TransactionStatus;
-  /** Set when a result was cut off for lack of funds: upstream answers are dropped until ReadyForQuery. */
+  /** Set when a result was cut off (or a write undone): upstream answers are dropped until ReadyForQuery. */
   #cutOff = false;
   #ended = false;
   /**
@@ -190,6 +140,8 @@ export class Relay {
   constructor(private readonly deps: RelayDeps) {
     this.#status = deps.status;
     this.#tally = deps.metrics.tally;
+    this.#policy = deps.policy;
+    this.#metering = deps.metering;
   }
 
   get status(): TransactionStatus {
@@ -294,14 +246,12 @@ export class Relay {
       this.end(reason);
       return;
     }
-    if (how === "gone" && !this.#units.some((unit) => this.#mayWrite(unit))) {
+    if (how === "gone" && !this.#units.some(mayWrite)) {
       // Only reads are left: charge the rows already handed over and drop the upstream, rather than read (and
       // parse) the rest of a result that may fill megabytes of socket buffers. The cancel stops a statement
       // that sends nothing for a while (the server would notice the closed socket only when it next writes).
       this.deps.cancelUpstream();
-      const head = this.#units[0];
-      const rows = this.deps.meter.statementRows;
-      if (rows > 0) void this.deps.meter.endStatement(rows, sqlOf(head), "failed");
+      this.#metering.failStatement(sqlOf(this.#units[0]));
       this.end(reason);
       return;
     }
@@ -321,19 +271,12 @@ export class Relay {
     this.#closing = how;
   }
 
-  /** Whether a unit still upstream may write or commit: the upstream is then read to its end, not dropped. */
-  #mayWrite(unit: Unit): boolean {
-    if (unit.kind === "simple" || unit.kind === "execute") return unit.writes;
-    return unit.kind === "injected";
-  }
-
   /** Stops relaying; the session closes both sockets. Idempotent. */
   end(reason: string): void {
     if (this.#ended) return;
     this.#ended = true;
     // Rows of a statement the upstream never finished (it closed, or broke the protocol) reached the client.
-    const rows = this.deps.meter.statementRows;
-    if (rows > 0 && !this.#cutOff) void this.deps.meter.endStatement(rows, sqlOf(this.#units[0]), "failed");
+    if (!this.#cutOff) this.#metering.failStatement(sqlOf(this.#units[0]));
     clearTimeout(this.#idleTimer);
     clearTimeout(this.#drainTimer);
     this.#client.frames.clear();
@@ -449,53 +392,27 @@ export class Relay {
       case FrontendCode.Query:
         return this.#onQuery(buffer, start, end);
       case FrontendCode.Parse: {
-        const parse = decodeParse(payloadOf(buffer, start, end));
-        const verdict = this.deps.check(parse.sql);
-        this.#tally.verdicts[verdict.kind]++;
-        if (verdict.kind !== "allow") {
-          this.#prepared.parsed(parse.name, undefined);
-          this.#refuseVerdict(verdict, false);
-          return;
+        const { name, sql } = decodeParse(payloadOf(buffer, start, end));
+        const statement = this.#policy.parse(sql);
+        if (Buffer.isBuffer(statement)) {
+          this.#prepared.parsed(name, undefined);
+          return void this.#refuse(statement, false);
         }
-        const setting = settingOf(verdict.statements);
-        if (setting !== undefined)
-          return void this.#parseSetting(parse.name, parse.sql, setting, verdict.statements.length);
-        this.#prepared.parsed(parse.name, { sql: parse.sql, writes: verdict.statements.some(isWrite) });
+        this.#prepared.parsed(name, statement);
+        // A setting's stand-in is prepared under the client's statement name.
+        if (statement.setting !== undefined)
+          return void this.#toUpstream.push(standInParse(name, statement.setting));
         // The server parses and analyses it: nothing reaches the provider's database unfunded.
-        if (this.deps.meter.canStart) return void this.#toUpstream.pushRange(buffer, start, end);
         return this.#forwardFunded(buffer, start, end);
       }
       case FrontendCode.Bind: {
         const bind = decodeBindTarget(payloadOf(buffer, start, end));
         this.#prepared.bound(bind.portal, bind.statement);
         // Binding plans the statement (and may evaluate its functions): funded first too.
-        if (this.deps.meter.canStart) return void this.#toUpstream.pushRange(buffer, start, end);
         return this.#forwardFunded(buffer, start, end);
       }
-      case FrontendCode.Execute: {
-        const { portal, maxRows } = decodeExecute(payloadOf(buffer, start, end));
-        const prepared = this.#prepared.portal(portal);
-        if (prepared?.setting !== undefined) {
-          this.#units.push({ kind: "setting", name: prepared.setting });
-          this.#toUpstream.pushRange(buffer, start, end);
-          return;
-        }
-        const sql = prepared?.sql ?? "";
-        const writes = prepared?.writes === true;
-        if (writes && maxRows > 0) return void this.#refuse(LIMITED_WRITE_EXECUTE, false);
-        if (this.deps.meter.canStart) {
-          this.#forwardExecute(sql, writes, buffer, start, end);
-          return writes ? this.#awaitExecutedWrite() : undefined;
-        }
-        return this.deps.meter.topUp(1).then(
-          (ok) => {
-            if (!ok) return this.#refuseUnfunded(false);
-            this.#forwardExecute(sql, writes, buffer, start, end);
-            return writes ? this.#awaitExecutedWrite() : undefined;
-          },
-          (error: unknown) => this.#refuseWithoutLedger(error, false),
-        );
-      }
+      case FrontendCode.Execute:
+        return this.#onExecute(buffer, start, end);
       case FrontendCode.Sync:
         this.#units.push({ kind: "sync" });
         this.#toUpstream.pushRange(buffer, start, end);
@@ -507,13 +424,7 @@ export class Relay {
         return;
       }
       case FrontendCode.FunctionCall:
-        this.#refuse(
-          errorFrame(
-            SqlState.featureNotSupported,
-            "the FunctionCall message is not supported by pgtoll; call the function in a query",
-          ),
-          true,
-        );
+        this.#refuse(this.#policy.functionCallRefusal, true);
         return;
       case FrontendCode.Terminate:
         this.#close("terminated", "client terminated");
@@ -533,27 +444,17 @@ export class Relay {
   }
 
   #onQuery(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
-    const { sql } = decodeQuery(payloadOf(buffer, start, end));
-    const verdict = this.deps.check(sql);
-    this.#tally.verdicts[verdict.kind]++;
-    if (verdict.kind !== "allow") {
-      this.#refuseVerdict(verdict, true);
-      return;
-    }
-    const { statements } = verdict;
-    const setting = settingOf(statements);
-    if (setting !== undefined) return this.#querySetting(setting, statements.length);
-    if (statements.some(isWrite)) return this.#onWriteQuery(statements, buffer, start, end);
-    // Every statement reaching the database is funded first; a ROLLBACK (no data, and the way out) is not held up.
-    if (this.deps.meter.canStart || statements.every(isRollback))
-      return void this.#forwardQuery(statements, buffer, start, end);
-    return this.deps.meter.topUp(1).then(
-      (ok) => {
-        if (ok) this.#forwardQuery(statements, buffer, start, end);
-        else this.#refuseUnfunded(true);
-      },
-      (error: unknown) => this.#refuseWithoutLedger(error, true),
-    );
+    const plan = this.#policy.query(decodeQuery(payloadOf(buffer, start, end)).sql);
+    if (plan.kind === "refused") return void this.#refuse(plan.error, true);
+    if (plan.kind === "setting") return this.#querySetting(plan.name);
+    const { statements } = plan;
+    if (plan.kind === "write") return this.#onWriteQuery(statements, buffer, start, end);
+    const funding = plan.free ? undefined : this.#metering.startStatement();
+    if (!funding) return void this.#sendQuery(statements, false, false, buffer, start, end);
+    return funding.then((refusal) => {
+      if (refusal) this.#refuse(refusal, true);
+      else this.#sendQuery(statements, false, false, buffer, start, end);
+    });
   }
 
   /**
@@ -569,33 +470,69 @@ export class Relay {
   ): Promise<void> {
     if (this.#units.length > 0) await new Promise<void>((resolve) => (this.#onDrained = resolve));
     if (this.#ended || this.#closing) return;
-    const plan = planWrites(statements, this.#status);
+    const plan = this.#policy.writePlan(statements, this.#status);
     if (typeof plan === "object") return this.#refuse(plan.refusal, true);
-    if (!this.deps.meter.canStart) {
-      let funded: boolean;
-      try {
-        funded = await this.deps.meter.topUp(1);
-      } catch (error) {
-        return this.#refuseWithoutLedger(error, true);
-      }
-      if (!funded) return this.#refuseUnfunded(true);
-    }
-    const wrapped = plan === "wrap";
-    if (wrapped) {
+    const funding = this.#metering.startStatement();
+    const refusal = funding && (await funding);
+    if (refusal) return this.#refuse(refusal, true);
+    if (plan === "wrap") {
       this.#units.push({ kind: "injected", role: "begin" });
       this.#toUpstream.push(BEGIN_QUERY);
     }
-    const unit: SimpleUnit = {
+    this.#sendQuery(statements, true, plan === "wrap", buffer, start, end);
+    return this.#awaitWrite();
+  }
+
+  // No closure on the per-statement path: each would cost an allocation (and, under tsx, a name).
+  #sendQuery(
+    statements: readonly GuardedStatement[],
+    writes: boolean,
+    wrapped: boolean,
+    buffer: Buffer,
+    start: number,
+    end: number,
+  ): void {
+    this.#units.push({
       kind: "simple",
       statements,
       index: 0,
       started: performance.now(),
-      writes: true,
+      writes,
       wrapped,
       failed: false,
-    };
-    this.#units.push(unit);
+    });
     this.#toUpstream.pushRange(buffer, start, end);
+  }
+
+  #onExecute(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
+    const { portal, maxRows } = decodeExecute(payloadOf(buffer, start, end));
+    const prepared = this.#prepared.portal(portal);
+    if (prepared?.setting !== undefined) {
+      this.#units.push({ kind: "setting", name: prepared.setting });
+      this.#toUpstream.pushRange(buffer, start, end);
+      return;
+    }
+    const refusal = this.#policy.executeRefusal(prepared, maxRows);
+    if (refusal) return void this.#refuse(refusal, false);
+    const funding = this.#metering.startStatement();
+    if (!funding) return this.#sendExecute(prepared, buffer, start, end);
+    return funding.then((refused) =>
+      refused ? this.#refuse(refused, false) : this.#sendExecute(prepared, buffer, start, end),
+    );
+  }
+
+  /** Sends an Execute; one of a write is followed by a Flush (its answers come only then) and waited for. */
+  #sendExecute(
+    prepared: PreparedStatement | undefined,
+    buffer: Buffer,
+    start: number,
+    end: number,
+  ): Promise<void> | undefined {
+    const writes = prepared?.writes === true;
+    this.#units.push({ kind: "execute", sql: prepared?.sql ?? "", started: performance.now(), writes });
+    this.#toUpstream.pushRange(buffer, start, end);
+    if (!writes) return;
+    this.#toUpstream.push(FLUSH);
     return this.#awaitWrite();
   }
 
@@ -606,54 +543,21 @@ export class Relay {
     return new Promise<void>((resolve) => (this.#pendingWrite = { unit, resolve }));
   }
 
-  /** {@link #awaitWrite} for an Execute: the server answers it only at a Flush or Sync, so a Flush follows. */
-  #awaitExecutedWrite(): Promise<void> {
-    this.#toUpstream.push(FLUSH);
-    return this.#awaitWrite();
-  }
-
-  /** Forwards a client frame once the hold pays for a row: nothing reaches the provider's database unfunded. */
-  #forwardFunded(buffer: Buffer, start: number, end: number): Promise<void> {
-    return this.deps.meter.topUp(1).then(
-      (ok) => {
-        if (ok) this.#toUpstream.pushRange(buffer, start, end);
-        else this.#refuseUnfunded(false);
-      },
-      (error: unknown) => this.#refuseWithoutLedger(error, false),
-    );
-  }
-
-  // No closure on the per-statement path: each would cost an allocation (and, under tsx, a name).
-  #forwardQuery(statements: readonly GuardedStatement[], buffer: Buffer, start: number, end: number): void {
-    this.#units.push({
-      kind: "simple",
-      statements,
-      index: 0,
-      started: performance.now(),
-      writes: false,
-      wrapped: false,
-      failed: false,
+  /** Forwards a client frame once it is funded: nothing reaches the provider's database unfunded. */
+  #forwardFunded(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
+    const funding = this.#metering.startStatement();
+    if (!funding) return void this.#toUpstream.pushRange(buffer, start, end);
+    return funding.then((refusal) => {
+      if (refusal) this.#refuse(refusal, false);
+      else this.#toUpstream.pushRange(buffer, start, end);
     });
-    this.#toUpstream.pushRange(buffer, start, end);
-  }
-
-  #forwardExecute(sql: string, writes: boolean, buffer: Buffer, start: number, end: number): void {
-    this.#units.push({
-      kind: "execute",
-      sql,
-      started: performance.now(),
-      writes,
-    });
-    this.#toUpstream.pushRange(buffer, start, end);
   }
 
   /**
    * A simple-protocol `SHOW pgtoll.<name>`: answered by the proxy alone when nothing is upstream (the usual
    * case), else sent as its stand-in so that the answer keeps its place in the pipeline.
    */
-  #querySetting(name: string, statementCount: number): Promise<void> | undefined {
-    const refusal = this.deps.settings.refusal(name, statementCount);
-    if (refusal) return void this.#refuse(refusal, true);
+  #querySetting(name: string): Promise<void> | undefined {
     if (this.#units.length > 0) {
       this.#units.push({ kind: "setting", name }, { kind: "sync" });
       this.#toUpstream.push(standInQuery(name));
@@ -666,34 +570,16 @@ export class Relay {
         if (this.#status === "I") this.#becameIdle(performance.now());
       },
       (error: unknown) => {
-        this.deps.logger.warn({ err: error }, "could not read the balance for SHOW");
-        this.#toClient.push(ledgerUnavailable());
+        this.#settingUnavailable(error);
         this.#toClient.push(encodeReadyForQuery(this.#status));
         this.#flushToClient();
       },
     );
   }
 
-  /** An extended-protocol `SHOW pgtoll.<name>`: its stand-in is prepared under the client's statement name. */
-  #parseSetting(statementName: string, sql: string, name: string, statementCount: number): void {
-    const refusal = this.deps.settings.refusal(name, statementCount);
-    if (refusal) {
-      this.#prepared.parsed(statementName, undefined);
-      this.#refuse(refusal, false);
-      return;
-    }
-    this.#prepared.parsed(statementName, { sql, writes: false, setting: name });
-    this.#toUpstream.push(standInParse(statementName, name));
-  }
-
-  /**
-   * The ledger could not be reached to fund a statement: it is refused (not run), and the session stays usable
-   * for when the ledger is back. Any other failure is the session's end.
-   */
-  #refuseWithoutLedger(error: unknown, simple: boolean): void {
-    if (!isLedgerUnavailable(error)) throw error;
-    this.deps.logger.warn({ err: error }, "the ledger is unavailable: statement refused");
-    this.#refuse(ledgerUnavailable(), simple);
+  #settingUnavailable(error: unknown): void {
+    this.deps.logger.warn({ err: error }, "could not read the balance for SHOW");
+    this.#toClient.push(ledgerUnavailable());
   }
 
   /** Sends the upstream an unparsable stand-in and remembers to show the client `error` in its place. */
@@ -715,13 +601,14 @@ export class Relay {
       case BackendCode.DataRow:
         return this.#onRow(buffer, start, end);
       case BackendCode.CopyData:
-        if (this.#copy && this.#isCopyFraming(buffer, start, end)) {
+        if (this.#copy?.isFraming(buffer, start, end)) {
           if (!this.#dropsRows()) this.#toClient.pushRange(buffer, start, end);
           return;
         }
         return this.#onRow(buffer, start, end);
       case BackendCode.CopyOutResponse:
-        this.#onCopyOut(buffer, start, end);
+        this.#copy = new CopyOut(this.#runningStatement()?.copyHeader === true, buffer, start);
+        if (!this.#cutOff) this.#toClient.pushRange(buffer, start, end);
         return;
       case BackendCode.CommandComplete:
         return this.#onStatementEnd(buffer, start, end, writeCountOf(buffer, start, end));
@@ -743,20 +630,22 @@ export class Relay {
   }
 
   /**
-   * Relays the DataRows of entry `at` (a run, or one) as far as the reservation pays for them, as one range: a
-   * large result costs a few operations per chunk instead of per row. True when it relayed them all. Otherwise the entry is left with the rows not relayed, for the row-by-row path (a top-up,
-   * a cut-off, or rows that are dropped).
+   * Relays the DataRows of entry `at` (a run, or one) as far as the metering allows them, as one range: a large
+   * result costs a few operations per chunk instead of per row. True when it relayed them all. Otherwise the
+   * entry is left with the rows not relayed, for the row-by-row path (a top-up, a cut-off, or rows that are
+   * dropped).
    */
   #relayRows(frames: FrameBatch, at: number): boolean {
     if (this.#dropsRows()) return false;
     const count = frames.rows[at]!;
-    const allowed = this.deps.meter.allowRows(count);
-    if (allowed === 0) return false;
-    this.#tally.rowsRelayed += allowed;
     const buffer = frames.buffers[at]!;
     const start = frames.starts[at]!;
+    const end = frames.ends[at]!;
+    const allowed = this.#metering.allowRows(count, end - start - count * FRAME_HEADER_LENGTH);
+    if (allowed === 0) return false;
+    this.#tally.rowsRelayed += allowed;
     if (allowed === count) {
-      this.#toClient.pushRange(buffer, start, frames.ends[at]!);
+      this.#toClient.pushRange(buffer, start, end);
       return true;
     }
     this.#toClient.pushRange(buffer, start, frames.shiftMessages(at, allowed));
@@ -773,54 +662,16 @@ export class Relay {
 
   #onRow(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
     if (this.#dropsRows()) return;
-    if (this.deps.meter.allowRow()) {
-      this.#tally.rowsRelayed++;
-      this.#toClient.pushRange(buffer, start, end);
-      return;
-    }
-    return this.deps.meter.topUp(1).then(
-      (ok) => {
-        if (ok && this.deps.meter.allowRow()) {
-          this.#tally.rowsRelayed++;
-          this.#toClient.pushRange(buffer, start, end);
-        } else {
-          return this.#cutOffResult();
-        }
-      },
-      (error: unknown) => {
-        if (!isLedgerUnavailable(error)) throw error;
-        this.deps.logger.warn({ err: error }, "the ledger is unavailable: result cut off");
-        return this.#cutOffResult(ledgerUnavailable(this.deps.meter.statementRows));
-      },
-    );
+    const bytes = end - start - FRAME_HEADER_LENGTH;
+    if (this.#metering.allowRows(1, bytes) === 1) return void this.#relayRow(buffer, start, end);
+    return this.#metering
+      .fundRow(bytes)
+      .then((cutOff) => (cutOff ? this.#cutOffResult(cutOff) : this.#relayRow(buffer, start, end)));
   }
 
-  #onCopyOut(buffer: Buffer, start: number, end: number): void {
-    const statement = this.#runningStatement();
-    this.#copy = { headerPending: statement?.copyHeader === true, binary: isBinaryCopy(buffer, start) };
-    if (!this.#cutOff) this.#toClient.pushRange(buffer, start, end);
-  }
-
-  /** Whether a CopyData frame is the COPY's header line or binary trailer: relayed, not charged as a row. */
-  #isCopyFraming(buffer: Buffer, start: number, end: number): boolean {
-    const copy = this.#copy!;
-    if (copy.headerPending) {
-      copy.headerPending = false;
-      return true;
-    }
-    return copy.binary && isBinaryCopyTrailer(buffer, start, end);
-  }
-
-  /** Refuses a statement the guard did not allow, counted by its rule. */
-  #refuseVerdict(verdict: Exclude<GuardVerdict, { kind: "allow" }>, sync: boolean): void {
-    this.deps.countRefusal("policy", verdict.kind === "deny" ? verdict.rule : INVALID_SQL_RULE);
-    this.#refuse(refusalFor(verdict), sync);
-  }
-
-  /** Refuses a statement nothing available can fund, counted as such. */
-  #refuseUnfunded(sync: boolean): void {
-    this.deps.countRefusal("funds", "insufficient-balance");
-    this.#refuse(insufficientFunds(0), sync);
+  #relayRow(buffer: Buffer, start: number, end: number): void {
+    this.#tally.rowsRelayed++;
+    this.#toClient.pushRange(buffer, start, end);
   }
 
   /** The statement the upstream is answering, when the relay knows it. */
@@ -828,23 +679,20 @@ export class Relay {
     const head = this.#units[0];
     if (head?.kind === "simple") return head.statements[head.index];
     if (head?.kind !== "execute" || head.sql === "") return undefined;
-    const verdict = this.deps.check(head.sql);
-    return verdict.kind === "allow" ? verdict.statements[0] : undefined;
+    return this.#policy.statementOf(head.sql);
   }
 
   /**
-   * The balance ran out mid-result (or the ledger could not be reached to fund more): charge what was delivered,
-   * tell the client, cancel the rest. A write cut off in its RETURNING rows is not committed.
+   * The result ends before its last row (statement-metering.ts says why): the client gets the error in place of
+   * the rest, which is cancelled. A write cut off in its RETURNING rows is not committed.
    */
-  async #cutOffResult(error?: Buffer): Promise<void> {
+  async #cutOffResult(reason: CutOffReason): Promise<void> {
     this.#cutOff = true;
     const head = this.#units[0];
     if (head?.kind === "simple" && head.writes) head.failed = true;
-    const delivered = this.deps.meter.statementRows;
-    await this.deps.meter.endStatement(delivered, sqlOf(head), "cutOff");
+    const error = await this.#metering.cutOff(sqlOf(head), reason);
     this.#tally.cutOff++;
-    if (!error) this.deps.countRefusal("funds", "balance-cut-off");
-    this.#toClient.push(error ?? insufficientFunds(delivered));
+    this.#toClient.push(error);
     this.deps.cancelUpstream();
   }
 
@@ -868,7 +716,6 @@ export class Relay {
       return;
     }
     if (head?.kind === "setting") return this.#endSetting(head.name);
-    const counted = this.deps.meter.statementRows;
     const sql = sqlOf(head);
     const last = head?.kind === "simple" && head.index === head.statements.length - 1;
     if (head?.kind === "simple") head.index++;
@@ -876,18 +723,11 @@ export class Relay {
       this.#tally.upstreamLatency.observe((performance.now() - head.started) / 1000);
       this.#units.shift();
     }
-    if (written !== null) return this.#endWrite(head, written, counted, sql, buffer, start, end, last);
-    // MOVE answers a count: it is charged as one row.
-    if (counted === 0 && isMoveTag(buffer, start)) {
-      if (this.deps.meter.allowRows(1) === 0) return this.#cutOffResult();
-      const waiting = this.deps.meter.endStatement(1, sql);
-      this.#relayComplete(head, buffer, start, end, last);
-      return waiting;
-    }
-    // The charge is queued (group commit); the session waits only at the cost bound (session-meter.ts).
-    const waiting = this.deps.meter.endStatement(counted, sql);
+    if (written !== null) return this.#endWrite(head, written, sql, buffer, start, end, last);
+    const ended = this.#metering.endStatement(sql, buffer, start, sentAtOf(head));
+    if (typeof ended === "string") return this.#cutOffResult(ended);
     this.#relayComplete(head, buffer, start, end, last);
-    return waiting;
+    return ended;
   }
 
   /**
@@ -900,44 +740,24 @@ export class Relay {
   }
 
   /**
-   * A write completed, uncommitted: it is charged if the balance pays for its rows and it wrote no more than the
-   * provider allows, and otherwise undone (the client gets the error in place of its count). A write whose
-   * client is gone is not charged: its transaction is never committed.
+   * A write completed, uncommitted: relayed once it is paid for, and otherwise undone (the client gets the error
+   * in place of its count). A write whose client is gone is not paid for: its transaction is never committed.
    */
   #endWrite(
     head: Unit | undefined,
     written: number,
-    delivered: number,
     sql: string,
     buffer: Buffer,
     start: number,
     end: number,
     last: boolean,
   ): Promise<void> | undefined {
-    const { meter, maxRowsWritten } = this.deps;
-    if (this.#closing === "gone") {
-      if (delivered > 0) void meter.endStatement(delivered, sql, "failed");
-      return;
-    }
-    const rows = written > delivered ? written : delivered;
-    if (rows > maxRowsWritten) {
-      if (delivered > 0) void meter.endStatement(delivered, sql, "failed");
-      this.#failWrite(head, writeLimitError(rows, maxRowsWritten));
-      return;
-    }
-    const paid = meter.endWrite(rows, delivered, sql);
+    if (this.#closing === "gone") return void this.#metering.failStatement(sql);
+    const paid = this.#metering.endWrite(written, sql, sentAtOf(head));
     if (paid === true) return void this.#relayComplete(head, buffer, start, end, last);
-    return paid.then(
-      (ok) => {
-        if (ok) this.#relayComplete(head, buffer, start, end, last);
-        else this.#failWrite(head, unpaidWriteError(rows));
-      },
-      (error: unknown) => {
-        if (!isLedgerUnavailable(error)) throw error;
-        this.deps.logger.warn({ err: error }, "the ledger is unavailable: write rolled back");
-        if (delivered > 0) void meter.endStatement(delivered, sql, "failed");
-        this.#failWrite(head, ledgerUnavailable());
-      },
+    if (Buffer.isBuffer(paid)) return void this.#failWrite(head, paid);
+    return paid.then((verdict) =>
+      verdict === true ? this.#relayComplete(head, buffer, start, end, last) : this.#failWrite(head, verdict),
     );
   }
 
@@ -969,87 +789,53 @@ export class Relay {
     this.#units.shift();
     return this.deps.settings.value(name).then(
       (value) => void this.#toClient.push(showResult(value)),
-      (error: unknown) => {
-        this.deps.logger.warn({ err: error }, "could not read the balance for SHOW");
-        this.#toClient.push(ledgerUnavailable());
-      },
+      (error: unknown) => this.#settingUnavailable(error),
     );
   }
 
   /**
-   * An ErrorResponse. The proxy's own stand-ins' errors are replaced or swallowed; the database's is relayed with
-   * its text bounded (database-notices.ts) and charged as one row, or, if the balance cannot pay for that row,
-   * with its text withheld.
+   * An ErrorResponse. The proxy's own stand-ins' errors are replaced or swallowed; the database's reaches the
+   * client as the metering has it (charged, or its text withheld) and ends the statement.
    */
   #onError(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
     const head = this.#units[0];
     if (head?.kind === "refused") {
       this.#units.shift();
       if (head.error) this.#toClient.push(head.error);
-      this.#dropUntilSync();
+      dropUntilSync(this.#units);
       return;
     }
     if (head?.kind === "injected") {
       // A COMMIT that failed (a deferred constraint) tells the client why; an abort's stand-in fails on purpose.
-      if (head.role === "end")
-        head.error =
-          this.deps.meter.allowRows(1) === 1
-            ? this.#chargedError(buffer, start, end)
-            : withheldError(buffer, start, end);
+      if (head.role === "end") head.error = this.#metering.commitErrorOf(buffer, start, end);
       return;
     }
     if (this.#cutOff || this.#closing === "gone") {
       if (head?.kind === "execute") this.#units.shift();
-      this.#dropUntilSync();
+      dropUntilSync(this.#units);
       return;
     }
-    if (this.deps.meter.allowRows(1) === 1)
-      return void this.#relayError(head, boundedNotice(buffer, start, end));
-    return this.deps.meter.topUp(1).then(
-      (ok) => {
-        const paid = ok && this.deps.meter.allowRows(1) === 1;
-        this.#relayError(head, paid ? boundedNotice(buffer, start, end) : withheldError(buffer, start, end));
-      },
-      (error: unknown) => {
-        if (!isLedgerUnavailable(error)) throw error;
-        this.#relayError(head, withheldError(buffer, start, end));
-      },
-    );
-  }
-
-  /** An error's text as the client receives it, its one row charged at once (no statement is running). */
-  #chargedError(buffer: Buffer, start: number, end: number): Buffer {
-    void this.deps.meter.endStatement(this.deps.meter.statementRows, "COMMIT", "failed");
-    return boundedNotice(buffer, start, end);
+    const error = this.#metering.errorOf(buffer, start, end);
+    if (Buffer.isBuffer(error)) return void this.#relayError(head, error);
+    return error.then((relayed) => this.#relayError(head, relayed));
   }
 
   /** Ends the failed statement (its rows and the error's row charged) and relays `error`. */
   #relayError(head: Unit | undefined, error: Buffer): void {
     if (isFatalError(error)) this.#fatalRelayed = true;
-    const rows = this.deps.meter.statementRows;
-    if (rows > 0) void this.deps.meter.endStatement(rows, sqlOf(head), "failed");
+    this.#metering.failStatement(sqlOf(head));
     if (head?.kind === "execute") this.#units.shift();
-    this.#dropUntilSync();
+    dropUntilSync(this.#units);
     this.#toClient.push(error);
   }
 
-  /**
-   * A NoticeResponse. Within a statement it is database text like an error's: bounded and charged as one row,
-   * and dropped when the hold does not pay for it (a client needs no notice). One that arrives between
-   * statements (the server's own) is bounded and free; those answering the proxy's own statements are dropped.
-   */
+  /** A NoticeResponse; those answering the proxy's own statements, or dropped answers, are dropped. */
   #onNotice(buffer: Buffer, start: number, end: number): void {
     const head = this.#units[0];
     if (this.#cutOff || this.#closing === "gone" || head?.kind === "injected" || head?.kind === "refused")
       return;
-    if (head !== undefined && this.deps.meter.allowRows(1) === 0) return;
-    this.#toClient.push(boundedNotice(buffer, start, end));
-  }
-
-  /** After an error the upstream skips the rest of the batch up to Sync: so do our expectations. */
-  #dropUntilSync(): void {
-    while (this.#units.length > 0 && this.#units[0]!.kind !== "sync" && this.#units[0]!.kind !== "simple")
-      this.#units.shift();
+    const notice = this.#metering.noticeOf(buffer, start, end, head !== undefined);
+    if (notice) this.#toClient.push(notice);
   }
 
   #onReady(buffer: Buffer, start: number, end: number): void {
@@ -1094,7 +880,7 @@ export class Relay {
   }
 
   /** Sends a statement of the proxy's own that the write the client waits for now depends on. */
-  #inject(unit: Extract<Unit, { kind: "injected" }>, query: Buffer): void {
+  #inject(unit: InjectedUnit, query: Buffer): void {
     this.#units.push(unit);
     if (this.#pendingWrite) this.#pendingWrite.unit = unit;
     this.#toUpstream.push(query);
@@ -1103,7 +889,7 @@ export class Relay {
 
   /** The proxy's own statement is answered: the client gets the held tag or the COMMIT's error, then its status. */
   #endInjected(
-    unit: Extract<Unit, { kind: "injected" }>,
+    unit: InjectedUnit,
     status: TransactionStatus,
     buffer: Buffer,
     start: number,
@@ -1142,7 +928,7 @@ export class Relay {
       this.#idleTimer = this.#armIdleTimer(this.deps.idleReleaseMs - idleMs);
       return;
     }
-    this.deps.meter
+    this.#metering
       .release()
       .catch((error: unknown) => this.deps.logger.warn({ err: error }, "idle release failed"));
   };
@@ -1165,70 +951,4 @@ export class Relay {
 /** The body of the frame `buffer[start, end)`, after its type byte and length word. */
 function payloadOf(buffer: Buffer, start: number, end: number): Buffer {
   return buffer.subarray(start + FRAME_HEADER_LENGTH, end);
-}
-
-function isWrite(statement: GuardedStatement): boolean {
-  return statement.writes;
-}
-
-function isRollback(statement: GuardedStatement): boolean {
-  return statement.command === "ROLLBACK";
-}
-
-/** Whether the CommandComplete frame at `start` is a MOVE's ("MOVE n"). */
-function isMoveTag(buffer: Buffer, start: number): boolean {
-  // M O V E
-  return (
-    buffer[start + 5] === 0x4d &&
-    buffer[start + 6] === 0x4f &&
-    buffer[start + 7] === 0x56 &&
-    buffer[start + 8] === 0x45
-  );
-}
-
-function sqlOf(unit: Unit | undefined): string {
-  if (!unit) return "";
-  if (unit.kind === "simple")
-    return unit.statements[Math.min(unit.index, unit.statements.length - 1)]?.sql ?? "";
-  if (unit.kind === "execute") return unit.sql;
-  return "";
-}
-
-/** The pgtoll setting a query shows, if any of its statements is `SHOW pgtoll.<name>`. */
-function settingOf(statements: readonly GuardedStatement[]): string | undefined {
-  for (const statement of statements)
-    if (statement.pgtollSetting !== undefined) return statement.pgtollSetting;
-  return undefined;
-}
-
-/** The ledger could not be reached: nothing was run (or, mid-result, the rows delivered were charged). */
-function ledgerUnavailable(rowsDelivered?: number): Buffer {
-  return errorFrame(
-    SqlState.cannotConnectNow,
-    rowsDelivered === undefined
-      ? "the pgtoll ledger is unavailable, so the statement was not run; try again shortly"
-      : `the pgtoll ledger is unavailable: the result was cut off after ${rowsDelivered} rows, which were charged; try again shortly`,
-  );
-}
-
-function refusalFor(verdict: Exclude<GuardVerdict, { kind: "allow" }>): Buffer {
-  if (verdict.kind === "deny") {
-    return errorFrame(
-      SqlState.insufficientPrivilege,
-      `pgtoll policy: statement not allowed (${verdict.rule}): ${verdict.message}`,
-    );
-  }
-  return errorFrame(SqlState.syntaxError, `pgtoll policy: invalid SQL: ${verdict.message}`);
-}
-
-function insufficientFunds(rowsDelivered: number): Buffer {
-  return errorFrame(
-    SqlState.insufficientFunds,
-    rowsDelivered > 0
-      ? `insufficient balance: the result was cut off after ${rowsDelivered} rows, which were charged`
-      : "insufficient balance: deposit funds with this provider to run statements",
-    {
-      hint: "POST /api/topup pays a top-up with x402 from the agent's wallet in one request (where the gateway offers x402); POST /api/deposit credits a USDC transfer to the provider's wallet",
-    },
-  );
 }
