@@ -1,7 +1,9 @@
+import type { Logger } from "pino";
 import { formatPricePer1000Rows } from "../billing/cost.js";
 import { formatMicro } from "../billing/money.js";
 import { SqlState } from "../db/sql-state.js";
 import type { TransactionStatus } from "./backend-messages.js";
+import { ledgerUnavailable } from "./metering-errors.js";
 import { errorFrame } from "./proxy-errors.js";
 import {
   encodeCommandComplete,
@@ -83,6 +85,12 @@ function unknownSettingError(name: string): Buffer {
   return errorFrame(SqlState.undefinedObject, `unrecognized configuration parameter "${name}"`, {
     hint: `pgtoll answers ${[...SETTINGS.keys()].join(", ")}`,
   });
+}
+
+/** The error in place of a setting whose value could not be read (the balance needs the ledger). */
+export function unreadableSetting(logger: Logger, error: unknown): Buffer {
+  logger.warn({ err: error }, "could not read the balance for SHOW");
+  return ledgerUnavailable();
 }
 
 /** The whole answer to a simple-protocol `SHOW pgtoll.<name>`, as PostgreSQL sends one, ReadyForQuery included. */
