@@ -76,7 +76,7 @@ export interface StatementMetering {
   failStatement(sql: string): void;
   /**
    * The database's ErrorResponse ending the running statement, as the client gets it: its text bounded and charged
-   * as a row, or withheld when the balance cannot pay for that row (the relay then calls `failStatement`).
+   * as a row, or withheld when the balance cannot pay for that row. The statement then ends with `failStatement`.
    */
   errorOf(buffer: Buffer, start: number, end: number): Buffer | Promise<Buffer>;
   /** The error of a COMMIT the proxy sent for a wrapped write, charged as a row at once if the hold pays for it. */
