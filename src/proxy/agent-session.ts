@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Socket } from "node:net";
+import type { RefusalKind } from "../analytics/refusal-tally.js";
 import { SqlState } from "../db/sql-state.js";
 import { findReadOnlySettingViolation } from "../guard/index.js";
 import { StatementShapes } from "../guard/statement-shape.js";
@@ -8,7 +9,7 @@ import { findProviderForQuery, type PricingRecord } from "../providers/registry.
 import { verifyAgentToken } from "./agent-token.js";
 import type { Frame } from "./frame-reader.js";
 import { fundsRefusal } from "./funds-refusal.js";
-import { sessionSettings } from "./pgtoll-settings.js";
+import { sessionSettings } from "./in-band-settings.js";
 import type { ProxyContext } from "./proxy-context.js";
 import { errorFrame, StartupRefusal } from "./proxy-errors.js";
 import { Relay } from "./relay.js";
@@ -18,6 +19,8 @@ import { agentFunding } from "./session-funding.js";
 import { SessionMeter } from "./session-meter.js";
 import { cancelUpstreamQuery, registerCancelKey, type SessionPlan, welcomeMessage } from "./session-plan.js";
 import type { SessionRequest } from "./startup-options.js";
+import { statementMetering } from "./statement-metering.js";
+import { statementPolicy } from "./statement-policy.js";
 import { parseUpstreamTarget, type UpstreamSession } from "./upstream-connection.js";
 import { limitedSlotKey } from "./upstream-slots.js";
 
@@ -156,20 +159,25 @@ function startMeteredRelay(
   let ended = false;
   let drained: () => void = () => {};
   let leaveDrain = () => {};
+  const countRefusal = (kind: RefusalKind, rule: string) => ctx.refusals.count(providerId, kind, rule);
+  const settings = sessionSettings({ meter, depositAddress });
   const relay: Relay = new Relay({
     client,
     upstream: upstream.socket,
-    meter,
-    settings: sessionSettings({ meter, depositAddress }),
+    policy: statementPolicy({ check, settings, tally: ctx.metrics.tally, countRefusal }),
+    metering: statementMetering({
+      meter,
+      maxRowsWritten: price.maxRowsWrittenPerStatement,
+      logger: log,
+      countRefusal,
+    }),
+    settings,
     metrics: ctx.metrics,
     logger: log,
-    check,
     status: upstream.status,
     idleReleaseMs: ctx.idleReleaseMs,
-    maxRowsWritten: price.maxRowsWrittenPerStatement,
     drainTimeoutMs: ctx.statementTimeoutMs + 5000,
     cancelUpstream: () => cancelUpstreamQuery(upstream),
-    countRefusal: (kind, rule) => ctx.refusals.count(providerId, kind, rule),
     onEnd: (reason) => {
       if (ended) return;
       ended = true;

@@ -25,3 +25,24 @@ export function isBinaryCopyTrailer(buffer: Buffer, start: number, end: number):
 export function isBinaryCopy(buffer: Buffer, start: number): boolean {
   return buffer[start + FRAME_HEADER_LENGTH] === 1;
 }
+
+/** The COPY being relayed: its header line (text or CSV) and binary trailer are framing, not rows. */
+export class CopyOut {
+  #headerPending: boolean;
+  readonly #binary: boolean;
+
+  /** `headerLine`: the statement asked for a header line; `response` the CopyOutResponse frame at `start`. */
+  constructor(headerLine: boolean, response: Buffer, start: number) {
+    this.#headerPending = headerLine;
+    this.#binary = isBinaryCopy(response, start);
+  }
+
+  /** Whether the CopyData frame `buffer[start, end)` is the header line or the binary trailer. */
+  isFraming(buffer: Buffer, start: number, end: number): boolean {
+    if (this.#headerPending) {
+      this.#headerPending = false;
+      return true;
+    }
+    return this.#binary && isBinaryCopyTrailer(buffer, start, end);
+  }
+}

@@ -1,127 +1,40 @@
 import type { Socket } from "node:net";
 import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
-import { INVALID_SQL_RULE, type RefusalKind } from "../analytics/refusal-tally.js";
-import { isLedgerUnavailable } from "../billing/ledger-availability.js";
 import { SqlState } from "../db/sql-state.js";
-import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
-import {
-  isFatalError,
-  readyForQueryStatusOf,
-  type TransactionStatus,
-  writeCountOf,
-} from "./backend-messages.js";
-import { isBinaryCopy, isBinaryCopyTrailer } from "./copy-framing.js";
-import { boundedNotice, withheldError } from "./database-notices.js";
-import {
-  FRAME_HEADER_LENGTH,
-  FRONTEND_MAX_FRAME_LENGTH,
-  type Frame,
-  FrameBatch,
-  FrameReader,
-} from "./frame-reader.js";
-import {
-  decodeBindTarget,
-  decodeClose,
-  decodeExecute,
-  decodeParse,
-  decodeQuery,
-} from "./frontend-messages.js";
-import { refusedParse, refusedQuery } from "./injected-errors.js";
+import { AnswerQueue } from "./answer-queue.js";
+import type { TransactionStatus } from "./backend-messages.js";
+import { ClientForwarding } from "./client-forwarding.js";
+import { FRONTEND_MAX_FRAME_LENGTH, type Frame, FrameBatch, FrameReader } from "./frame-reader.js";
+import type { SessionSettings } from "./in-band-settings.js";
 import { BackendCode, FrontendCode } from "./message-codes.js";
 import { OutputBatch } from "./output-batch.js";
-import {
-  localShowAnswer,
-  type SessionSettings,
-  showResult,
-  standInParse,
-  standInQuery,
-} from "./pgtoll-settings.js";
-import { PreparedStatements } from "./prepared-statements.js";
-import { ProtocolViolationError } from "./protocol-violation-error.js";
 import { errorFrame } from "./proxy-errors.js";
 import type { ProxyMetrics, ProxyTally } from "./proxy-metrics.js";
-import { encodeReadyForQuery, encodeTerminate } from "./serializer.js";
-import type { SessionMeter } from "./session-meter.js";
-import {
-  BEGIN_QUERY,
-  COMMIT_QUERY,
-  FLUSH,
-  LIMITED_WRITE_EXECUTE,
-  planWrites,
-  ROLLBACK_QUERY,
-  unpaidWriteError,
-  writeLimitError,
-} from "./write-transactions.js";
-
-/** A simple query in flight. */
-interface SimpleUnit {
-  kind: "simple";
-  statements: readonly GuardedStatement[];
-  index: number;
-  started: number;
-  /** It holds a write: the client waits for it to be paid for (or undone) before anything else is sent. */
-  writes: boolean;
-  /** The proxy opened a transaction around it (see write-transactions.ts) and ends it at its ReadyForQuery. */
-  wrapped: boolean;
-  /** A write of it was not paid for, or wrote too many rows: its transaction must not commit. */
-  failed: boolean;
-  /** A wrapped query's last CommandComplete, relayed once its COMMIT succeeded (PostgreSQL commits first). */
-  held?: Buffer;
-}
-
-/** What the relay expects the upstream to answer next, in order. */
-type Unit =
-  | SimpleUnit
-  | { kind: "execute"; sql: string; started: number; writes: boolean }
-  /** A refused message's stand-in: its error is replaced by `error` (or swallowed when there is none). */
-  | { kind: "refused"; error?: Buffer }
-  /** A `SHOW pgtoll.<name>` sent upstream as its stand-in: its row and tag are replaced by the value. */
-  | { kind: "setting"; name: string }
-  | { kind: "sync" }
-  /**
-   * A statement the proxy sent itself: BEGIN before a wrapped write, COMMIT or ROLLBACK after it ("end", which
-   * relays `held` or the COMMIT's `error`), or a stand-in that aborts the transaction of an unpaid write.
-   */
-  | { kind: "injected"; role: "begin" | "end" | "abort"; held?: Buffer; error?: Buffer };
-
-/** The COPY being relayed: its header line (text or CSV) and binary trailer are framing, not rows. */
-interface CopyOut {
-  headerPending: boolean;
-  binary: boolean;
-}
-
-/**
- * What the relay asks of the session's meter: whether a statement may start, how many rows the hold pays for,
- * and each statement's end (its rows charged, a write paid for or not). How holds grow and charges are written
- * is the meter's (session-meter.ts).
- */
-export type RelayMeter = Pick<
-  SessionMeter,
-  "canStart" | "statementRows" | "allowRow" | "allowRows" | "topUp" | "endStatement" | "endWrite" | "release"
->;
+import type { RelayWire } from "./relay-wire.js";
+import { encodeTerminate } from "./serializer.js";
+import type { StatementMetering } from "./statement-metering.js";
+import type { StatementPolicy } from "./statement-policy.js";
+import { UpstreamAnswers } from "./upstream-answers.js";
 
 export interface RelayDeps {
   client: Socket;
   upstream: Socket;
-  meter: RelayMeter;
-  /** The session's `SHOW pgtoll.*` settings: which exist and their values (the relay only carries them). */
+  /** What each message carrying SQL may do (statement-policy.ts). */
+  policy: StatementPolicy;
+  /** What is paid for: starts, rows, statement ends, writes, database errors (statement-metering.ts). */
+  metering: StatementMetering;
+  /** The session's `SHOW pgtoll.*` settings: their values (the relay only carries them). */
   settings: SessionSettings;
   metrics: ProxyMetrics;
   logger: Logger;
-  /** The guard, memoised by SQL text. */
-  check(sql: string): GuardVerdict;
   cancelUpstream(): void;
   status: TransactionStatus;
   /** After this long idle outside a transaction the session gives back its unspent reservation. */
   idleReleaseMs: number;
-  /** Most rows one statement may write (the provider's `maxRowsWrittenPerStatement`); more is rolled back. */
-  maxRowsWritten: number;
   /** How long a closing session waits for the upstream to finish what was forwarded (default 15 s). */
   drainTimeoutMs?: number;
   onEnd(reason: string): void;
-  /** Counts a refused statement of this session's provider (analytics/refusal-tally.ts). */
-  countRefusal(kind: RefusalKind, rule: string): void;
 }
 
 /** One direction of the relay: frames read from its socket, handled strictly in order. */
@@ -135,21 +48,15 @@ interface Direction {
 }
 
 /**
- * The ready phase of a proxied session: every client message is guarded before it is forwarded, every upstream
- * answer is relayed while the agent's reservation pays for it, and every statement is charged when it completes.
- * Both directions are processed frame by frame in order; a pass that needs the ledger (to grow the
- * reservation) pauses its socket until the answer is in, so order is never lost and memory stays bounded.
- * Frames are handled as positions in the received chunks and relayed as ranges of them: a relayed message
- * costs no allocation.
+ * The ready phase of a proxied session: the two sockets and the frames between them. Each direction's frames
+ * are handled strictly in order, as positions in the received chunks, and relayed as ranges of them (a relayed
+ * message costs no allocation; a run of DataRows, a few operations per chunk). What each message means is the
+ * statement pipeline's: client-forwarding.ts and upstream-answers.ts; a frame it has to wait for (the ledger) pauses its socket until
+ * the answer is in, so order is never lost and memory stays bounded. The relay also ends the session: at once,
+ * or, when the client leaves with statements upstream, once the upstream has answered them; and it gives the
+ * session's hold back when it has been idle.
  */
 export class Relay {
-  readonly #units: Unit[] = [];
-  readonly #prepared = new PreparedStatements();
-  /** The write the client's frames wait for: resolved once `unit` has left the queue (paid, or undone). */
-  #pendingWrite: { unit: Unit; resolve: () => void } | undefined;
-  /** A write query waits for everything before it to be answered, to know whether a transaction is open. */
-  #onDrained: (() => void) | undefined;
-  #copy: CopyOut | undefined;
   readonly #client: Direction = {
     side: "client",
     reader: new FrameReader({ maxFrameLength: FRONTEND_MAX_FRAME_LENGTH }),
@@ -165,9 +72,9 @@ export class Relay {
   readonly #toClient = new OutputBatch();
   readonly #toUpstream = new OutputBatch();
   readonly #tally: ProxyTally;
-  #status: TransactionStatus;
-  /** Set when a result was cut off for lack of funds: upstream answers are dropped until ReadyForQuery. */
-  #cutOff = false;
+  readonly #queue: AnswerQueue;
+  readonly #forwarding: ClientForwarding;
+  readonly #answers: UpstreamAnswers;
   #ended = false;
   /**
    * Set when the client is done while statements are still upstream: "terminated" (it sent Terminate; their
@@ -183,17 +90,38 @@ export class Relay {
    */
   #idleSince: number | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
-  #fatalRelayed = false;
   /** Set by `endWhenIdle`: the FATAL that ends the session at its next idle moment. */
   #farewell: { frame: Buffer; reason: string } | undefined;
 
   constructor(private readonly deps: RelayDeps) {
-    this.#status = deps.status;
     this.#tally = deps.metrics.tally;
+    const wire: RelayWire = {
+      toClient: this.#toClient,
+      toUpstream: this.#toUpstream,
+      flushToUpstream: () => this.#flushToUpstream(),
+      flushToClient: () => this.#flushToClient(),
+      becameIdle: (now) => this.#becameIdle(now),
+      cancelUpstream: deps.cancelUpstream,
+      closing: () => this.#closing,
+      ended: () => this.#ended,
+    };
+    const { policy, metering, settings, logger } = deps;
+    const queue = new AnswerQueue(deps.status);
+    this.#queue = queue;
+    this.#forwarding = new ClientForwarding({ queue, policy, metering, settings, logger, wire });
+    this.#answers = new UpstreamAnswers({
+      queue,
+      policy,
+      metering,
+      settings,
+      tally: this.#tally,
+      logger,
+      wire,
+    });
   }
 
   get status(): TransactionStatus {
-    return this.#status;
+    return this.#queue.status;
   }
 
   /** True once the client sent Terminate or went away; the upstream closing is then expected. */
@@ -206,7 +134,7 @@ export class Relay {
    * second error, as a client hears one FATAL from PostgreSQL.
    */
   get fatalRelayed(): boolean {
-    return this.#fatalRelayed;
+    return this.#answers.fatalRelayed;
   }
 
   /**
@@ -216,7 +144,7 @@ export class Relay {
   endWhenIdle(frame: Buffer, reason: string): void {
     if (this.#ended || this.#closing) return;
     this.#farewell = { frame, reason };
-    const idle = this.#status === "I" && this.#units.length === 0;
+    const idle = this.#queue.status === "I" && this.#queue.empty;
     if (idle && !this.#client.busy && !this.#upstream.busy) this.#sayFarewell();
   }
 
@@ -290,18 +218,16 @@ export class Relay {
    */
   #close(how: "terminated" | "gone", reason: string): void {
     if (this.#ended || this.#closing === "gone") return;
-    if (this.#units.length === 0 && !this.#upstream.busy) {
+    if (this.#queue.empty && !this.#upstream.busy) {
       this.end(reason);
       return;
     }
-    if (how === "gone" && !this.#units.some((unit) => this.#mayWrite(unit))) {
+    if (how === "gone" && !this.#queue.mayWrite) {
       // Only reads are left: charge the rows already handed over and drop the upstream, rather than read (and
       // parse) the rest of a result that may fill megabytes of socket buffers. The cancel stops a statement
       // that sends nothing for a while (the server would notice the closed socket only when it next writes).
       this.deps.cancelUpstream();
-      const head = this.#units[0];
-      const rows = this.deps.meter.statementRows;
-      if (rows > 0) void this.deps.meter.endStatement(rows, sqlOf(head), "failed");
+      this.#answers.abandon();
       this.end(reason);
       return;
     }
@@ -321,28 +247,18 @@ export class Relay {
     this.#closing = how;
   }
 
-  /** Whether a unit still upstream may write or commit: the upstream is then read to its end, not dropped. */
-  #mayWrite(unit: Unit): boolean {
-    if (unit.kind === "simple" || unit.kind === "execute") return unit.writes;
-    return unit.kind === "injected";
-  }
-
   /** Stops relaying; the session closes both sockets. Idempotent. */
   end(reason: string): void {
     if (this.#ended) return;
     this.#ended = true;
-    // Rows of a statement the upstream never finished (it closed, or broke the protocol) reached the client.
-    const rows = this.deps.meter.statementRows;
-    if (rows > 0 && !this.#cutOff) void this.deps.meter.endStatement(rows, sqlOf(this.#units[0]), "failed");
+    // Rows of a statement the upstream never finished (it closed, or broke the protocol) reached the client;
+    // whatever waits for the upstream is let go: the passes see the session ended and stop.
+    this.#answers.end();
+    this.#queue.end();
     clearTimeout(this.#idleTimer);
     clearTimeout(this.#drainTimer);
     this.#client.frames.clear();
     this.#upstream.frames.clear();
-    // Whatever waits for the upstream is let go: the passes see the session ended and stop.
-    this.#pendingWrite?.resolve();
-    this.#pendingWrite = undefined;
-    this.#onDrained?.();
-    this.#onDrained = undefined;
     this.deps.onEnd(reason);
   }
 
@@ -365,7 +281,7 @@ export class Relay {
         let end = frames.ends[at]!;
         if (code === BackendCode.DataRow && !fromClient) {
           // A run of DataRows (or one): relayed at once as far as the reservation pays, the rest one by one.
-          if (this.#relayRows(frames, at)) {
+          if (this.#answers.relayRows(frames, at)) {
             frames.head++;
             continue;
           }
@@ -374,9 +290,10 @@ export class Relay {
         // One row of a run is handled now; the entry keeps the others for the next pass.
         if (frames.rows[at]! > 1) end = frames.shiftMessage(at);
         else frames.head++;
-        const waiting = fromClient
-          ? this.#handleClientFrame(code, buffer, start, end)
-          : this.#handleUpstreamFrame(code, buffer, start, end);
+        let waiting: Promise<void> | undefined;
+        if (!fromClient) waiting = this.#answers.handle(code, buffer, start, end);
+        else if (code === FrontendCode.Terminate) this.#close("terminated", "client terminated");
+        else waiting = this.#forwarding.handle(code, buffer, start, end);
         if (waiting) {
           this.#wait(direction, waiting);
           return;
@@ -386,26 +303,12 @@ export class Relay {
       if (fromClient) this.#flushToUpstream();
       else {
         this.#flushToClient();
-        this.#releaseWaiters();
+        this.#queue.releaseWaiters();
       }
     } catch (error) {
       this.#protocolFailure(direction.side, error as Error);
     }
     direction.busy = false;
-  }
-
-  /** Lets the client's frames go on once the write they wait for, or the queue a write query waits for, is done. */
-  #releaseWaiters(): void {
-    const pending = this.#pendingWrite;
-    if (pending && !this.#units.includes(pending.unit)) {
-      this.#pendingWrite = undefined;
-      pending.resolve();
-    }
-    if (this.#onDrained && this.#units.length === 0) {
-      const drained = this.#onDrained;
-      this.#onDrained = undefined;
-      drained();
-    }
   }
 
   /** Pauses the direction's socket until `waiting` settles, then carries on with its next frame. */
@@ -435,687 +338,14 @@ export class Relay {
     );
   }
 
-  // ---- client -> upstream -------------------------------------------------------------------------
-
   #flushToUpstream(): void {
     // Once closing, the upstream has had its Terminate: nothing may follow it.
     if (this.#closing) return;
     if (!this.#toUpstream.flushTo(this.deps.upstream)) this.deps.client.pause();
   }
 
-  /** Handles one client frame, `buffer[start, end)`; returns a promise when it has to wait for the ledger. */
-  #handleClientFrame(code: number, buffer: Buffer, start: number, end: number): Promise<void> | undefined {
-    switch (code) {
-      case FrontendCode.Query:
-        return this.#onQuery(buffer, start, end);
-      case FrontendCode.Parse: {
-        const parse = decodeParse(payloadOf(buffer, start, end));
-        const verdict = this.deps.check(parse.sql);
-        this.#tally.verdicts[verdict.kind]++;
-        if (verdict.kind !== "allow") {
-          this.#prepared.parsed(parse.name, undefined);
-          this.#refuseVerdict(verdict, false);
-          return;
-        }
-        const setting = settingOf(verdict.statements);
-        if (setting !== undefined)
-          return void this.#parseSetting(parse.name, parse.sql, setting, verdict.statements.length);
-        this.#prepared.parsed(parse.name, { sql: parse.sql, writes: verdict.statements.some(isWrite) });
-        // The server parses and analyses it: nothing reaches the provider's database unfunded.
-        if (this.deps.meter.canStart) return void this.#toUpstream.pushRange(buffer, start, end);
-        return this.#forwardFunded(buffer, start, end);
-      }
-      case FrontendCode.Bind: {
-        const bind = decodeBindTarget(payloadOf(buffer, start, end));
-        this.#prepared.bound(bind.portal, bind.statement);
-        // Binding plans the statement (and may evaluate its functions): funded first too.
-        if (this.deps.meter.canStart) return void this.#toUpstream.pushRange(buffer, start, end);
-        return this.#forwardFunded(buffer, start, end);
-      }
-      case FrontendCode.Execute: {
-        const { portal, maxRows } = decodeExecute(payloadOf(buffer, start, end));
-        const prepared = this.#prepared.portal(portal);
-        if (prepared?.setting !== undefined) {
-          this.#units.push({ kind: "setting", name: prepared.setting });
-          this.#toUpstream.pushRange(buffer, start, end);
-          return;
-        }
-        const sql = prepared?.sql ?? "";
-        const writes = prepared?.writes === true;
-        if (writes && maxRows > 0) return void this.#refuse(LIMITED_WRITE_EXECUTE, false);
-        if (this.deps.meter.canStart) {
-          this.#forwardExecute(sql, writes, buffer, start, end);
-          return writes ? this.#awaitExecutedWrite() : undefined;
-        }
-        return this.deps.meter.topUp(1).then(
-          (ok) => {
-            if (!ok) return this.#refuseUnfunded(false);
-            this.#forwardExecute(sql, writes, buffer, start, end);
-            return writes ? this.#awaitExecutedWrite() : undefined;
-          },
-          (error: unknown) => this.#refuseWithoutLedger(error, false),
-        );
-      }
-      case FrontendCode.Sync:
-        this.#units.push({ kind: "sync" });
-        this.#toUpstream.pushRange(buffer, start, end);
-        return;
-      case FrontendCode.Close: {
-        const target = decodeClose(payloadOf(buffer, start, end));
-        this.#prepared.closed(target.kind, target.name);
-        this.#toUpstream.pushRange(buffer, start, end);
-        return;
-      }
-      case FrontendCode.FunctionCall:
-        this.#refuse(
-          errorFrame(
-            SqlState.featureNotSupported,
-            "the FunctionCall message is not supported by pgtoll; call the function in a query",
-          ),
-          true,
-        );
-        return;
-      case FrontendCode.Terminate:
-        this.#close("terminated", "client terminated");
-        return;
-      case FrontendCode.Describe:
-      case FrontendCode.Flush:
-      case FrontendCode.CopyData:
-      case FrontendCode.CopyDone:
-      case FrontendCode.CopyFail:
-        // No SQL in them, and no data back: the upstream judges them.
-        this.#toUpstream.pushRange(buffer, start, end);
-        return;
-      default:
-        // As PostgreSQL does; nothing unknown reaches the provider's database.
-        throw new ProtocolViolationError(`invalid frontend message type ${code}`);
-    }
-  }
-
-  #onQuery(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
-    const { sql } = decodeQuery(payloadOf(buffer, start, end));
-    const verdict = this.deps.check(sql);
-    this.#tally.verdicts[verdict.kind]++;
-    if (verdict.kind !== "allow") {
-      this.#refuseVerdict(verdict, true);
-      return;
-    }
-    const { statements } = verdict;
-    const setting = settingOf(statements);
-    if (setting !== undefined) return this.#querySetting(setting, statements.length);
-    if (statements.some(isWrite)) return this.#onWriteQuery(statements, buffer, start, end);
-    // Every statement reaching the database is funded first; a ROLLBACK (no data, and the way out) is not held up.
-    if (this.deps.meter.canStart || statements.every(isRollback))
-      return void this.#forwardQuery(statements, buffer, start, end);
-    return this.deps.meter.topUp(1).then(
-      (ok) => {
-        if (ok) this.#forwardQuery(statements, buffer, start, end);
-        else this.#refuseUnfunded(true);
-      },
-      (error: unknown) => this.#refuseWithoutLedger(error, true),
-    );
-  }
-
-  /**
-   * A simple query that writes. It waits until everything before it is answered (whether a transaction is open
-   * decides how it runs: write-transactions.ts), is funded, and is sent; the client's next frames then wait until
-   * its writes are paid for, or undone.
-   */
-  async #onWriteQuery(
-    statements: readonly GuardedStatement[],
-    buffer: Buffer,
-    start: number,
-    end: number,
-  ): Promise<void> {
-    if (this.#units.length > 0) await new Promise<void>((resolve) => (this.#onDrained = resolve));
-    if (this.#ended || this.#closing) return;
-    const plan = planWrites(statements, this.#status);
-    if (typeof plan === "object") return this.#refuse(plan.refusal, true);
-    if (!this.deps.meter.canStart) {
-      let funded: boolean;
-      try {
-        funded = await this.deps.meter.topUp(1);
-      } catch (error) {
-        return this.#refuseWithoutLedger(error, true);
-      }
-      if (!funded) return this.#refuseUnfunded(true);
-    }
-    const wrapped = plan === "wrap";
-    if (wrapped) {
-      this.#units.push({ kind: "injected", role: "begin" });
-      this.#toUpstream.push(BEGIN_QUERY);
-    }
-    const unit: SimpleUnit = {
-      kind: "simple",
-      statements,
-      index: 0,
-      started: performance.now(),
-      writes: true,
-      wrapped,
-      failed: false,
-    };
-    this.#units.push(unit);
-    this.#toUpstream.pushRange(buffer, start, end);
-    return this.#awaitWrite();
-  }
-
-  /** Sends what is queued and holds the client's next frames until the last unit queued (a write) is done. */
-  #awaitWrite(): Promise<void> {
-    const unit = this.#units[this.#units.length - 1]!;
-    this.#flushToUpstream();
-    return new Promise<void>((resolve) => (this.#pendingWrite = { unit, resolve }));
-  }
-
-  /** {@link #awaitWrite} for an Execute: the server answers it only at a Flush or Sync, so a Flush follows. */
-  #awaitExecutedWrite(): Promise<void> {
-    this.#toUpstream.push(FLUSH);
-    return this.#awaitWrite();
-  }
-
-  /** Forwards a client frame once the hold pays for a row: nothing reaches the provider's database unfunded. */
-  #forwardFunded(buffer: Buffer, start: number, end: number): Promise<void> {
-    return this.deps.meter.topUp(1).then(
-      (ok) => {
-        if (ok) this.#toUpstream.pushRange(buffer, start, end);
-        else this.#refuseUnfunded(false);
-      },
-      (error: unknown) => this.#refuseWithoutLedger(error, false),
-    );
-  }
-
-  // No closure on the per-statement path: each would cost an allocation (and, under tsx, a name).
-  #forwardQuery(statements: readonly GuardedStatement[], buffer: Buffer, start: number, end: number): void {
-    this.#units.push({
-      kind: "simple",
-      statements,
-      index: 0,
-      started: performance.now(),
-      writes: false,
-      wrapped: false,
-      failed: false,
-    });
-    this.#toUpstream.pushRange(buffer, start, end);
-  }
-
-  #forwardExecute(sql: string, writes: boolean, buffer: Buffer, start: number, end: number): void {
-    this.#units.push({
-      kind: "execute",
-      sql,
-      started: performance.now(),
-      writes,
-    });
-    this.#toUpstream.pushRange(buffer, start, end);
-  }
-
-  /**
-   * A simple-protocol `SHOW pgtoll.<name>`: answered by the proxy alone when nothing is upstream (the usual
-   * case), else sent as its stand-in so that the answer keeps its place in the pipeline.
-   */
-  #querySetting(name: string, statementCount: number): Promise<void> | undefined {
-    const refusal = this.deps.settings.refusal(name, statementCount);
-    if (refusal) return void this.#refuse(refusal, true);
-    if (this.#units.length > 0) {
-      this.#units.push({ kind: "setting", name }, { kind: "sync" });
-      this.#toUpstream.push(standInQuery(name));
-      return;
-    }
-    return this.deps.settings.value(name).then(
-      (value) => {
-        this.#toClient.push(localShowAnswer(name, value, this.#status));
-        this.#flushToClient();
-        if (this.#status === "I") this.#becameIdle(performance.now());
-      },
-      (error: unknown) => {
-        this.deps.logger.warn({ err: error }, "could not read the balance for SHOW");
-        this.#toClient.push(ledgerUnavailable());
-        this.#toClient.push(encodeReadyForQuery(this.#status));
-        this.#flushToClient();
-      },
-    );
-  }
-
-  /** An extended-protocol `SHOW pgtoll.<name>`: its stand-in is prepared under the client's statement name. */
-  #parseSetting(statementName: string, sql: string, name: string, statementCount: number): void {
-    const refusal = this.deps.settings.refusal(name, statementCount);
-    if (refusal) {
-      this.#prepared.parsed(statementName, undefined);
-      this.#refuse(refusal, false);
-      return;
-    }
-    this.#prepared.parsed(statementName, { sql, writes: false, setting: name });
-    this.#toUpstream.push(standInParse(statementName, name));
-  }
-
-  /**
-   * The ledger could not be reached to fund a statement: it is refused (not run), and the session stays usable
-   * for when the ledger is back. Any other failure is the session's end.
-   */
-  #refuseWithoutLedger(error: unknown, simple: boolean): void {
-    if (!isLedgerUnavailable(error)) throw error;
-    this.deps.logger.warn({ err: error }, "the ledger is unavailable: statement refused");
-    this.#refuse(ledgerUnavailable(), simple);
-  }
-
-  /** Sends the upstream an unparsable stand-in and remembers to show the client `error` in its place. */
-  #refuse(error: Buffer, simple: boolean): void {
-    this.#units.push({ kind: "refused", error });
-    if (simple) this.#units.push({ kind: "sync" });
-    this.#toUpstream.push(simple ? refusedQuery : refusedParse);
-  }
-
-  // ---- upstream -> client -------------------------------------------------------------------------
-
   #flushToClient(): void {
     if (!this.#toClient.flushTo(this.deps.client) && this.#closing !== "gone") this.deps.upstream.pause();
-  }
-
-  /** Handles one upstream frame, `buffer[start, end)`; returns a promise when it has to wait for the ledger. */
-  #handleUpstreamFrame(code: number, buffer: Buffer, start: number, end: number): Promise<void> | undefined {
-    switch (code) {
-      case BackendCode.DataRow:
-        return this.#onRow(buffer, start, end);
-      case BackendCode.CopyData:
-        if (this.#copy && this.#isCopyFraming(buffer, start, end)) {
-          if (!this.#dropsRows()) this.#toClient.pushRange(buffer, start, end);
-          return;
-        }
-        return this.#onRow(buffer, start, end);
-      case BackendCode.CopyOutResponse:
-        this.#onCopyOut(buffer, start, end);
-        return;
-      case BackendCode.CommandComplete:
-        return this.#onStatementEnd(buffer, start, end, writeCountOf(buffer, start, end));
-      case BackendCode.PortalSuspended:
-      case BackendCode.EmptyQueryResponse:
-        return this.#onStatementEnd(buffer, start, end, null);
-      case BackendCode.ErrorResponse:
-        return this.#onError(buffer, start, end);
-      case BackendCode.NoticeResponse:
-        this.#onNotice(buffer, start, end);
-        return;
-      case BackendCode.ReadyForQuery:
-        this.#onReady(buffer, start, end);
-        return;
-      default:
-        if (!this.#cutOff) this.#toClient.pushRange(buffer, start, end);
-        return;
-    }
-  }
-
-  /**
-   * Relays the DataRows of entry `at` (a run, or one) as far as the reservation pays for them, as one range: a
-   * large result costs a few operations per chunk instead of per row. True when it relayed them all. Otherwise the entry is left with the rows not relayed, for the row-by-row path (a top-up,
-   * a cut-off, or rows that are dropped).
-   */
-  #relayRows(frames: FrameBatch, at: number): boolean {
-    if (this.#dropsRows()) return false;
-    const count = frames.rows[at]!;
-    const allowed = this.deps.meter.allowRows(count);
-    if (allowed === 0) return false;
-    this.#tally.rowsRelayed += allowed;
-    const buffer = frames.buffers[at]!;
-    const start = frames.starts[at]!;
-    if (allowed === count) {
-      this.#toClient.pushRange(buffer, start, frames.ends[at]!);
-      return true;
-    }
-    this.#toClient.pushRange(buffer, start, frames.shiftMessages(at, allowed));
-    return false;
-  }
-
-  /**
-   * Rows now are neither delivered nor charged: the result was cut off, the client is gone, or they answer the
-   * stand-in of a `SHOW pgtoll.*` (the proxy answers it itself).
-   */
-  #dropsRows(): boolean {
-    return this.#cutOff || this.#closing === "gone" || this.#units[0]?.kind === "setting";
-  }
-
-  #onRow(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
-    if (this.#dropsRows()) return;
-    if (this.deps.meter.allowRow()) {
-      this.#tally.rowsRelayed++;
-      this.#toClient.pushRange(buffer, start, end);
-      return;
-    }
-    return this.deps.meter.topUp(1).then(
-      (ok) => {
-        if (ok && this.deps.meter.allowRow()) {
-          this.#tally.rowsRelayed++;
-          this.#toClient.pushRange(buffer, start, end);
-        } else {
-          return this.#cutOffResult();
-        }
-      },
-      (error: unknown) => {
-        if (!isLedgerUnavailable(error)) throw error;
-        this.deps.logger.warn({ err: error }, "the ledger is unavailable: result cut off");
-        return this.#cutOffResult(ledgerUnavailable(this.deps.meter.statementRows));
-      },
-    );
-  }
-
-  #onCopyOut(buffer: Buffer, start: number, end: number): void {
-    const statement = this.#runningStatement();
-    this.#copy = { headerPending: statement?.copyHeader === true, binary: isBinaryCopy(buffer, start) };
-    if (!this.#cutOff) this.#toClient.pushRange(buffer, start, end);
-  }
-
-  /** Whether a CopyData frame is the COPY's header line or binary trailer: relayed, not charged as a row. */
-  #isCopyFraming(buffer: Buffer, start: number, end: number): boolean {
-    const copy = this.#copy!;
-    if (copy.headerPending) {
-      copy.headerPending = false;
-      return true;
-    }
-    return copy.binary && isBinaryCopyTrailer(buffer, start, end);
-  }
-
-  /** Refuses a statement the guard did not allow, counted by its rule. */
-  #refuseVerdict(verdict: Exclude<GuardVerdict, { kind: "allow" }>, sync: boolean): void {
-    this.deps.countRefusal("policy", verdict.kind === "deny" ? verdict.rule : INVALID_SQL_RULE);
-    this.#refuse(refusalFor(verdict), sync);
-  }
-
-  /** Refuses a statement nothing available can fund, counted as such. */
-  #refuseUnfunded(sync: boolean): void {
-    this.deps.countRefusal("funds", "insufficient-balance");
-    this.#refuse(insufficientFunds(0), sync);
-  }
-
-  /** The statement the upstream is answering, when the relay knows it. */
-  #runningStatement(): GuardedStatement | undefined {
-    const head = this.#units[0];
-    if (head?.kind === "simple") return head.statements[head.index];
-    if (head?.kind !== "execute" || head.sql === "") return undefined;
-    const verdict = this.deps.check(head.sql);
-    return verdict.kind === "allow" ? verdict.statements[0] : undefined;
-  }
-
-  /**
-   * The balance ran out mid-result (or the ledger could not be reached to fund more): charge what was delivered,
-   * tell the client, cancel the rest. A write cut off in its RETURNING rows is not committed.
-   */
-  async #cutOffResult(error?: Buffer): Promise<void> {
-    this.#cutOff = true;
-    const head = this.#units[0];
-    if (head?.kind === "simple" && head.writes) head.failed = true;
-    const delivered = this.deps.meter.statementRows;
-    await this.deps.meter.endStatement(delivered, sqlOf(head), "cutOff");
-    this.#tally.cutOff++;
-    if (!error) this.deps.countRefusal("funds", "balance-cut-off");
-    this.#toClient.push(error ?? insufficientFunds(delivered));
-    this.deps.cancelUpstream();
-  }
-
-  /** A statement's result is complete; `written` is the row count of a write's CommandComplete. */
-  #onStatementEnd(
-    buffer: Buffer,
-    start: number,
-    end: number,
-    written: number | null,
-  ): Promise<void> | undefined {
-    const head = this.#units[0];
-    // BEGIN, COMMIT or ROLLBACK the proxy sent: not the client's.
-    if (head?.kind === "injected") return;
-    this.#copy = undefined;
-    if (this.#cutOff) {
-      if (head?.kind === "execute") {
-        this.#units.shift();
-        // The cancel came too late and the write completed: it must not commit at the client's Sync.
-        if (head.writes && written !== null) this.#abortExtendedWrite();
-      }
-      return;
-    }
-    if (head?.kind === "setting") return this.#endSetting(head.name);
-    const counted = this.deps.meter.statementRows;
-    const sql = sqlOf(head);
-    const last = head?.kind === "simple" && head.index === head.statements.length - 1;
-    if (head?.kind === "simple") head.index++;
-    else if (head?.kind === "execute") {
-      this.#tally.upstreamLatency.observe((performance.now() - head.started) / 1000);
-      this.#units.shift();
-    }
-    if (written !== null) return this.#endWrite(head, written, counted, sql, buffer, start, end, last);
-    // MOVE answers a count: it is charged as one row.
-    if (counted === 0 && isMoveTag(buffer, start)) {
-      if (this.deps.meter.allowRows(1) === 0) return this.#cutOffResult();
-      const waiting = this.deps.meter.endStatement(1, sql);
-      this.#relayComplete(head, buffer, start, end, last);
-      return waiting;
-    }
-    // The charge is queued (group commit); the session waits only at the cost bound (session-meter.ts).
-    const waiting = this.deps.meter.endStatement(counted, sql);
-    this.#relayComplete(head, buffer, start, end, last);
-    return waiting;
-  }
-
-  /**
-   * Relays a CommandComplete; the last one of a wrapped query is kept until its COMMIT succeeded, as PostgreSQL
-   * commits a query's implicit transaction before it reports the query's last statement complete.
-   */
-  #relayComplete(head: Unit | undefined, buffer: Buffer, start: number, end: number, last: boolean): void {
-    if (last && head?.kind === "simple" && head.wrapped) head.held = Buffer.from(buffer.subarray(start, end));
-    else this.#toClient.pushRange(buffer, start, end);
-  }
-
-  /**
-   * A write completed, uncommitted: it is charged if the balance pays for its rows and it wrote no more than the
-   * provider allows, and otherwise undone (the client gets the error in place of its count). A write whose
-   * client is gone is not charged: its transaction is never committed.
-   */
-  #endWrite(
-    head: Unit | undefined,
-    written: number,
-    delivered: number,
-    sql: string,
-    buffer: Buffer,
-    start: number,
-    end: number,
-    last: boolean,
-  ): Promise<void> | undefined {
-    const { meter, maxRowsWritten } = this.deps;
-    if (this.#closing === "gone") {
-      if (delivered > 0) void meter.endStatement(delivered, sql, "failed");
-      return;
-    }
-    const rows = written > delivered ? written : delivered;
-    if (rows > maxRowsWritten) {
-      if (delivered > 0) void meter.endStatement(delivered, sql, "failed");
-      this.#failWrite(head, writeLimitError(rows, maxRowsWritten));
-      return;
-    }
-    const paid = meter.endWrite(rows, delivered, sql);
-    if (paid === true) return void this.#relayComplete(head, buffer, start, end, last);
-    return paid.then(
-      (ok) => {
-        if (ok) this.#relayComplete(head, buffer, start, end, last);
-        else this.#failWrite(head, unpaidWriteError(rows));
-      },
-      (error: unknown) => {
-        if (!isLedgerUnavailable(error)) throw error;
-        this.deps.logger.warn({ err: error }, "the ledger is unavailable: write rolled back");
-        if (delivered > 0) void meter.endStatement(delivered, sql, "failed");
-        this.#failWrite(head, ledgerUnavailable());
-      },
-    );
-  }
-
-  /**
-   * Undoes a write that must not commit. In a simple query the client gets `error` now and the rest of the
-   * query's answers are dropped; at its ReadyForQuery the proxy rolls back (or aborts the client's transaction
-   * block). In the extended protocol a stand-in that fails is sent at once (the client's next frames wait for
-   * this write): the upstream aborts the transaction and skips to Sync, as after a failed statement.
-   */
-  #failWrite(head: Unit | undefined, error: Buffer): void {
-    this.#tally.writesUndone++;
-    if (head?.kind === "simple") {
-      head.failed = true;
-      this.#cutOff = true;
-      this.#toClient.push(error);
-      return;
-    }
-    this.#abortExtendedWrite(error);
-  }
-
-  #abortExtendedWrite(error?: Buffer): void {
-    this.#units.push(error ? { kind: "refused", error } : { kind: "refused" });
-    this.#toUpstream.push(refusedParse);
-    this.#flushToUpstream();
-  }
-
-  /** The stand-in of `SHOW pgtoll.<name>` completed upstream: the client gets the value instead. */
-  #endSetting(name: string): Promise<void> {
-    this.#units.shift();
-    return this.deps.settings.value(name).then(
-      (value) => void this.#toClient.push(showResult(value)),
-      (error: unknown) => {
-        this.deps.logger.warn({ err: error }, "could not read the balance for SHOW");
-        this.#toClient.push(ledgerUnavailable());
-      },
-    );
-  }
-
-  /**
-   * An ErrorResponse. The proxy's own stand-ins' errors are replaced or swallowed; the database's is relayed with
-   * its text bounded (database-notices.ts) and charged as one row, or, if the balance cannot pay for that row,
-   * with its text withheld.
-   */
-  #onError(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
-    const head = this.#units[0];
-    if (head?.kind === "refused") {
-      this.#units.shift();
-      if (head.error) this.#toClient.push(head.error);
-      this.#dropUntilSync();
-      return;
-    }
-    if (head?.kind === "injected") {
-      // A COMMIT that failed (a deferred constraint) tells the client why; an abort's stand-in fails on purpose.
-      if (head.role === "end")
-        head.error =
-          this.deps.meter.allowRows(1) === 1
-            ? this.#chargedError(buffer, start, end)
-            : withheldError(buffer, start, end);
-      return;
-    }
-    if (this.#cutOff || this.#closing === "gone") {
-      if (head?.kind === "execute") this.#units.shift();
-      this.#dropUntilSync();
-      return;
-    }
-    if (this.deps.meter.allowRows(1) === 1)
-      return void this.#relayError(head, boundedNotice(buffer, start, end));
-    return this.deps.meter.topUp(1).then(
-      (ok) => {
-        const paid = ok && this.deps.meter.allowRows(1) === 1;
-        this.#relayError(head, paid ? boundedNotice(buffer, start, end) : withheldError(buffer, start, end));
-      },
-      (error: unknown) => {
-        if (!isLedgerUnavailable(error)) throw error;
-        this.#relayError(head, withheldError(buffer, start, end));
-      },
-    );
-  }
-
-  /** An error's text as the client receives it, its one row charged at once (no statement is running). */
-  #chargedError(buffer: Buffer, start: number, end: number): Buffer {
-    void this.deps.meter.endStatement(this.deps.meter.statementRows, "COMMIT", "failed");
-    return boundedNotice(buffer, start, end);
-  }
-
-  /** Ends the failed statement (its rows and the error's row charged) and relays `error`. */
-  #relayError(head: Unit | undefined, error: Buffer): void {
-    if (isFatalError(error)) this.#fatalRelayed = true;
-    const rows = this.deps.meter.statementRows;
-    if (rows > 0) void this.deps.meter.endStatement(rows, sqlOf(head), "failed");
-    if (head?.kind === "execute") this.#units.shift();
-    this.#dropUntilSync();
-    this.#toClient.push(error);
-  }
-
-  /**
-   * A NoticeResponse. Within a statement it is database text like an error's: bounded and charged as one row,
-   * and dropped when the hold does not pay for it (a client needs no notice). One that arrives between
-   * statements (the server's own) is bounded and free; those answering the proxy's own statements are dropped.
-   */
-  #onNotice(buffer: Buffer, start: number, end: number): void {
-    const head = this.#units[0];
-    if (this.#cutOff || this.#closing === "gone" || head?.kind === "injected" || head?.kind === "refused")
-      return;
-    if (head !== undefined && this.deps.meter.allowRows(1) === 0) return;
-    this.#toClient.push(boundedNotice(buffer, start, end));
-  }
-
-  /** After an error the upstream skips the rest of the batch up to Sync: so do our expectations. */
-  #dropUntilSync(): void {
-    while (this.#units.length > 0 && this.#units[0]!.kind !== "sync" && this.#units[0]!.kind !== "simple")
-      this.#units.shift();
-  }
-
-  #onReady(buffer: Buffer, start: number, end: number): void {
-    const now = performance.now();
-    const status = readyForQueryStatusOf(buffer, start, end);
-    const head = this.#units[0];
-    if (head?.kind === "injected") {
-      this.#units.shift();
-      this.#endInjected(head, status, buffer, start, end, now);
-      return;
-    }
-    // ReadyForQuery closes the oldest simple query or Sync-terminated batch.
-    let closed: SimpleUnit | undefined;
-    while (this.#units.length > 0) {
-      const unit = this.#units.shift()!;
-      if (unit.kind === "simple") {
-        this.#tally.upstreamLatency.observe((now - unit.started) / 1000);
-        closed = unit;
-        break;
-      }
-      if (unit.kind === "sync") break;
-    }
-    this.#status = status;
-    this.#cutOff = false;
-    if (closed?.writes && !this.#closing) {
-      // The writes are paid for (or failed): the proxy ends its own transaction, or aborts the client's.
-      if (closed.wrapped) {
-        const failed = closed.failed || status === "E";
-        this.#inject(
-          { kind: "injected", role: "end", held: closed.held },
-          failed ? ROLLBACK_QUERY : COMMIT_QUERY,
-        );
-        return;
-      }
-      if (closed.failed && status === "T") {
-        this.#inject({ kind: "injected", role: "abort" }, refusedQuery);
-        return;
-      }
-    }
-    this.#toClient.pushRange(buffer, start, end);
-    if (status === "I" && this.#units.length === 0) this.#becameIdle(now);
-  }
-
-  /** Sends a statement of the proxy's own that the write the client waits for now depends on. */
-  #inject(unit: Extract<Unit, { kind: "injected" }>, query: Buffer): void {
-    this.#units.push(unit);
-    if (this.#pendingWrite) this.#pendingWrite.unit = unit;
-    this.#toUpstream.push(query);
-    this.#flushToUpstream();
-  }
-
-  /** The proxy's own statement is answered: the client gets the held tag or the COMMIT's error, then its status. */
-  #endInjected(
-    unit: Extract<Unit, { kind: "injected" }>,
-    status: TransactionStatus,
-    buffer: Buffer,
-    start: number,
-    end: number,
-    now: number,
-  ): void {
-    if (unit.role === "begin") return;
-    if (unit.error) this.#toClient.push(unit.error);
-    else if (unit.held) this.#toClient.push(unit.held);
-    this.#status = status;
-    this.#toClient.pushRange(buffer, start, end);
-    if (status === "I" && this.#units.length === 0) this.#becameIdle(now);
   }
 
   #becameIdle(now: number): void {
@@ -1136,13 +366,13 @@ export class Relay {
   /** Gives the reservation back once the session has been idle for `idleReleaseMs` (else waits the rest). */
   readonly #onIdleTimer = (): void => {
     this.#idleTimer = undefined;
-    if (this.#ended || this.#idleSince === undefined || this.#units.length > 0) return;
+    if (this.#ended || this.#idleSince === undefined || !this.#queue.empty) return;
     const idleMs = performance.now() - this.#idleSince;
     if (idleMs < this.deps.idleReleaseMs) {
       this.#idleTimer = this.#armIdleTimer(this.deps.idleReleaseMs - idleMs);
       return;
     }
-    this.deps.meter
+    this.deps.metering
       .release()
       .catch((error: unknown) => this.deps.logger.warn({ err: error }, "idle release failed"));
   };
@@ -1160,75 +390,4 @@ export class Relay {
     }
     this.end("internal failure");
   }
-}
-
-/** The body of the frame `buffer[start, end)`, after its type byte and length word. */
-function payloadOf(buffer: Buffer, start: number, end: number): Buffer {
-  return buffer.subarray(start + FRAME_HEADER_LENGTH, end);
-}
-
-function isWrite(statement: GuardedStatement): boolean {
-  return statement.writes;
-}
-
-function isRollback(statement: GuardedStatement): boolean {
-  return statement.command === "ROLLBACK";
-}
-
-/** Whether the CommandComplete frame at `start` is a MOVE's ("MOVE n"). */
-function isMoveTag(buffer: Buffer, start: number): boolean {
-  // M O V E
-  return (
-    buffer[start + 5] === 0x4d &&
-    buffer[start + 6] === 0x4f &&
-    buffer[start + 7] === 0x56 &&
-    buffer[start + 8] === 0x45
-  );
-}
-
-function sqlOf(unit: Unit | undefined): string {
-  if (!unit) return "";
-  if (unit.kind === "simple")
-    return unit.statements[Math.min(unit.index, unit.statements.length - 1)]?.sql ?? "";
-  if (unit.kind === "execute") return unit.sql;
-  return "";
-}
-
-/** The pgtoll setting a query shows, if any of its statements is `SHOW pgtoll.<name>`. */
-function settingOf(statements: readonly GuardedStatement[]): string | undefined {
-  for (const statement of statements)
-    if (statement.pgtollSetting !== undefined) return statement.pgtollSetting;
-  return undefined;
-}
-
-/** The ledger could not be reached: nothing was run (or, mid-result, the rows delivered were charged). */
-function ledgerUnavailable(rowsDelivered?: number): Buffer {
-  return errorFrame(
-    SqlState.cannotConnectNow,
-    rowsDelivered === undefined
-      ? "the pgtoll ledger is unavailable, so the statement was not run; try again shortly"
-      : `the pgtoll ledger is unavailable: the result was cut off after ${rowsDelivered} rows, which were charged; try again shortly`,
-  );
-}
-
-function refusalFor(verdict: Exclude<GuardVerdict, { kind: "allow" }>): Buffer {
-  if (verdict.kind === "deny") {
-    return errorFrame(
-      SqlState.insufficientPrivilege,
-      `pgtoll policy: statement not allowed (${verdict.rule}): ${verdict.message}`,
-    );
-  }
-  return errorFrame(SqlState.syntaxError, `pgtoll policy: invalid SQL: ${verdict.message}`);
-}
-
-function insufficientFunds(rowsDelivered: number): Buffer {
-  return errorFrame(
-    SqlState.insufficientFunds,
-    rowsDelivered > 0
-      ? `insufficient balance: the result was cut off after ${rowsDelivered} rows, which were charged`
-      : "insufficient balance: deposit funds with this provider to run statements",
-    {
-      hint: "POST /api/topup pays a top-up with x402 from the agent's wallet in one request (where the gateway offers x402); POST /api/deposit credits a USDC transfer to the provider's wallet",
-    },
-  );
 }

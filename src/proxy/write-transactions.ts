@@ -69,26 +69,6 @@ export const ROLLBACK_QUERY = encodeQuery("ROLLBACK");
  */
 export const FLUSH = encodeFlush();
 
-/** A write above the provider's bound on rows written per statement: it is rolled back. */
-export function writeLimitError(rows: number, limit: number): Buffer {
-  return errorFrame(
-    SqlState.programLimitExceeded,
-    `the statement wrote ${rows} rows, more than the provider allows in one statement (${limit}); it was rolled back and not charged`,
-    { hint: "narrow the WHERE clause, or split the write into smaller statements" },
-  );
-}
-
-/** A write the balance cannot pay for: it is rolled back; only rows it returned to the client were charged. */
-export function unpaidWriteError(rows: number): Buffer {
-  return errorFrame(
-    SqlState.insufficientFunds,
-    `insufficient balance: the statement wrote ${rows} rows, which the balance does not pay for; it was rolled back and not charged`,
-    {
-      hint: "POST /api/deposit credits a USDC transfer to the provider's wallet; then run the write again",
-    },
-  );
-}
-
 /** A write executed with a row limit would be committed before all its rows were seen. */
 export const LIMITED_WRITE_EXECUTE = errorFrame(
   SqlState.featureNotSupported,

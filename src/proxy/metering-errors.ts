@@ -1,0 +1,48 @@
+import { SqlState } from "../db/sql-state.js";
+import { errorFrame, FUNDING_HINT } from "./proxy-errors.js";
+
+/*
+ * The errors a metered statement can end with. Each says what was run and what was charged, and the ones about
+ * the balance say how to fund it.
+ */
+
+/** Nothing available funds a statement (no rows delivered), or the balance ran out mid-result. */
+export function insufficientFunds(rowsDelivered: number): Buffer {
+  return errorFrame(
+    SqlState.insufficientFunds,
+    rowsDelivered > 0
+      ? `insufficient balance: the result was cut off after ${rowsDelivered} rows, which were charged`
+      : "insufficient balance: deposit funds with this provider to run statements",
+    { hint: FUNDING_HINT },
+  );
+}
+
+/** The ledger could not be reached: nothing was run (or, mid-result, the rows delivered were charged). */
+export function ledgerUnavailable(rowsDelivered?: number): Buffer {
+  return errorFrame(
+    SqlState.cannotConnectNow,
+    rowsDelivered === undefined
+      ? "the pgtoll ledger is unavailable, so the statement was not run; try again shortly"
+      : `the pgtoll ledger is unavailable: the result was cut off after ${rowsDelivered} rows, which were charged; try again shortly`,
+  );
+}
+
+/** A write above the provider's bound on rows written per statement: it is rolled back. */
+export function writeLimitError(rows: number, limit: number): Buffer {
+  return errorFrame(
+    SqlState.programLimitExceeded,
+    `the statement wrote ${rows} rows, more than the provider allows in one statement (${limit}); it was rolled back and not charged`,
+    { hint: "narrow the WHERE clause, or split the write into smaller statements" },
+  );
+}
+
+/** A write the balance cannot pay for: it is rolled back; only rows it returned to the client were charged. */
+export function unpaidWriteError(rows: number): Buffer {
+  return errorFrame(
+    SqlState.insufficientFunds,
+    `insufficient balance: the statement wrote ${rows} rows, which the balance does not pay for; it was rolled back and not charged`,
+    {
+      hint: "POST /api/deposit credits a USDC transfer to the provider's wallet; then run the write again",
+    },
+  );
+}

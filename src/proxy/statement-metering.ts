@@ -1,0 +1,234 @@
+import type { Logger } from "pino";
+import type { RefusalKind } from "../analytics/refusal-tally.js";
+import { isLedgerUnavailable } from "../billing/ledger-availability.js";
+import { boundedNotice, withheldError } from "./database-notices.js";
+import {
+  insufficientFunds,
+  ledgerUnavailable,
+  unpaidWriteError,
+  writeLimitError,
+} from "./metering-errors.js";
+import type { SessionMeter } from "./session-meter.js";
+
+/**
+ * What the metering asks of the session's meter: whether a statement may start, how many rows the hold pays
+ * for, and each statement's end (its rows charged, a write paid for or not). How holds grow and charges are
+ * written is the meter's (session-meter.ts).
+ */
+export type RelayMeter = Pick<
+  SessionMeter,
+  "canStart" | "statementRows" | "allowRows" | "topUp" | "endStatement" | "endWrite" | "release"
+>;
+
+/** Why a result ends before its last row: the balance does not pay for the next one, or the ledger is out of reach. */
+export type CutOffReason = "unfunded" | "ledger-unavailable";
+
+/**
+ * The money side of a statement's path through the relay, as events the relay reports in the order the upstream
+ * answers, and decisions it asks for. The relay frames, forwards and orders; everything about what is paid for is
+ * here. A call that needs the ledger answers with a promise, which the relay waits for with that direction's
+ * socket paused.
+ *
+ * A statement's life: `startStatement` before it is sent (the relay stamps when it sent it), `allowRows` for each
+ * run of its rows (`fundRow` when the hold runs short, `cutOff` when that fails), then one end: `endStatement`,
+ * `endWrite`, `failStatement` (its error, or the session's end) or `cutOff`.
+ */
+export interface StatementMetering {
+  /**
+   * A message that makes the database parse, plan or run SQL (Query, Parse, Bind, Execute) is to be sent: undefined
+   * when it may go at once. Otherwise it waits for the promise: undefined then too, or the ErrorResponse that
+   * refuses it in its place (nothing is run unfunded).
+   */
+  startStatement(): Promise<Buffer | undefined> | undefined;
+  /**
+   * The running statement's next `count` rows (DataRow, or CopyData of a COPY), `bytes` their payloads in all:
+   * how many of them, from the first, are paid for and may be relayed (counted). Called per run of rows read in
+   * one chunk: it must not allocate. Rows it does not allow come back one by one, with `fundRow`.
+   */
+  allowRows(count: number, bytes: number): number;
+  /**
+   * One row (`bytes` its payload) the hold does not pay for: tops the hold up. Resolves to undefined when the row
+   * is paid for (counted), else to why the result is cut off.
+   */
+  fundRow(bytes: number): Promise<CutOffReason | undefined>;
+  /**
+   * Ends the running statement cut off: charges the rows it delivered and resolves to the ErrorResponse the client
+   * gets in place of the rest (the relay cancels the rest upstream).
+   */
+  cutOff(sql: string, reason: CutOffReason): Promise<Buffer>;
+  /**
+   * A statement that wrote nothing completed (its CommandComplete at `complete[at]`), `sentAt` when it was sent
+   * upstream (performance.now()) when the relay knows it: charges it. A promise when the session must wait for
+   * earlier charges to be written; a reason when the completion itself is not paid for (a MOVE, charged as one row).
+   */
+  endStatement(
+    sql: string,
+    complete: Buffer,
+    at: number,
+    sentAt: number | undefined,
+  ): Promise<void> | CutOffReason | undefined;
+  /**
+   * A write completed, uncommitted, having written `written` rows: true when it is paid for (and charged), so the
+   * relay lets it commit; otherwise the ErrorResponse the client gets while the relay rolls it back.
+   */
+  endWrite(written: number, sql: string, sentAt: number | undefined): true | Buffer | Promise<true | Buffer>;
+  /** The running statement failed, or the session ends in its middle: the rows it delivered are charged. */
+  failStatement(sql: string): void;
+  /**
+   * The database's ErrorResponse ending the running statement, as the client gets it: its text bounded and charged
+   * as a row, or withheld when the balance cannot pay for that row. The statement then ends with `failStatement`.
+   */
+  errorOf(buffer: Buffer, start: number, end: number): Buffer | Promise<Buffer>;
+  /** The error of a COMMIT the proxy sent for a wrapped write, charged as a row at once if the hold pays for it. */
+  commitErrorOf(buffer: Buffer, start: number, end: number): Buffer;
+  /**
+   * A NoticeResponse, bounded: within a statement (`inStatement`) charged as a row, and dropped (undefined) when
+   * the hold does not pay for it; between statements (the server's own) free.
+   */
+  noticeOf(buffer: Buffer, start: number, end: number, inStatement: boolean): Buffer | undefined;
+  /** The session has been idle long enough: the unspent hold goes back to the agent's balance. */
+  release(): Promise<void>;
+}
+
+export interface StatementMeteringOptions {
+  meter: RelayMeter;
+  /** Most rows one statement may write (the provider's `maxRowsWrittenPerStatement`); more is rolled back. */
+  maxRowsWritten: number;
+  logger: Logger;
+  /** Counts a refused statement of this session's provider (analytics/refusal-tally.ts). */
+  countRefusal(kind: RefusalKind, rule: string): void;
+}
+
+/** Statements metered by rows, from the session's hold. */
+export function statementMetering(options: StatementMeteringOptions): StatementMetering {
+  return new RowMetering(options);
+}
+
+class RowMetering implements StatementMetering {
+  readonly #meter: RelayMeter;
+
+  constructor(private readonly options: StatementMeteringOptions) {
+    this.#meter = options.meter;
+  }
+
+  startStatement(): Promise<Buffer | undefined> | undefined {
+    if (this.#meter.canStart) return undefined;
+    return this.#meter.topUp(1).then(
+      (ok) => {
+        if (ok) return undefined;
+        this.options.countRefusal("funds", "insufficient-balance");
+        return insufficientFunds(0);
+      },
+      (error: unknown) => {
+        // The session stays usable for when the ledger is back; any other failure is the session's end.
+        if (!isLedgerUnavailable(error)) throw error;
+        this.options.logger.warn({ err: error }, "the ledger is unavailable: statement refused");
+        return ledgerUnavailable();
+      },
+    );
+  }
+
+  allowRows(count: number): number {
+    return this.#meter.allowRows(count);
+  }
+
+  fundRow(): Promise<CutOffReason | undefined> {
+    return this.#meter.topUp(1).then(
+      (ok) => (ok && this.#meter.allowRows(1) === 1 ? undefined : "unfunded"),
+      (error: unknown) => {
+        if (!isLedgerUnavailable(error)) throw error;
+        this.options.logger.warn({ err: error }, "the ledger is unavailable: result cut off");
+        return "ledger-unavailable";
+      },
+    );
+  }
+
+  async cutOff(sql: string, reason: CutOffReason): Promise<Buffer> {
+    const delivered = this.#meter.statementRows;
+    await this.#meter.endStatement(delivered, sql, "cutOff");
+    if (reason === "ledger-unavailable") return ledgerUnavailable(delivered);
+    this.options.countRefusal("funds", "balance-cut-off");
+    return insufficientFunds(delivered);
+  }
+
+  endStatement(sql: string, complete: Buffer, at: number): Promise<void> | CutOffReason | undefined {
+    const rows = this.#meter.statementRows;
+    // MOVE answers a count: it is charged as one row.
+    if (rows === 0 && isMoveTag(complete, at)) {
+      if (this.#meter.allowRows(1) === 0) return "unfunded";
+      return this.#meter.endStatement(1, sql);
+    }
+    // The charge is queued (group commit); the session waits only at the cost bound (session-meter.ts).
+    return this.#meter.endStatement(rows, sql);
+  }
+
+  /**
+   * Charged if the balance pays for its rows (its count, or its RETURNING rows if more) and it wrote no more than
+   * the provider allows. When it is not, only the RETURNING rows the client already received are charged.
+   */
+  endWrite(written: number, sql: string): true | Buffer | Promise<true | Buffer> {
+    const delivered = this.#meter.statementRows;
+    const rows = written > delivered ? written : delivered;
+    if (rows > this.options.maxRowsWritten) {
+      this.#fail(delivered, sql);
+      return writeLimitError(rows, this.options.maxRowsWritten);
+    }
+    const paid = this.#meter.endWrite(rows, delivered, sql);
+    if (paid === true) return true;
+    return paid.then(
+      (ok) => ok || unpaidWriteError(rows),
+      (error: unknown) => {
+        if (!isLedgerUnavailable(error)) throw error;
+        this.options.logger.warn({ err: error }, "the ledger is unavailable: write rolled back");
+        this.#fail(delivered, sql);
+        return ledgerUnavailable();
+      },
+    );
+  }
+
+  failStatement(sql: string): void {
+    this.#fail(this.#meter.statementRows, sql);
+  }
+
+  #fail(delivered: number, sql: string): void {
+    if (delivered > 0) void this.#meter.endStatement(delivered, sql, "failed");
+  }
+
+  errorOf(buffer: Buffer, start: number, end: number): Buffer | Promise<Buffer> {
+    if (this.#meter.allowRows(1) === 1) return boundedNotice(buffer, start, end);
+    return this.#meter.topUp(1).then(
+      (ok) =>
+        ok && this.#meter.allowRows(1) === 1
+          ? boundedNotice(buffer, start, end)
+          : withheldError(buffer, start, end),
+      (error: unknown) => {
+        if (!isLedgerUnavailable(error)) throw error;
+        return withheldError(buffer, start, end);
+      },
+    );
+  }
+
+  commitErrorOf(buffer: Buffer, start: number, end: number): Buffer {
+    if (this.#meter.allowRows(1) !== 1) return withheldError(buffer, start, end);
+    // No statement is running: the error's row is charged as one of its own.
+    void this.#meter.endStatement(this.#meter.statementRows, "COMMIT", "failed");
+    return boundedNotice(buffer, start, end);
+  }
+
+  noticeOf(buffer: Buffer, start: number, end: number, inStatement: boolean): Buffer | undefined {
+    if (inStatement && this.#meter.allowRows(1) === 0) return undefined;
+    return boundedNotice(buffer, start, end);
+  }
+
+  release(): Promise<void> {
+    return this.#meter.release();
+  }
+}
+
+/** Whether the CommandComplete frame at `at` is a MOVE's ("MOVE n"). */
+function isMoveTag(buffer: Buffer, at: number): boolean {
+  // M O V E
+  return (
+    buffer[at + 5] === 0x4d && buffer[at + 6] === 0x4f && buffer[at + 7] === 0x56 && buffer[at + 8] === 0x45
+  );
+}

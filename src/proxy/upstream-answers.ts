@@ -1,0 +1,386 @@
+import { performance } from "node:perf_hooks";
+import type { Logger } from "pino";
+import type { GuardedStatement } from "../guard/index.js";
+import { type AnswerQueue, type InjectedUnit, sentAtOf, sqlOf, type Unit } from "./answer-queue.js";
+import {
+  isFatalError,
+  readyForQueryStatusOf,
+  type TransactionStatus,
+  writeCountOf,
+} from "./backend-messages.js";
+import { CopyOut } from "./copy-framing.js";
+import { FRAME_HEADER_LENGTH, type FrameBatch } from "./frame-reader.js";
+import { type SessionSettings, showResult, unreadableSetting } from "./in-band-settings.js";
+import { refusedParse, refusedQuery } from "./injected-errors.js";
+import { BackendCode } from "./message-codes.js";
+import type { OutputBatch } from "./output-batch.js";
+import type { ProxyTally } from "./proxy-metrics.js";
+import type { RelayWire } from "./relay-wire.js";
+import type { CutOffReason, StatementMetering } from "./statement-metering.js";
+import type { StatementPolicy } from "./statement-policy.js";
+import { COMMIT_QUERY, ROLLBACK_QUERY } from "./write-transactions.js";
+
+export interface UpstreamAnswersOptions {
+  queue: AnswerQueue;
+  policy: StatementPolicy;
+  metering: StatementMetering;
+  settings: SessionSettings;
+  tally: ProxyTally;
+  logger: Logger;
+  wire: RelayWire;
+}
+
+/**
+ * The upstream's side of the statement pipeline: each answer is matched, in order, to the message that asked for
+ * it (answer-queue.ts) and relayed, replaced or dropped. Rows are relayed while the metering allows them, and a
+ * result it cuts off is cancelled; each statement's end, error and notice goes through the metering
+ * (statement-metering.ts). The answers to the proxy's stand-ins are replaced by what the client is owed (a
+ * refusal, a `SHOW pgtoll.*` value). A write is relayed only once paid for, and a query the proxy wrapped in a
+ * transaction is committed (or rolled back) by it at its ReadyForQuery.
+ */
+export class UpstreamAnswers {
+  readonly #queue: AnswerQueue;
+  readonly #policy: StatementPolicy;
+  readonly #metering: StatementMetering;
+  readonly #settings: SessionSettings;
+  readonly #tally: ProxyTally;
+  readonly #logger: Logger;
+  readonly #wire: RelayWire;
+  readonly #toClient: OutputBatch;
+  readonly #toUpstream: OutputBatch;
+  #copy: CopyOut | undefined;
+  /** Set when a result was cut off (or a write undone): upstream answers are dropped until ReadyForQuery. */
+  #cutOff = false;
+  #fatalRelayed = false;
+
+  constructor(options: UpstreamAnswersOptions) {
+    this.#queue = options.queue;
+    this.#policy = options.policy;
+    this.#metering = options.metering;
+    this.#settings = options.settings;
+    this.#tally = options.tally;
+    this.#logger = options.logger;
+    this.#wire = options.wire;
+    this.#toClient = options.wire.toClient;
+    this.#toUpstream = options.wire.toUpstream;
+  }
+
+  /** True once the database's own FATAL error went to the client. */
+  get fatalRelayed(): boolean {
+    return this.#fatalRelayed;
+  }
+
+  /** The session ends before the statement being answered did: the rows it delivered are charged. */
+  abandon(): void {
+    this.#metering.failStatement(sqlOf(this.#queue.head));
+  }
+
+  /** The session ended: the statement being answered is charged as far as it got (unless cut off, and charged). */
+  end(): void {
+    if (!this.#cutOff) this.abandon();
+  }
+
+  /** Handles one upstream frame, `buffer[start, end)`; returns a promise when it has to wait for the ledger. */
+  handle(code: number, buffer: Buffer, start: number, end: number): Promise<void> | undefined {
+    switch (code) {
+      case BackendCode.DataRow:
+        return this.#onRow(buffer, start, end);
+      case BackendCode.CopyData:
+        if (this.#copy?.isFraming(buffer, start, end)) {
+          if (!this.#dropsRows()) this.#toClient.pushRange(buffer, start, end);
+          return;
+        }
+        return this.#onRow(buffer, start, end);
+      case BackendCode.CopyOutResponse:
+        this.#copy = new CopyOut(this.#runningStatement()?.copyHeader === true, buffer, start);
+        if (!this.#cutOff) this.#toClient.pushRange(buffer, start, end);
+        return;
+      case BackendCode.CommandComplete:
+        return this.#onStatementEnd(buffer, start, end, writeCountOf(buffer, start, end));
+      case BackendCode.PortalSuspended:
+      case BackendCode.EmptyQueryResponse:
+        return this.#onStatementEnd(buffer, start, end, null);
+      case BackendCode.ErrorResponse:
+        return this.#onError(buffer, start, end);
+      case BackendCode.NoticeResponse:
+        this.#onNotice(buffer, start, end);
+        return;
+      case BackendCode.ReadyForQuery:
+        this.#onReady(buffer, start, end);
+        return;
+      default:
+        if (!this.#cutOff) this.#toClient.pushRange(buffer, start, end);
+        return;
+    }
+  }
+
+  /**
+   * Relays the DataRows of entry `at` (a run, or one) as far as the metering allows them, as one range: a large
+   * result costs a few operations per chunk instead of per row. True when it relayed them all. Otherwise the
+   * entry is left with the rows not relayed, for the row-by-row path (a top-up, a cut-off, or rows that are
+   * dropped).
+   */
+  relayRows(frames: FrameBatch, at: number): boolean {
+    if (this.#dropsRows()) return false;
+    const count = frames.rows[at]!;
+    const buffer = frames.buffers[at]!;
+    const start = frames.starts[at]!;
+    const end = frames.ends[at]!;
+    const allowed = this.#metering.allowRows(count, end - start - count * FRAME_HEADER_LENGTH);
+    if (allowed === 0) return false;
+    this.#tally.rowsRelayed += allowed;
+    if (allowed === count) {
+      this.#toClient.pushRange(buffer, start, end);
+      return true;
+    }
+    this.#toClient.pushRange(buffer, start, frames.shiftMessages(at, allowed));
+    return false;
+  }
+
+  /**
+   * Rows now are neither delivered nor charged: the result was cut off, the client is gone, or they answer the
+   * stand-in of a `SHOW pgtoll.*` (the proxy answers it itself).
+   */
+  #dropsRows(): boolean {
+    return this.#cutOff || this.#wire.closing() === "gone" || this.#queue.head?.kind === "setting";
+  }
+
+  #onRow(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
+    if (this.#dropsRows()) return;
+    const bytes = end - start - FRAME_HEADER_LENGTH;
+    if (this.#metering.allowRows(1, bytes) === 1) return void this.#relayRow(buffer, start, end);
+    return this.#metering
+      .fundRow(bytes)
+      .then((cutOff) => (cutOff ? this.#cutOffResult(cutOff) : this.#relayRow(buffer, start, end)));
+  }
+
+  #relayRow(buffer: Buffer, start: number, end: number): void {
+    this.#tally.rowsRelayed++;
+    this.#toClient.pushRange(buffer, start, end);
+  }
+
+  /** The statement the upstream is answering, when the relay knows it. */
+  #runningStatement(): GuardedStatement | undefined {
+    const head = this.#queue.head;
+    if (head?.kind === "simple") return head.statements[head.index];
+    if (head?.kind !== "execute" || head.sql === "") return undefined;
+    return this.#policy.statementOf(head.sql);
+  }
+
+  /**
+   * The result ends before its last row (statement-metering.ts says why): the client gets the error in place of
+   * the rest, which is cancelled. A write cut off in its RETURNING rows is not committed.
+   */
+  async #cutOffResult(reason: CutOffReason): Promise<void> {
+    this.#cutOff = true;
+    const head = this.#queue.head;
+    if (head?.kind === "simple" && head.writes) head.failed = true;
+    const error = await this.#metering.cutOff(sqlOf(head), reason);
+    this.#tally.cutOff++;
+    this.#toClient.push(error);
+    this.#wire.cancelUpstream();
+  }
+
+  /** A statement's result is complete; `written` is the row count of a write's CommandComplete. */
+  #onStatementEnd(
+    buffer: Buffer,
+    start: number,
+    end: number,
+    written: number | null,
+  ): Promise<void> | undefined {
+    const head = this.#queue.head;
+    // BEGIN, COMMIT or ROLLBACK the proxy sent: not the client's.
+    if (head?.kind === "injected") return;
+    this.#copy = undefined;
+    if (this.#cutOff) {
+      if (head?.kind === "execute") {
+        this.#queue.shift();
+        // The cancel came too late and the write completed: it must not commit at the client's Sync.
+        if (head.writes && written !== null) this.#abortExtendedWrite();
+      }
+      return;
+    }
+    if (head?.kind === "setting") return this.#endSetting(head.name);
+    const sql = sqlOf(head);
+    const last = head?.kind === "simple" && head.index === head.statements.length - 1;
+    if (head?.kind === "simple") head.index++;
+    else if (head?.kind === "execute") {
+      this.#tally.upstreamLatency.observe((performance.now() - head.started) / 1000);
+      this.#queue.shift();
+    }
+    if (written !== null) return this.#endWrite(head, written, sql, buffer, start, end, last);
+    const ended = this.#metering.endStatement(sql, buffer, start, sentAtOf(head));
+    if (typeof ended === "string") return this.#cutOffResult(ended);
+    this.#relayComplete(head, buffer, start, end, last);
+    return ended;
+  }
+
+  /**
+   * Relays a CommandComplete; the last one of a wrapped query is kept until its COMMIT succeeded, as PostgreSQL
+   * commits a query's implicit transaction before it reports the query's last statement complete.
+   */
+  #relayComplete(head: Unit | undefined, buffer: Buffer, start: number, end: number, last: boolean): void {
+    if (last && head?.kind === "simple" && head.wrapped) head.held = Buffer.from(buffer.subarray(start, end));
+    else this.#toClient.pushRange(buffer, start, end);
+  }
+
+  /**
+   * A write completed, uncommitted: relayed once it is paid for, and otherwise undone (the client gets the error
+   * in place of its count). A write whose client is gone is not paid for: its transaction is never committed.
+   */
+  #endWrite(
+    head: Unit | undefined,
+    written: number,
+    sql: string,
+    buffer: Buffer,
+    start: number,
+    end: number,
+    last: boolean,
+  ): Promise<void> | undefined {
+    if (this.#wire.closing() === "gone") return void this.#metering.failStatement(sql);
+    const paid = this.#metering.endWrite(written, sql, sentAtOf(head));
+    if (paid === true) return void this.#relayComplete(head, buffer, start, end, last);
+    if (Buffer.isBuffer(paid)) return void this.#failWrite(head, paid);
+    return paid.then((verdict) =>
+      verdict === true ? this.#relayComplete(head, buffer, start, end, last) : this.#failWrite(head, verdict),
+    );
+  }
+
+  /**
+   * Undoes a write that must not commit. In a simple query the client gets `error` now and the rest of the
+   * query's answers are dropped; at its ReadyForQuery the proxy rolls back (or aborts the client's transaction
+   * block). In the extended protocol a stand-in that fails is sent at once (the client's next frames wait for
+   * this write): the upstream aborts the transaction and skips to Sync, as after a failed statement.
+   */
+  #failWrite(head: Unit | undefined, error: Buffer): void {
+    this.#tally.writesUndone++;
+    if (head?.kind === "simple") {
+      head.failed = true;
+      this.#cutOff = true;
+      this.#toClient.push(error);
+      return;
+    }
+    this.#abortExtendedWrite(error);
+  }
+
+  #abortExtendedWrite(error?: Buffer): void {
+    this.#queue.push(error ? { kind: "refused", error } : { kind: "refused" });
+    this.#toUpstream.push(refusedParse);
+    this.#wire.flushToUpstream();
+  }
+
+  /** The stand-in of `SHOW pgtoll.<name>` completed upstream: the client gets the value instead. */
+  #endSetting(name: string): Promise<void> {
+    this.#queue.shift();
+    return this.#settings.value(name).then(
+      (value) => void this.#toClient.push(showResult(value)),
+      (error: unknown) => void this.#toClient.push(unreadableSetting(this.#logger, error)),
+    );
+  }
+
+  /**
+   * An ErrorResponse. The proxy's own stand-ins' errors are replaced or swallowed; the database's reaches the
+   * client as the metering has it (charged, or its text withheld) and ends the statement.
+   */
+  #onError(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
+    const head = this.#queue.head;
+    if (head?.kind === "refused") {
+      this.#queue.shift();
+      if (head.error) this.#toClient.push(head.error);
+      this.#queue.dropUntilSync();
+      return;
+    }
+    if (head?.kind === "injected") {
+      // A COMMIT that failed (a deferred constraint) tells the client why; an abort's stand-in fails on purpose.
+      if (head.role === "end") head.error = this.#metering.commitErrorOf(buffer, start, end);
+      return;
+    }
+    if (this.#cutOff || this.#wire.closing() === "gone") {
+      if (head?.kind === "execute") this.#queue.shift();
+      this.#queue.dropUntilSync();
+      return;
+    }
+    const error = this.#metering.errorOf(buffer, start, end);
+    if (Buffer.isBuffer(error)) return void this.#relayError(head, error);
+    return error.then((relayed) => this.#relayError(head, relayed));
+  }
+
+  /** Ends the failed statement (its rows and the error's row charged) and relays `error`. */
+  #relayError(head: Unit | undefined, error: Buffer): void {
+    if (isFatalError(error)) this.#fatalRelayed = true;
+    this.#metering.failStatement(sqlOf(head));
+    if (head?.kind === "execute") this.#queue.shift();
+    this.#queue.dropUntilSync();
+    this.#toClient.push(error);
+  }
+
+  /** A NoticeResponse; those answering the proxy's own statements, or dropped answers, are dropped. */
+  #onNotice(buffer: Buffer, start: number, end: number): void {
+    const head = this.#queue.head;
+    if (
+      this.#cutOff ||
+      this.#wire.closing() === "gone" ||
+      head?.kind === "injected" ||
+      head?.kind === "refused"
+    )
+      return;
+    const notice = this.#metering.noticeOf(buffer, start, end, head !== undefined);
+    if (notice) this.#toClient.push(notice);
+  }
+
+  #onReady(buffer: Buffer, start: number, end: number): void {
+    const now = performance.now();
+    const status = readyForQueryStatusOf(buffer, start, end);
+    const head = this.#queue.head;
+    if (head?.kind === "injected") {
+      this.#queue.shift();
+      this.#endInjected(head, status, buffer, start, end, now);
+      return;
+    }
+    const closed = this.#queue.closeAtReady();
+    if (closed) this.#tally.upstreamLatency.observe((now - closed.started) / 1000);
+    this.#queue.status = status;
+    this.#cutOff = false;
+    if (closed?.writes && !this.#wire.closing()) {
+      // The writes are paid for (or failed): the proxy ends its own transaction, or aborts the client's.
+      if (closed.wrapped) {
+        const failed = closed.failed || status === "E";
+        this.#inject(
+          { kind: "injected", role: "end", held: closed.held },
+          failed ? ROLLBACK_QUERY : COMMIT_QUERY,
+        );
+        return;
+      }
+      if (closed.failed && status === "T") {
+        this.#inject({ kind: "injected", role: "abort" }, refusedQuery);
+        return;
+      }
+    }
+    this.#toClient.pushRange(buffer, start, end);
+    if (status === "I" && this.#queue.empty) this.#wire.becameIdle(now);
+  }
+
+  /** Sends a statement of the proxy's own that the write the client waits for now depends on. */
+  #inject(unit: InjectedUnit, query: Buffer): void {
+    this.#queue.pushInjected(unit);
+    this.#toUpstream.push(query);
+    this.#wire.flushToUpstream();
+  }
+
+  /** The proxy's own statement is answered: the client gets the held tag or the COMMIT's error, then its status. */
+  #endInjected(
+    unit: InjectedUnit,
+    status: TransactionStatus,
+    buffer: Buffer,
+    start: number,
+    end: number,
+    now: number,
+  ): void {
+    if (unit.role === "begin") return;
+    if (unit.error) this.#toClient.push(unit.error);
+    else if (unit.held) this.#toClient.push(unit.held);
+    this.#queue.status = status;
+    this.#toClient.pushRange(buffer, start, end);
+    if (status === "I" && this.#queue.empty) this.#wire.becameIdle(now);
+  }
+}
