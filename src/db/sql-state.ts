@@ -12,6 +12,7 @@ export const SqlState = {
   connectionFailure: "08006",
   protocolViolation: "08P01",
   invalidParameterValue: "22023",
+  cantChangeRuntimeParam: "55P02",
   uniqueViolation: "23505",
   checkViolation: "23514",
   readOnlyTransaction: "25006",

@@ -18,6 +18,10 @@ export function checkSetting(set: Record<string, unknown>, policy: GuardPolicy):
     return TRANSACTION_MODES.has(name) ? null : forbidden(`SET ${name} is not allowed`);
   }
   const parameter = name.toLowerCase();
+  // pgtoll's own settings are the proxy's to apply (it refuses those an agent may not change), for the session.
+  if (parameter.startsWith("pgtoll.")) {
+    return set.is_local === true ? forbidden(`SET LOCAL ${parameter} is not supported: use SET`) : null;
+  }
   if (!policy.settableParameters.has(parameter)) {
     return forbidden(`parameter "${parameter}" cannot be changed`);
   }

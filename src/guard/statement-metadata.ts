@@ -19,6 +19,19 @@ type Metadata = Omit<GuardedStatement, "sql">;
 /** Settings under this prefix belong to pgtoll, not to the provider's database. */
 const PGTOLL_SETTING_PREFIX = "pgtoll.";
 
+/** The value of `SET name = value` as PostgreSQL would read it (a string, a number or a word), else "". */
+function settingValue(args: unknown): string {
+  const first = (Array.isArray(args) ? args[0] : undefined) as
+    | { A_Const?: { sval?: { sval?: string }; fval?: { fval?: string }; ival?: { ival?: number } } }
+    | undefined;
+  const constant = first?.A_Const;
+  if (!constant) return "";
+  if (constant.sval) return constant.sval.sval ?? "";
+  if (constant.fval) return constant.fval.fval ?? "";
+  if (constant.ival) return String(constant.ival.ival ?? 0);
+  return "";
+}
+
 /** Command tag and capabilities of an allowed top-level statement, from its parse node. */
 export function describeStatement(kind: string, body: Record<string, unknown>): Metadata {
   switch (kind) {
@@ -40,8 +53,17 @@ export function describeStatement(kind: string, body: Record<string, unknown>): 
       const shown = meta("SHOW", { returnsRows: true });
       return name.startsWith(PGTOLL_SETTING_PREFIX) ? { ...shown, pgtollSetting: name } : shown;
     }
-    case "VariableSetStmt":
-      return meta(body.kind === "VAR_RESET" || body.kind === "VAR_RESET_ALL" ? "RESET" : "SET", {});
+    case "VariableSetStmt": {
+      const reset = body.kind === "VAR_RESET" || body.kind === "VAR_RESET_ALL";
+      const set = meta(reset ? "RESET" : "SET", {});
+      const name = typeof body.name === "string" ? body.name.toLowerCase() : "";
+      if (!name.startsWith(PGTOLL_SETTING_PREFIX)) return set;
+      return {
+        ...set,
+        pgtollSetting: name,
+        pgtollValue: body.kind === "VAR_SET_VALUE" ? settingValue(body.args) : null,
+      };
+    }
     case "TransactionStmt":
       return meta(TRANSACTION_TAGS[String(body.kind)] ?? "BEGIN", { transactionControl: true });
     case "PrepareStmt":

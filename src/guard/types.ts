@@ -29,10 +29,15 @@ export interface GuardedStatement {
   /** For `COPY ... TO STDOUT` in text or CSV with a header line: the first CopyData is that line, not a row. */
   copyHeader?: true;
   /**
-   * For `SHOW pgtoll.<name>`: the name (lower case, e.g. "pgtoll.balance"). The proxy answers these itself;
-   * the provider's database has no such setting.
+   * For `SHOW`, `SET` or `RESET` of `pgtoll.<name>`: the name (lower case, e.g. "pgtoll.balance"). The proxy
+   * answers these itself; the provider's database has no such setting.
    */
   pgtollSetting?: string;
+  /**
+   * For `SET pgtoll.<name> = value` the value as text; null for `RESET pgtoll.<name>` and `SET ... TO DEFAULT`;
+   * absent for `SHOW`. The proxy applies these itself.
+   */
+  pgtollValue?: string | null;
 }
 
 /** The guard's answer for one SQL string. `deny` of any statement denies the whole string. */

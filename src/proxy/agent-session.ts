@@ -100,6 +100,7 @@ export async function planAgentSession(
         early,
         releaseSlot,
         clientAddress,
+        request.pgtollSettings,
       ),
   };
 }
@@ -140,6 +141,7 @@ function startMeteredRelay(
   early: Frame[],
   releaseSlot: () => void,
   clientAddress: string | undefined,
+  pgtollSettings: Record<string, string>,
 ): void {
   const sessionId = randomUUID();
   const meter = new SessionMeter(ctx.db, ctx.chargeWriter, agentWallet, providerId, price.price, {
@@ -161,6 +163,8 @@ function startMeteredRelay(
   let leaveDrain = () => {};
   const countRefusal = (kind: RefusalKind, rule: string) => ctx.refusals.count(providerId, kind, rule);
   const settings = sessionSettings({ meter, depositAddress });
+  // Checked at startup (startup-options.ts): applying them cannot fail.
+  for (const [name, value] of Object.entries(pgtollSettings)) settings.change(name, value, 1);
   const relay: Relay = new Relay({
     client,
     upstream: upstream.socket,

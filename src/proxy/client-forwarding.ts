@@ -23,7 +23,7 @@ import type { OutputBatch } from "./output-batch.js";
 import { type PreparedStatement, PreparedStatements } from "./prepared-statements.js";
 import { ProtocolViolationError } from "./protocol-violation-error.js";
 import type { RelayWire } from "./relay-wire.js";
-import { encodeReadyForQuery } from "./serializer.js";
+import { encodeCommandComplete, encodeReadyForQuery } from "./serializer.js";
 import type { StatementMetering } from "./statement-metering.js";
 import type { StatementPolicy } from "./statement-policy.js";
 import { BEGIN_QUERY, FLUSH } from "./write-transactions.js";
@@ -128,6 +128,8 @@ export class ClientForwarding {
     const plan = this.#policy.query(decodeQuery(payloadOf(buffer, start, end)).sql);
     if (plan.kind === "refused") return void this.#refuse(plan.error, true);
     if (plan.kind === "setting") return this.#querySetting(plan.name);
+    if (plan.kind === "set")
+      return this.#changeSetting(plan.name, plan.value, plan.command, plan.statementCount);
     const { statements } = plan;
     if (plan.kind === "write") return this.#onWriteQuery(statements, buffer, start, end);
     const funding = plan.free ? undefined : this.#metering.startStatement();
@@ -256,6 +258,26 @@ export class ClientForwarding {
         this.#wire.flushToClient();
       },
     );
+  }
+
+  /**
+   * A simple-protocol `SET` or `RESET` of `pgtoll.<name>`: applied by the proxy once everything before it is
+   * answered (it must not change how an earlier statement is charged), and answered as PostgreSQL answers a SET.
+   */
+  async #changeSetting(
+    name: string,
+    value: string | null,
+    command: string,
+    statementCount: number,
+  ): Promise<void> {
+    if (!this.#queue.empty) await this.#queue.drained();
+    if (this.#wire.ended() || this.#wire.closing()) return;
+    const refusal = this.#settings.change(name, value, statementCount);
+    if (refusal) this.#toClient.push(refusal);
+    else this.#toClient.push(encodeCommandComplete(command));
+    this.#toClient.push(encodeReadyForQuery(this.#queue.status));
+    this.#wire.flushToClient();
+    if (this.#queue.status === "I") this.#wire.becameIdle(performance.now());
   }
 
   /** Sends the upstream an unparsable stand-in and remembers to show the client `error` in its place. */

@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
-import { formatPricePer1000Rows } from "../billing/cost.js";
-import { formatMicro } from "../billing/money.js";
+import { type CostBreakdown, formatPrice } from "../billing/cost.js";
+import { formatMicro, parseMicro } from "../billing/money.js";
 import { SqlState } from "../db/sql-state.js";
 import type { TransactionStatus } from "./backend-messages.js";
 import { ledgerUnavailable } from "./metering-errors.js";
@@ -16,7 +16,10 @@ import {
 import type { SessionMeter } from "./session-meter.js";
 
 /** What the settings read of the session's meter. */
-export type SettingsMeter = Pick<SessionMeter, "writtenBalance" | "sessionCostMicro" | "price">;
+export type SettingsMeter = Pick<
+  SessionMeter,
+  "writtenBalance" | "sessionCostMicro" | "price" | "budgetMicro" | "lastStatementCost" | "dailyLimit"
+>;
 
 /** What a session's settings are read from. */
 export interface SettingSource {
@@ -25,24 +28,101 @@ export interface SettingSource {
   depositAddress: string;
 }
 
-/** One in-band setting: how `SHOW` reads it. */
+/** One in-band setting: how `SHOW` reads it, and for those an agent may change, how `SET` and `RESET` do. */
 interface InBandSetting {
   show(source: SettingSource): string | Promise<string>;
+  /** Applies `value` (null: RESET, or SET ... TO DEFAULT); returns the error that refuses a bad value. */
+  set?(source: SettingSource, value: string | null): Buffer | undefined;
+}
+
+/** The largest session budget accepted, in micro-USDC (one billion USDC). */
+const MAX_SESSION_BUDGET_MICRO = 1_000_000_000_000_000n;
+
+/**
+ * A value of `pgtoll.max_session_cost`: a USDC amount with at most 6 decimals, or `none` (no budget; also RESET).
+ * Undefined when it is neither.
+ */
+export function parseSessionBudget(value: string | null): bigint | null | undefined {
+  const text = value?.trim().toLowerCase() ?? "none";
+  if (text === "none" || text === "") return null;
+  const micro = parseMicro(text);
+  return micro === null || micro < 0n || micro > MAX_SESSION_BUDGET_MICRO ? undefined : micro;
+}
+
+/** What a bad value of `pgtoll.max_session_cost` is told. */
+export const SESSION_BUDGET_VALUES = "a USDC amount with at most 6 decimals, such as '0.50', or 'none'";
+
+function setSessionBudget({ meter }: SettingSource, value: string | null): Buffer | undefined {
+  const budget = parseSessionBudget(value);
+  if (budget === undefined)
+    return errorFrame(
+      SqlState.invalidParameterValue,
+      `invalid value for parameter "pgtoll.max_session_cost": "${value}"`,
+      { hint: SESSION_BUDGET_VALUES },
+    );
+  meter.budgetMicro = budget;
+  return undefined;
+}
+
+/** `SHOW pgtoll.last_statement_cost`: the last statement's cost and its parts, as JSON. */
+function lastCostText(cost: CostBreakdown | null): string {
+  if (!cost) return "{}";
+  return JSON.stringify({
+    rows: Number(cost.rows),
+    bytes: Number(cost.bytes),
+    milliseconds: Number(cost.ms),
+    rowsCost: formatMicro(cost.rowsMicro),
+    bytesCost: formatMicro(cost.bytesMicro),
+    timeCost: formatMicro(cost.timeMicro),
+    minimumApplied: cost.minimumApplied,
+    cost: formatMicro(cost.costMicro),
+  });
 }
 
 /**
  * Settings the proxy answers itself, so that an agent with only a SQL tool can ask what it spends:
  * `SHOW pgtoll.balance` (USDC, with this session's charges written first), `SHOW pgtoll.session_cost` (USDC
- * charged to this session so far), `SHOW pgtoll.price` (USDC per 1000 rows, markup included) and
- * `SHOW pgtoll.deposit_address` (the provider's wallet, where USDC deposits go). Free. Every in-band setting of
- * a session is listed here, whatever reads or writes it.
+ * charged to this session so far), `SHOW pgtoll.price` (every dimension of the price, markup included),
+ * `SHOW pgtoll.deposit_address` (the provider's wallet, where USDC deposits go), `pgtoll.max_session_cost` (the
+ * session's budget, which `SET` and `RESET` change), `SHOW pgtoll.daily_limit` and `pgtoll.daily_remaining` (the
+ * agent's daily limit with the provider), and `SHOW pgtoll.last_statement_cost` (the last statement's cost and its
+ * parts, JSON). Free. Every in-band setting of a session is listed here, whatever reads or writes it.
  */
 const SETTINGS = new Map<string, InBandSetting>([
   ["pgtoll.balance", { show: async ({ meter }) => formatMicro(await meter.writtenBalance()) }],
   ["pgtoll.session_cost", { show: ({ meter }) => formatMicro(meter.sessionCostMicro) }],
-  ["pgtoll.price", { show: ({ meter }) => formatPricePer1000Rows(meter.price) }],
+  ["pgtoll.price", { show: ({ meter }) => formatPrice(meter.price) }],
   ["pgtoll.deposit_address", { show: ({ depositAddress }) => depositAddress }],
+  [
+    "pgtoll.max_session_cost",
+    {
+      show: ({ meter }) => (meter.budgetMicro === null ? "none" : formatMicro(meter.budgetMicro)),
+      set: setSessionBudget,
+    },
+  ],
+  [
+    "pgtoll.daily_limit",
+    {
+      show: async ({ meter }) => {
+        const limit = (await meter.dailyLimit()).dailyLimitMicro;
+        return limit === null ? "none" : formatMicro(limit);
+      },
+    },
+  ],
+  [
+    "pgtoll.daily_remaining",
+    {
+      show: async ({ meter }) => {
+        const remaining = (await meter.dailyLimit()).remainingTodayMicro;
+        return remaining === null ? "none" : formatMicro(remaining);
+      },
+    },
+  ],
+  ["pgtoll.last_statement_cost", { show: ({ meter }) => lastCostText(meter.lastStatementCost) }],
 ]);
+
+/** The settings an agent may SET (at startup too, with `-c name=value` in `options`). */
+export const SETTABLE_SETTINGS: readonly string[] = [...SETTINGS].filter(([, s]) => s.set).map(([n]) => n);
 
 /**
  * A session's in-band settings as the relay and the statement policy ask for them: the relay carries
@@ -54,6 +134,11 @@ export interface SessionSettings {
   refusal(name: string, statementCount: number): Buffer | undefined;
   /** The setting's current value, as `SHOW` prints it. */
   value(name: string): Promise<string>;
+  /**
+   * Why `SET <name>` (or RESET, `value` null) in a query of `statementCount` statements is refused, as an
+   * ErrorResponse; else undefined, and the value is in force.
+   */
+  change(name: string, value: string | null, statementCount: number): Buffer | undefined;
 }
 
 /** The settings of a metered session. */
@@ -71,6 +156,18 @@ class InBandSettings implements SessionSettings {
     if (statementCount > 1)
       return errorFrame(SqlState.featureNotSupported, `SHOW ${name} must be sent as a query of its own`);
     return undefined;
+  }
+
+  change(name: string, value: string | null, statementCount: number): Buffer | undefined {
+    const setting = SETTINGS.get(name);
+    if (!setting) return unknownSettingError(name);
+    if (!setting.set)
+      return errorFrame(SqlState.cantChangeRuntimeParam, `parameter "${name}" cannot be changed`, {
+        hint: `pgtoll settings an agent may change: ${SETTABLE_SETTINGS.join(", ")}`,
+      });
+    if (statementCount > 1)
+      return errorFrame(SqlState.featureNotSupported, `SET ${name} must be sent as a query of its own`);
+    return setting.set(this.source, value);
   }
 
   async value(name: string): Promise<string> {

@@ -1,3 +1,5 @@
+import type { DailyLimit } from "../billing/daily-limits.js";
+import { formatMicro } from "../billing/money.js";
 import { SqlState } from "../db/sql-state.js";
 import { errorFrame, FUNDING_HINT } from "./proxy-errors.js";
 
@@ -43,6 +45,37 @@ export function unpaidWriteError(rows: number): Buffer {
     `insufficient balance: the statement wrote ${rows} rows, which the balance does not pay for; it was rolled back and not charged`,
     {
       hint: "POST /api/deposit credits a USDC transfer to the provider's wallet; then run the write again",
+    },
+  );
+}
+
+/**
+ * The session's own budget (`pgtoll.max_session_cost`) stops the statement: before it ran (`rowsDelivered`
+ * undefined) or mid-result, its delivered rows charged. Its own SQLSTATE: paying more would not help.
+ */
+export function sessionBudgetError(budgetMicro: bigint, spentMicro: bigint, rowsDelivered?: number): Buffer {
+  const what =
+    rowsDelivered === undefined
+      ? "the statement was not run"
+      : `the result was cut off after ${rowsDelivered} rows, which were charged`;
+  return errorFrame(
+    SqlState.budgetExceeded,
+    `pgtoll.max_session_cost of ${formatMicro(budgetMicro)} USDC reached (this session has spent ${formatMicro(spentMicro)}): ${what}`,
+    { hint: "SET pgtoll.max_session_cost to a higher value, or RESET it, to go on" },
+  );
+}
+
+/** The agent's own daily limit with the provider stops the statement (before it ran, or mid-result). */
+export function dailyLimitError(limit: DailyLimit, rowsDelivered?: number): Buffer {
+  const what =
+    rowsDelivered === undefined
+      ? "the statement was not run"
+      : `the result was cut off after ${rowsDelivered} rows, which were charged`;
+  return errorFrame(
+    SqlState.budgetExceeded,
+    `daily limit of ${formatMicro(limit.dailyLimitMicro ?? 0n)} USDC with this provider reached (${formatMicro(limit.spentTodayMicro)} spent today): ${what}`,
+    {
+      hint: `it resets at ${limit.resetsAt.toISOString()}; PUT /api/agents/<wallet>/limits/<providerId> raises it`,
     },
   );
 }

@@ -1,5 +1,5 @@
 import type { Price } from "../billing/cost.js";
-import { costOfRows } from "../billing/cost.js";
+import { statementCost } from "../billing/cost.js";
 import { getBalance, type Queryable } from "../billing/ledger.js";
 
 /**
@@ -29,7 +29,7 @@ export async function agentFunding(
 ): Promise<AgentFunding> {
   const { balanceMicro, reservedMicro } = await getBalance(db, agentWallet, providerId);
   const availableMicro = balanceMicro - reservedMicro;
-  const neededMicro = costOfRows(1, price);
+  const neededMicro = statementCost({ rows: 1 }, price);
   const tier: FundingTier =
     neededMicro === 0n
       ? availableMicro > 0n

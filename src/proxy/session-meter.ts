@@ -13,7 +13,7 @@ import {
   rowsAffordable,
   statementCost,
 } from "../billing/cost.js";
-import { type DailyLimit, dailyLimitRefusing } from "../billing/daily-limits.js";
+import { type DailyLimit, dailyLimitRefusing, getDailyLimit } from "../billing/daily-limits.js";
 import type { Queryable } from "../billing/ledger.js";
 import type { WindowClock } from "../billing/window-clock.js";
 import type { StatementShapes } from "../guard/statement-shape.js";
@@ -57,7 +57,10 @@ export interface StatementTime {
 }
 
 /** Why no more of a statement can be had: the balance, the agent's daily limit, or the session's budget. */
-export type Shortfall = "unfunded" | "daily-limit" | "budget";
+export type Shortfall =
+  | { kind: "unfunded" }
+  | { kind: "daily-limit"; limit: DailyLimit }
+  | { kind: "budget" };
 
 /**
  * The wire proxy's side of two-phase charging for one client session, over the session's {@link AgentHold}
@@ -188,14 +191,31 @@ export class SessionMeter {
    * may stop them: the session's budget, the agent's daily limit (asked of the ledger), or its balance.
    */
   async shortfall(rows = 1, bytes = 0): Promise<Shortfall> {
-    if (!this.#withinBudget(this.#costWith(rows, bytes))) return "budget";
-    const limit = await this.dailyLimitRefusing(this.#costWith(rows, bytes) - this.#hold.unspent);
-    return limit ? "daily-limit" : "unfunded";
+    const cost = this.#byRows ? this.#costOf(this.#statementRows + rows) : this.#costWith(rows, bytes);
+    if (!this.#withinBudget(cost)) return { kind: "budget" };
+    const missing = cost - this.#hold.unspent;
+    const limit = await dailyLimitRefusing(
+      this.#ledger,
+      this.agentWallet,
+      this.providerId,
+      missing > 0n ? missing : 1n,
+    ).catch(() => null);
+    return limit ? { kind: "daily-limit", limit } : { kind: "unfunded" };
   }
 
-  /** The agent's daily limit when it, rather than the balance, keeps a hold of `minMicro` from being taken. */
-  dailyLimitRefusing(minMicro: bigint): Promise<DailyLimit | null> {
-    return dailyLimitRefusing(this.#ledger, this.agentWallet, this.providerId, minMicro > 0n ? minMicro : 1n);
+  /** The agent's daily limit with the provider and what it spent today (`SHOW pgtoll.daily_remaining`). */
+  dailyLimit(): Promise<DailyLimit> {
+    return getDailyLimit(this.#ledger, this.agentWallet, this.providerId);
+  }
+
+  /** Whether the price has table prices: a statement's relations then set its row price (`priceStatement`). */
+  get pricesTables(): boolean {
+    return (this.price.tablePicoUsdcPer1000Rows?.size ?? 0) > 0;
+  }
+
+  /** Whether the price counts statement time. */
+  get pricesTime(): boolean {
+    return (this.price.picoUsdcPerSecond ?? 0n) > 0n;
   }
 
   /** Whether the session's budget stops `rows` more rows of `bytes` bytes of the running statement. */

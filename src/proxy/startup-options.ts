@@ -2,6 +2,7 @@ import { normalizeAddress } from "../billing/address.js";
 import { SqlState } from "../db/sql-state.js";
 import { isUtf8EncodingName, SETTABLE_PARAMETERS } from "../guard/index.js";
 import { clientApplicationName, withClientApplicationName } from "./client-application-name.js";
+import { parseSessionBudget, SESSION_BUDGET_VALUES } from "./in-band-settings.js";
 import { StartupRefusal } from "./proxy-errors.js";
 
 /** Startup parameters libpq and drivers send that are not settings, or that the proxy decides itself. */
@@ -25,6 +26,8 @@ export interface SessionRequest {
   settings: Record<string, string>;
   /** The client's application_name (startup parameter, `-c` in options, or its fallback); "" for none. */
   applicationName: string;
+  /** `-c pgtoll.<name>=value` settings the proxy applies itself (only `pgtoll.max_session_cost`), checked. */
+  pgtollSettings: Record<string, string>;
 }
 
 /** A session to a management API endpoint: the branch role's own database, unmetered. */
@@ -119,7 +122,18 @@ export function parseSessionRequest(params: Record<string, string>): SessionRequ
   checkAgentEncoding(params.client_encoding);
   const settings: Record<string, string> = {};
   const named: Record<string, string> = {};
+  const pgtollSettings: Record<string, string> = {};
   for (const [name, value] of pairs) {
+    if (name.toLowerCase() === "pgtoll.max_session_cost") {
+      if (parseSessionBudget(value) === undefined)
+        throw new StartupRefusal(
+          SqlState.invalidParameterValue,
+          `invalid value for parameter "pgtoll.max_session_cost": "${value}": ${SESSION_BUDGET_VALUES}`,
+          "bad_setting",
+        );
+      pgtollSettings["pgtoll.max_session_cost"] = value;
+      continue;
+    }
     if (name === "application_name" || name === "fallback_application_name") {
       named[name] = value;
       continue;
@@ -143,6 +157,7 @@ export function parseSessionRequest(params: Record<string, string>): SessionRequ
     providerId: providerId.toLowerCase(),
     settings,
     applicationName: clientApplicationName(params, named) ?? "",
+    pgtollSettings,
   };
 }
 

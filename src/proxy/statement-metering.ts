@@ -1,14 +1,17 @@
 import type { Logger } from "pino";
 import type { RefusalKind } from "../analytics/refusal-tally.js";
 import { isLedgerUnavailable } from "../billing/ledger-availability.js";
+import type { GuardedStatement } from "../guard/index.js";
 import { boundedNotice, withheldError } from "./database-notices.js";
 import {
+  dailyLimitError,
   insufficientFunds,
   ledgerUnavailable,
+  sessionBudgetError,
   unpaidWriteError,
   writeLimitError,
 } from "./metering-errors.js";
-import type { SessionMeter } from "./session-meter.js";
+import type { SessionMeter, Shortfall } from "./session-meter.js";
 
 /**
  * What the metering asks of the session's meter: whether a statement may start, how many rows the hold pays
@@ -17,11 +20,27 @@ import type { SessionMeter } from "./session-meter.js";
  */
 export type RelayMeter = Pick<
   SessionMeter,
-  "canStart" | "statementRows" | "allowRows" | "topUp" | "endStatement" | "endWrite" | "release"
+  | "canStart"
+  | "statementRows"
+  | "allowRows"
+  | "topUp"
+  | "endStatement"
+  | "endWrite"
+  | "release"
+  | "budgetStops"
+  | "shortfall"
+  | "priceStatement"
+  | "pricesTables"
+  | "pricesTime"
+  | "budgetMicro"
+  | "sessionCostMicro"
 >;
 
-/** Why a result ends before its last row: the balance does not pay for the next one, or the ledger is out of reach. */
-export type CutOffReason = "unfunded" | "ledger-unavailable";
+/**
+ * Why a result ends before its last row: the balance does not pay for the next one, the agent's daily limit or
+ * the session's budget (`pgtoll.max_session_cost`) stops it, or the ledger is out of reach.
+ */
+export type CutOffReason = "unfunded" | "daily-limit" | "budget" | "ledger-unavailable";
 
 /**
  * The money side of a statement's path through the relay, as events the relay reports in the order the upstream
@@ -55,23 +74,29 @@ export interface StatementMetering {
    * Ends the running statement cut off: charges the rows it delivered and resolves to the ErrorResponse the client
    * gets in place of the rest (the relay cancels the rest upstream).
    */
-  cutOff(sql: string, reason: CutOffReason): Promise<Buffer>;
+  cutOff(sql: string, reason: CutOffReason, ms?: number): Promise<Buffer>;
   /**
-   * A statement that wrote nothing completed (its CommandComplete at `complete[at]`), `sentAt` when it was sent
-   * upstream (performance.now()) when the relay knows it: charges it. A promise when the session must wait for
+   * A statement that wrote nothing completed (its CommandComplete at `complete[at]`), having taken `ms` on the
+   * provider's database when the relay measured it: charges it. A promise when the session must wait for
    * earlier charges to be written; a reason when the completion itself is not paid for (a MOVE, charged as one row).
    */
   endStatement(
     sql: string,
     complete: Buffer,
     at: number,
-    sentAt: number | undefined,
+    ms: number | undefined,
   ): Promise<void> | CutOffReason | undefined;
   /**
    * A write completed, uncommitted, having written `written` rows: true when it is paid for (and charged), so the
    * relay lets it commit; otherwise the ErrorResponse the client gets while the relay rolls it back.
    */
-  endWrite(written: number, sql: string, sentAt: number | undefined): true | Buffer | Promise<true | Buffer>;
+  endWrite(written: number, sql: string, ms: number | undefined): true | Buffer | Promise<true | Buffer>;
+  /** The price has table prices: the relay names each statement before its rows and end (`priceStatement`). */
+  readonly pricesTables: boolean;
+  /** The price counts statement time: the relay measures each statement's (its `ms`). */
+  readonly pricesTime: boolean;
+  /** The statement being answered (undefined when the relay does not know it): its rows are charged at its price. */
+  priceStatement(statement: GuardedStatement | undefined): void;
   /** The running statement failed, or the session ends in its middle: the rows it delivered are charged. */
   failStatement(sql: string): void;
   /**
@@ -106,16 +131,35 @@ export function statementMetering(options: StatementMeteringOptions): StatementM
 
 class RowMetering implements StatementMetering {
   readonly #meter: RelayMeter;
+  readonly pricesTables: boolean;
+  readonly pricesTime: boolean;
+  /** The daily limit that cut the running statement off, for its error. */
+  #limit: Shortfall | undefined;
 
   constructor(private readonly options: StatementMeteringOptions) {
     this.#meter = options.meter;
+    this.pricesTables = options.meter.pricesTables;
+    this.pricesTime = options.meter.pricesTime;
+  }
+
+  priceStatement(statement: GuardedStatement | undefined): void {
+    this.#meter.priceStatement(statement ? statement.relations : undefined);
   }
 
   startStatement(): Promise<Buffer | undefined> | undefined {
     if (this.#meter.canStart) return undefined;
+    if (this.#meter.budgetStops(0)) {
+      this.options.countRefusal("funds", "session-budget");
+      return Promise.resolve(sessionBudgetError(this.#meter.budgetMicro!, this.#meter.sessionCostMicro));
+    }
     return this.#meter.topUp(1).then(
-      (ok) => {
+      async (ok) => {
         if (ok) return undefined;
+        const short = await this.#meter.shortfall(1);
+        if (short.kind === "daily-limit") {
+          this.options.countRefusal("funds", "daily-limit");
+          return dailyLimitError(short.limit);
+        }
         this.options.countRefusal("funds", "insufficient-balance");
         return insufficientFunds(0);
       },
@@ -128,13 +172,19 @@ class RowMetering implements StatementMetering {
     );
   }
 
-  allowRows(count: number): number {
-    return this.#meter.allowRows(count);
+  allowRows(count: number, bytes: number): number {
+    return this.#meter.allowRows(count, bytes);
   }
 
-  fundRow(): Promise<CutOffReason | undefined> {
-    return this.#meter.topUp(1).then(
-      (ok) => (ok && this.#meter.allowRows(1) === 1 ? undefined : "unfunded"),
+  fundRow(bytes: number): Promise<CutOffReason | undefined> {
+    if (this.#meter.budgetStops(1, bytes)) return Promise.resolve("budget");
+    return this.#meter.topUp(1, bytes).then(
+      async (ok) => {
+        if (ok && this.#meter.allowRows(1, bytes) === 1) return undefined;
+        const short = await this.#meter.shortfall(1, bytes);
+        if (short.kind === "daily-limit") this.#limit = short;
+        return short.kind;
+      },
       (error: unknown) => {
         if (!isLedgerUnavailable(error)) throw error;
         this.options.logger.warn({ err: error }, "the ledger is unavailable: result cut off");
@@ -143,37 +193,59 @@ class RowMetering implements StatementMetering {
     );
   }
 
-  async cutOff(sql: string, reason: CutOffReason): Promise<Buffer> {
+  async cutOff(sql: string, reason: CutOffReason, ms?: number): Promise<Buffer> {
     const delivered = this.#meter.statementRows;
-    await this.#meter.endStatement(delivered, sql, "cutOff");
+    await this.#meter.endStatement(delivered, sql, "cutOff", { ms });
     if (reason === "ledger-unavailable") return ledgerUnavailable(delivered);
+    if (reason === "budget") {
+      this.options.countRefusal("funds", "session-budget");
+      return sessionBudgetError(this.#meter.budgetMicro ?? 0n, this.#meter.sessionCostMicro, delivered);
+    }
+    const limit = this.#limit;
+    this.#limit = undefined;
+    if (reason === "daily-limit" && limit?.kind === "daily-limit") {
+      this.options.countRefusal("funds", "daily-limit");
+      return dailyLimitError(limit.limit, delivered);
+    }
     this.options.countRefusal("funds", "balance-cut-off");
     return insufficientFunds(delivered);
   }
 
-  endStatement(sql: string, complete: Buffer, at: number): Promise<void> | CutOffReason | undefined {
+  endStatement(
+    sql: string,
+    complete: Buffer,
+    at: number,
+    ms: number | undefined,
+  ): Promise<void> | CutOffReason | undefined {
     const rows = this.#meter.statementRows;
+    const time = ms === undefined ? undefined : { ms };
     // MOVE answers a count: it is charged as one row.
     if (rows === 0 && isMoveTag(complete, at)) {
-      if (this.#meter.allowRows(1) === 0) return "unfunded";
-      return this.#meter.endStatement(1, sql);
+      if (this.#meter.allowRows(1, 0) === 0) return "unfunded";
+      return this.#meter.endStatement(1, sql, undefined, time);
     }
     // The charge is queued (group commit); the session waits only at the cost bound (session-meter.ts).
-    return this.#meter.endStatement(rows, sql);
+    return this.#meter.endStatement(rows, sql, undefined, time);
   }
 
   /**
    * Charged if the balance pays for its rows (its count, or its RETURNING rows if more) and it wrote no more than
    * the provider allows. When it is not, only the RETURNING rows the client already received are charged.
    */
-  endWrite(written: number, sql: string): true | Buffer | Promise<true | Buffer> {
+  endWrite(written: number, sql: string, ms: number | undefined): true | Buffer | Promise<true | Buffer> {
     const delivered = this.#meter.statementRows;
     const rows = written > delivered ? written : delivered;
     if (rows > this.options.maxRowsWritten) {
       this.#fail(delivered, sql);
       return writeLimitError(rows, this.options.maxRowsWritten);
     }
-    const paid = this.#meter.endWrite(rows, delivered, sql);
+    // A write cannot be cut short: one its session's budget does not pay for is rolled back whole.
+    if (this.#meter.budgetStops(rows - delivered)) {
+      this.#fail(delivered, sql);
+      this.options.countRefusal("funds", "session-budget");
+      return sessionBudgetError(this.#meter.budgetMicro ?? 0n, this.#meter.sessionCostMicro);
+    }
+    const paid = this.#meter.endWrite(rows, delivered, sql, ms === undefined ? undefined : { ms });
     if (paid === true) return true;
     return paid.then(
       (ok) => ok || unpaidWriteError(rows),

@@ -14,6 +14,8 @@ export type QueryPlan =
   | { kind: "refused"; error: Buffer }
   /** `SHOW pgtoll.<name>`, a query of its own: the proxy answers it (in-band-settings.ts). */
   | { kind: "setting"; name: string }
+  /** `SET` or `RESET` (`value` null) of `pgtoll.<name>`, a query of its own: the proxy applies it. */
+  | { kind: "set"; name: string; value: string | null; command: string; statementCount: number }
   /** It writes: it runs so that its writes commit only once paid for, as `writePlan` says. */
   | { kind: "write"; statements: readonly GuardedStatement[] }
   /** Nothing of it writes. `free`: only ROLLBACKs (no data, and the way out), sent even when nothing is funded. */
@@ -67,9 +69,18 @@ class GuardedPolicy implements StatementPolicy {
     if (verdict.kind !== "allow") return { kind: "refused", error: this.#refuse(verdict) };
     const { statements } = verdict;
     const setting = settingOf(statements);
+    if (setting?.pgtollValue !== undefined)
+      return {
+        kind: "set",
+        name: setting.pgtollSetting!,
+        value: setting.pgtollValue,
+        command: setting.command,
+        statementCount: statements.length,
+      };
     if (setting !== undefined) {
-      const refusal = this.options.settings.refusal(setting, statements.length);
-      return refusal ? { kind: "refused", error: refusal } : { kind: "setting", name: setting };
+      const name = setting.pgtollSetting!;
+      const refusal = this.options.settings.refusal(name, statements.length);
+      return refusal ? { kind: "refused", error: refusal } : { kind: "setting", name };
     }
     if (statements.some(isWrite)) return { kind: "write", statements };
     return { kind: "read", statements, free: statements.every(isRollback) };
@@ -78,8 +89,14 @@ class GuardedPolicy implements StatementPolicy {
   parse(sql: string): PreparedStatement | Buffer {
     const verdict = this.#judge(sql);
     if (verdict.kind !== "allow") return this.#refuse(verdict);
-    const setting = settingOf(verdict.statements);
-    if (setting === undefined) return { sql, writes: verdict.statements.some(isWrite) };
+    const statement = settingOf(verdict.statements);
+    if (statement === undefined) return { sql, writes: verdict.statements.some(isWrite) };
+    const setting = statement.pgtollSetting!;
+    if (statement.pgtollValue !== undefined)
+      return errorFrame(
+        SqlState.featureNotSupported,
+        `${statement.command} ${setting} must be sent as a simple query (not prepared)`,
+      );
     return (
       this.options.settings.refusal(setting, verdict.statements.length) ?? { sql, writes: false, setting }
     );
@@ -127,9 +144,8 @@ function isRollback(statement: GuardedStatement): boolean {
   return statement.command === "ROLLBACK";
 }
 
-/** The pgtoll setting a query shows, if any of its statements is `SHOW pgtoll.<name>`. */
-function settingOf(statements: readonly GuardedStatement[]): string | undefined {
-  for (const statement of statements)
-    if (statement.pgtollSetting !== undefined) return statement.pgtollSetting;
+/** The statement of a query that shows, sets or resets a pgtoll setting (`SHOW pgtoll.<name>` ...), if any. */
+function settingOf(statements: readonly GuardedStatement[]): GuardedStatement | undefined {
+  for (const statement of statements) if (statement.pgtollSetting !== undefined) return statement;
   return undefined;
 }

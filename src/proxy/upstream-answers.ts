@@ -52,6 +52,9 @@ export class UpstreamAnswers {
   /** Set when a result was cut off (or a write undone): upstream answers are dropped until ReadyForQuery. */
   #cutOff = false;
   #fatalRelayed = false;
+  /** When the last statement answered ended, and the relay's client wait by then: where the next one's time starts. */
+  #lastEndAt = 0;
+  #clientWaitAtLastEnd = 0;
 
   constructor(options: UpstreamAnswersOptions) {
     this.#queue = options.queue;
@@ -126,6 +129,7 @@ export class UpstreamAnswers {
     const buffer = frames.buffers[at]!;
     const start = frames.starts[at]!;
     const end = frames.ends[at]!;
+    if (this.#metering.pricesTables) this.#metering.priceStatement(this.#runningStatement());
     const allowed = this.#metering.allowRows(count, end - start - count * FRAME_HEADER_LENGTH);
     if (allowed === 0) return false;
     this.#tally.rowsRelayed += allowed;
@@ -147,6 +151,7 @@ export class UpstreamAnswers {
 
   #onRow(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
     if (this.#dropsRows()) return;
+    if (this.#metering.pricesTables) this.#metering.priceStatement(this.#runningStatement());
     const bytes = end - start - FRAME_HEADER_LENGTH;
     if (this.#metering.allowRows(1, bytes) === 1) return void this.#relayRow(buffer, start, end);
     return this.#metering
@@ -157,6 +162,24 @@ export class UpstreamAnswers {
   #relayRow(buffer: Buffer, start: number, end: number): void {
     this.#tally.rowsRelayed++;
     this.#toClient.pushRange(buffer, start, end);
+  }
+
+  /**
+   * The time on the provider's database of the statement `head` is answering, when the price counts time: from
+   * when it was sent, or from the previous statement's end when that came later (statements of one query, or
+   * pipelined), to now, less the time the upstream was kept waiting for a slow client meanwhile.
+   */
+  #statementMs(head: Unit | undefined): number | undefined {
+    if (!this.#metering.pricesTime) return undefined;
+    const now = performance.now();
+    const wait = this.#wire.clientWaitMs(now);
+    const sentAt = sentAtOf(head);
+    if (sentAt === undefined) return undefined;
+    const started = sentAt < this.#lastEndAt ? this.#lastEndAt : sentAt;
+    const ms = now - started - (wait - this.#clientWaitAtLastEnd);
+    this.#lastEndAt = now;
+    this.#clientWaitAtLastEnd = wait;
+    return ms > 0 ? ms : 0;
   }
 
   /** The statement the upstream is answering, when the relay knows it. */
@@ -175,7 +198,7 @@ export class UpstreamAnswers {
     this.#cutOff = true;
     const head = this.#queue.head;
     if (head?.kind === "simple" && head.writes) head.failed = true;
-    const error = await this.#metering.cutOff(sqlOf(head), reason);
+    const error = await this.#metering.cutOff(sqlOf(head), reason, this.#statementMs(head));
     this.#tally.cutOff++;
     this.#toClient.push(error);
     this.#wire.cancelUpstream();
@@ -201,6 +224,8 @@ export class UpstreamAnswers {
       return;
     }
     if (head?.kind === "setting") return this.#endSetting(head.name);
+    if (this.#metering.pricesTables) this.#metering.priceStatement(this.#runningStatement());
+    const ms = this.#statementMs(head);
     const sql = sqlOf(head);
     const last = head?.kind === "simple" && head.index === head.statements.length - 1;
     if (head?.kind === "simple") head.index++;
@@ -208,8 +233,8 @@ export class UpstreamAnswers {
       this.#tally.upstreamLatency.observe((performance.now() - head.started) / 1000);
       this.#queue.shift();
     }
-    if (written !== null) return this.#endWrite(head, written, sql, buffer, start, end, last);
-    const ended = this.#metering.endStatement(sql, buffer, start, sentAtOf(head));
+    if (written !== null) return this.#endWrite(head, written, sql, buffer, start, end, last, ms);
+    const ended = this.#metering.endStatement(sql, buffer, start, ms);
     if (typeof ended === "string") return this.#cutOffResult(ended);
     this.#relayComplete(head, buffer, start, end, last);
     return ended;
@@ -236,9 +261,10 @@ export class UpstreamAnswers {
     start: number,
     end: number,
     last: boolean,
+    ms: number | undefined,
   ): Promise<void> | undefined {
     if (this.#wire.closing() === "gone") return void this.#metering.failStatement(sql);
-    const paid = this.#metering.endWrite(written, sql, sentAtOf(head));
+    const paid = this.#metering.endWrite(written, sql, ms);
     if (paid === true) return void this.#relayComplete(head, buffer, start, end, last);
     if (Buffer.isBuffer(paid)) return void this.#failWrite(head, paid);
     return paid.then((verdict) =>
