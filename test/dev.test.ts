@@ -7,15 +7,26 @@ import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, describe, expect, it } from "vitest";
-import { costOfRows, priceOf } from "../src/billing/cost.js";
 import { formatMicro, parseMicro } from "../src/billing/money.js";
-import { parsePricing } from "../src/billing/pricing.js";
 import { DEMO_DEPOSIT_MICRO, DEMO_PRICE } from "../src/dev/demo-defaults.js";
 import { verifyAgentToken } from "../src/proxy/agent-token.js";
 import { type CliProcess, runCli } from "./support/cli.js";
+import { expectedCostMicro } from "./support/expected-cost.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
-const price = priceOf(parsePricing(DEMO_PRICE.basePricePer1000Rows, DEMO_PRICE.markupMultiplier));
+/** The demo price in the test's own terms (support/expected-cost.ts): pgtoll's rule is checked, not reused. */
+const demoPrices = {
+  basePerThousandRowsMicro: BigInt(Math.round(DEMO_PRICE.basePricePer1000Rows * 1e6)),
+  markupPpm: BigInt(Math.round(DEMO_PRICE.markupMultiplier * 1e6)),
+  minimumMicro: BigInt(Math.round(DEMO_PRICE.minimumCostPerStatement * 1e6)),
+  perMBMicro: BigInt(Math.round(DEMO_PRICE.pricePerMB * 1e6)),
+};
+const cost = (rows: number, bytes: number) => expectedCostMicro(demoPrices, { rows, bytes });
+/** DataRow payload bytes of text values: 2, then 4 and the value's bytes per column. */
+const rowBytes = (...values: string[]) =>
+  values.reduce((sum, value) => sum + 4 + Buffer.byteLength(value), 2);
+/** One row of one count, e.g. "5210". */
+const countCost = (count: string) => cost(1, rowBytes(count));
 const LAST_LINE = /alone sends a transfer and prints its hash/;
 
 /** The environment a person's shell would have: none of the test's own PostgreSQL or pgtoll settings. */
@@ -142,15 +153,21 @@ describe("pgtoll dev", () => {
     expect(psql.stdout).toMatch(/WLG\s+\|\s+Wellington International Airport/);
     expect(psql.stdout).toMatch(/ZQN\s+\|\s+Queenstown International Airport/);
     expect(psql.stdout).toContain("(3 rows)");
-    const afterPsql = funded - costOfRows(3, price);
+    const psqlBytes = [...psql.stdout.matchAll(/^\s*([A-Z]{3})\s+\|\s+(.+?)\s*$/gm)].reduce(
+      (sum, [, iata, name]) => sum + rowBytes(iata!, name!),
+      0,
+    );
+    const psqlCost = cost(3, psqlBytes);
+    const afterPsql = funded - psqlCost;
     expect(await balanceBecomes(run.balance, afterPsql)).toBe(afterPsql);
 
     // REST query, charged by the same rule.
     const query = await json(run.query);
     expect(query.rowCount).toBe(5);
     expect((query.rows as { iata_code: string }[])[0]?.iata_code).toBe("DCY");
-    expect(query.actualCost).toBe(formatMicro(costOfRows(5, price)));
-    const afterQuery = afterPsql - costOfRows(5, price);
+    const queryCost = cost(5, (query.costBreakdown as { bytes: number }).bytes);
+    expect(query.actualCost).toBe(formatMicro(queryCost));
+    const afterQuery = afterPsql - queryCost;
     expect(await balanceOf(run.balance)).toBe(afterQuery);
 
     // A fresh token from the printed agent-token command, and the one-go psql line that uses it.
@@ -161,7 +178,7 @@ describe("pgtoll dev", () => {
     const fresh = await sh(run.freshPsql, "SELECT count(*) FROM airports;\n");
     expect(fresh.stderr).toBe("");
     expect(fresh.stdout).toMatch(/^\s+5210$/m);
-    const afterFresh = afterQuery - costOfRows(1, price);
+    const afterFresh = afterQuery - countCost("5210");
     expect(await balanceBecomes(run.balance, afterFresh)).toBe(afterFresh);
 
     // A new on-chain transfer, made by the printed dev-transfer command, credited by the printed deposit line.
@@ -175,12 +192,12 @@ describe("pgtoll dev", () => {
     const paid = (await json(run.payQuery)) as {
       status: number;
       paymentResponse: { success: boolean; transaction: string; network: string };
-      body: { rowCount: number; actualCost: string };
+      body: { rowCount: number; actualCost: string; costBreakdown: { bytes: number } };
     };
     expect(paid.status).toBe(200);
     expect(paid.paymentResponse).toMatchObject({ success: true, network: "eip155:8453" });
     expect(paid.body.rowCount).toBeGreaterThan(0);
-    expect(paid.body.actualCost).toBe(formatMicro(costOfRows(paid.body.rowCount, price)));
+    expect(paid.body.actualCost).toBe(formatMicro(cost(paid.body.rowCount, paid.body.costBreakdown.bytes)));
 
     // The ledger lists all of it, newest first.
     const ledger = (await json(run.transactions)).transactions as {
@@ -190,9 +207,9 @@ describe("pgtoll dev", () => {
     }[];
     expect(ledger.map((e) => [e.type, e.amount])).toEqual([
       ["deposit", "5.000000"],
-      ["query", formatMicro(-costOfRows(1, price))],
-      ["query", formatMicro(-costOfRows(5, price))],
-      ["query", formatMicro(-costOfRows(3, price))],
+      ["query", formatMicro(-countCost("5210"))],
+      ["query", formatMicro(-queryCost)],
+      ["query", formatMicro(-psqlCost)],
       ["deposit", formatMicro(DEMO_DEPOSIT_MICRO)],
     ]);
     expect(run.depositSummary).toContain(ledger[4]?.txHash ?? "missing");
@@ -210,7 +227,7 @@ describe("pgtoll dev", () => {
     };
     expect(agents.agents.map((a) => [a.wallet.toLowerCase(), a.spent])).toContainEqual([
       run.wallet,
-      formatMicro(costOfRows(3, price) + costOfRows(5, price) + costOfRows(1, price)),
+      formatMicro(psqlCost + queryCost + countCost("5210")),
     ]);
     const shapes = (await (await analytics("statements")).json()) as { statements: { normalized: string }[] };
     expect(shapes.statements.map((shape) => shape.normalized)).toContain(
@@ -245,11 +262,11 @@ describe("pgtoll dev", () => {
         await host.callTool({ name: "query", arguments: { sql: "SELECT count(*) AS n FROM airports" } })
       ).structuredContent as { rows: { n: string }[]; cost: string };
       expect(count.rows).toEqual([{ n: "5210" }]);
-      expect(count.cost).toBe(formatMicro(costOfRows(1, price)));
+      expect(count.cost).toBe(formatMicro(countCost("5210")));
     } finally {
       await host.close();
     }
-    const afterMcp = afterDeposit - costOfRows(1, price);
+    const afterMcp = afterDeposit - countCost("5210");
 
     expect(await stopped(first, "SIGTERM")).toBe(0);
     for (const file of ["dev-stack.json", "pgtoll.pid", "postgres/postmaster.pid"]) {

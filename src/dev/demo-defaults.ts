@@ -6,8 +6,16 @@ export const SAMPLE_PROVIDER = {
   email: "airports-sample@example.com",
 } as const;
 
-/** 0.05 USDC per 1000 rows with a 1.2 markup: 0.00006 USDC (60 micro-USDC) a row. */
-export const DEMO_PRICE = { basePricePer1000Rows: 0.05, markupMultiplier: 1.2 } as const;
+/**
+ * 0.05 USDC per 1000 rows with a 1.2 markup: 0.00006 USDC (60 micro-USDC) a row; 0.05 USDC per MB of result
+ * (0.06 with the markup) and at least 0.0001 USDC a statement, so that a count(*) over a big table is not free.
+ */
+export const DEMO_PRICE = {
+  basePricePer1000Rows: 0.05,
+  markupMultiplier: 1.2,
+  minimumCostPerStatement: 0.0001,
+  pricePerMB: 0.05,
+} as const;
 
 /** Minted to the demo agent on each fresh chain, in micro-USDC (1000 USDC). */
 export const DEMO_MINT_MICRO = 1_000_000_000n;

@@ -13,7 +13,12 @@ const info: DevStackInfo = {
   chainId: 8453,
   tokenAddress: "0x5fbdb2315678afecb367f032d93f642f64180aa3",
   provider: { id: PROVIDER, name: "Airports sample (pgtoll dev)", registered: true, apiKey: "pgt_sample" },
-  price: { basePricePer1000Rows: 0.05, markupMultiplier: 1.2 },
+  price: {
+    basePricePer1000Rows: 0.05,
+    markupMultiplier: 1.2,
+    minimumCostPerStatement: 0.0001,
+    pricePerMB: 0.05,
+  },
   database: "pgtoll_sample",
   tables: [{ table: "airports", rows: 5210 }],
   agent: { wallet: WALLET, privateKey: "0xkey", accountIndex: 2 },
@@ -78,8 +83,20 @@ describe("formatDevInstructions", () => {
     expect(formatDevInstructions({ ...info, tls: true })).toContain("sslmode=require");
   });
 
-  it("states the price per 1000 rows by the cost rule", () => {
-    expect(formatDevInstructions(info)).toContain("1000 rows cost 0.060000 USDC");
+  it("states every dimension of the price, and what 1000 rows cost by the cost rule", () => {
+    const text = formatDevInstructions(info);
+    expect(text).toContain("0.060000 per 1000 rows; minimum 0.000100 per statement; 0.060000 per MB");
+    // 1000 x 60 micro-USDC for the rows, 50 000 bytes x 0.06 micro-USDC for the bytes.
+    expect(text).toContain("1000 rows of 50 bytes cost 0.063000 USDC");
+  });
+
+  it("prints a budget example of each kind", () => {
+    const text = formatDevInstructions(info);
+    expect(text).toContain('"maxCost":"0.01"');
+    expect(text).toContain("SET pgtoll.max_session_cost = '0.05'");
+    expect(lines(text).find((line) => line.includes("-X PUT"))).toContain(
+      `/api/agents/${WALLET}/limits/${PROVIDER} -H "Authorization: Bearer $TOKEN"`,
+    );
   });
 
   it("makes the deposit line send a transfer with the data directory, and curl carry a token only in signature mode", () => {
@@ -88,10 +105,13 @@ describe("formatDevInstructions", () => {
     expect(deposit).toBe(
       `curl -s -w '\\n' http://127.0.0.1:3000/api/deposit -H 'Content-Type: application/json' -d '{"txHash":"'$(node dist/cli.js dev-transfer --amount 5 --data-dir '/tmp/my dir')'","agentWallet":"${WALLET}","providerId":"${PROVIDER}"}'`,
     );
-    expect(text).not.toContain("Authorization");
+    // Only the daily limit's line carries a token (its own): only the agent may set its limits.
+    expect(lines(text).filter((line) => line.includes("Authorization"))).toEqual([
+      expect.stringContaining("/limits/"),
+    ]);
     const signed = formatDevInstructions({ ...info, restBearer: "pgtoll1.2.0xsig" });
     const curls = lines(signed).filter((line) => line.startsWith("curl "));
-    expect(curls).toHaveLength(4);
+    expect(curls).toHaveLength(5);
     for (const curl of curls) expect(curl).toContain("-H 'Authorization: Bearer pgtoll1.2.0xsig'");
   });
 });

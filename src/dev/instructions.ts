@@ -1,6 +1,6 @@
-import { costOfRows, priceOf } from "../billing/cost.js";
+import { formatPrice, priceOf, statementCost } from "../billing/cost.js";
 import { formatMicro } from "../billing/money.js";
-import { parsePricing } from "../billing/pricing.js";
+import { parsePriceDimensions, parsePricing } from "../billing/pricing.js";
 import type { TableCount } from "./airports-tables.js";
 import { dialHost, dialUrl } from "./dial-address.js";
 import { shellQuote } from "./shell-quote.js";
@@ -16,7 +16,13 @@ export interface DevStackInfo {
   tokenAddress: string;
   /** The sample provider; `apiKey` signs in to the console (a new one each run). */
   provider: { id: string; name: string; registered: boolean; apiKey: string };
-  price: { basePricePer1000Rows: number; markupMultiplier: number };
+  /** The sample provider's pricing request: the spec's two numbers, and the dimensions beyond rows. */
+  price: {
+    basePricePer1000Rows: number;
+    markupMultiplier: number;
+    minimumCostPerStatement?: number;
+    pricePerMB?: number;
+  };
   database: string;
   tables: TableCount[];
   agent: { wallet: string; privateKey: string; accountIndex: number };
@@ -42,7 +48,11 @@ export function formatDevInstructions(info: DevStackInfo): string {
   const proxy = dialUrl(info.proxyUrl);
   const wallet = info.agent.wallet;
   const providerId = info.provider.id;
-  const price = priceOf(parsePricing(info.price.basePricePer1000Rows, info.price.markupMultiplier));
+  // No table prices here: the table-name parser (the guard's) is not needed.
+  const price = priceOf({
+    ...parsePricing(info.price.basePricePer1000Rows, info.price.markupMultiplier),
+    ...parsePriceDimensions(info.price, () => null),
+  });
   const conninfo = `host=${dialHost(proxy.hostname)} port=${proxy.port} user=${wallet} dbname=${providerId} sslmode=${info.tls ? "require" : "disable"}`;
   const tokenCommand = `PGTOLL_AGENT_KEY=${info.agent.privateKey} ${info.cli} agent-token --provider ${providerId}`;
   const auth = info.restBearer ? ` -H ${shellQuote(`Authorization: Bearer ${info.restBearer}`)}` : "";
@@ -59,7 +69,7 @@ export function formatDevInstructions(info: DevStackInfo): string {
     "",
     `  chain        ${info.rpcUrl}, chain id ${info.chainId}, dev USDC (6 decimals) at ${info.tokenAddress}`,
     `  provider     ${info.provider.name}, id ${providerId} (${info.provider.registered ? "registered now" : "registered by an earlier run, reused"})`,
-    `  price        ${info.price.basePricePer1000Rows} USDC per 1000 rows x ${info.price.markupMultiplier} markup: 1000 rows cost ${formatMicro(costOfRows(1000, price))} USDC`,
+    `  price        ${formatPrice(price)} (USDC, markup included): 1000 rows of 50 bytes cost ${formatMicro(statementCost({ rows: 1000, bytes: 50_000 }, price))} USDC`,
     `  data         ${tables} in database ${info.database}`,
     `  demo agent   ${wallet} (hardhat dev account #${info.agent.accountIndex}; its key is public: never use it on a real network)`,
     `  deposit      ${formatMicro(info.deposit.amountMicro)} USDC sent on chain (tx ${info.deposit.txHash}), credited: balance ${info.deposit.balance} USDC`,
@@ -78,6 +88,11 @@ export function formatDevInstructions(info: DevStackInfo): string {
     `  ${curl} ${http}/api/balance/${wallet}/${providerId}`,
     `  ${curl} ${http}/api/query ${json({ sql: "SELECT iata_code, name, elevation_ft FROM airports ORDER BY elevation_ft DESC NULLS LAST LIMIT 5", agentWallet: wallet, providerId })}`,
     `  ${curl} '${http}/api/transactions/${wallet}?providerId=${providerId}&limit=10'`,
+    "",
+    "Budgets the agent sets: a ceiling per query (maxCost: the rows it pays for, truncated: true), per psql",
+    "session (SET pgtoll.max_session_cost = '0.05'; SHOW pgtoll.session_cost;), and per day with this provider:",
+    `  ${curl} ${http}/api/query ${json({ sql: "SELECT iata_code, name FROM airports ORDER BY iata_code", agentWallet: wallet, providerId, maxCost: "0.01" })}`,
+    `  TOKEN=$(${tokenCommand}) && curl -s -w '\n' -X PUT ${http}/api/agents/${wallet}/limits/${providerId} -H "Authorization: Bearer $TOKEN" ${json({ dailyLimit: "1" })}`,
     "",
     "MCP: add pgtoll to an agent host (Claude Desktop, Cursor, VS Code ...): this goes in its mcpServers configuration",
     ...mcpConfiguration(info).map((line) => `  ${line}`),

@@ -1,5 +1,6 @@
 import pg from "pg";
-import { parsePricing } from "../billing/pricing.js";
+import { parsePriceDimensions, parsePricing } from "../billing/pricing.js";
+import { parseTableName } from "../guard/relation-names.js";
 import { generateApiKey } from "../providers/api-key.js";
 import { setPricing } from "../providers/registry.js";
 import type { SecretBox } from "../providers/secret-box.js";
@@ -67,11 +68,10 @@ export async function ensureSampleProvider(options: Options): Promise<SampleProv
       options.box.seal(options.connectionString),
       key.hash,
     ]);
-    await setPricing(
-      db,
-      earlier.id,
-      parsePricing(DEMO_PRICE.basePricePer1000Rows, DEMO_PRICE.markupMultiplier),
-    );
+    await setPricing(db, earlier.id, {
+      ...parsePricing(DEMO_PRICE.basePricePer1000Rows, DEMO_PRICE.markupMultiplier),
+      ...parsePriceDimensions(DEMO_PRICE, parseTableName),
+    });
     return { id: earlier.id, walletAddress: options.walletAddress, registered: false, apiKey: key.key };
   } finally {
     await db.end();
