@@ -14,6 +14,9 @@ interface Tally {
   calls: number;
   rows: number;
   costMicro: bigint;
+  /** Result bytes and statement milliseconds charged, when the price counts them (else 0, and not listed). */
+  bytes: number;
+  ms: number;
 }
 
 interface ShapeTally extends Tally {
@@ -36,8 +39,11 @@ export class ChargeWindow {
   cutOff = false;
   readonly #byText = new Map<string, Tally>();
 
-  /** Adds one statement: `costMicro` is what it was charged. */
-  add(sql: string, rows: number, costMicro: bigint, outcome?: StatementOutcome): void {
+  /**
+   * Adds one statement: `costMicro` is what it was charged; `bytes` and `ms` what it was charged for beyond its
+   * rows, when the price counts them.
+   */
+  add(sql: string, rows: number, costMicro: bigint, outcome?: StatementOutcome, bytes = 0, ms = 0): void {
     this.costMicro += costMicro;
     this.statements++;
     this.rows += rows;
@@ -48,8 +54,10 @@ export class ChargeWindow {
       tally.calls++;
       tally.rows += rows;
       tally.costMicro += costMicro;
+      tally.bytes += bytes;
+      tally.ms += ms;
     } else {
-      this.#byText.set(sql, { calls: 1, rows, costMicro });
+      this.#byText.set(sql, { calls: 1, rows, costMicro, bytes, ms });
     }
   }
 
@@ -71,6 +79,8 @@ export class ChargeWindow {
         shape.calls += tally.calls;
         shape.rows += tally.rows;
         shape.costMicro += tally.costMicro;
+        shape.bytes += tally.bytes;
+        shape.ms += tally.ms;
       } else {
         byShape.set(fingerprint, { fingerprint, sample: sampleOf(sql), ...tally });
       }
@@ -93,6 +103,9 @@ export class ChargeWindow {
         sample: shape.sample,
         calls: shape.calls,
         rows: shape.rows,
+        // Only for a price that counts them: a rows-only entry is as it always was.
+        ...(shape.bytes > 0 ? { bytes: shape.bytes } : {}),
+        ...(shape.ms > 0 ? { ms: Math.round(shape.ms) } : {}),
         cost: formatMicro(shape.costMicro),
       })),
     };
@@ -103,7 +116,7 @@ export class ChargeWindow {
           rows: sum.rows + shape.rows,
           costMicro: sum.costMicro + shape.costMicro,
         }),
-        { calls: 0, rows: 0, costMicro: 0n },
+        { calls: 0, rows: 0, costMicro: 0n as bigint },
       );
       metadata.otherShapes = {
         shapes: folded.length,

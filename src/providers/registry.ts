@@ -282,7 +282,9 @@ export async function setPricing(
         price.priceMicroPerMB ?? null,
         price.priceMicroPerSecond ?? null,
         price.tablePricesMicroPer1000Rows
-          ? Object.fromEntries([...price.tablePricesMicroPer1000Rows].map(([name, micro]) => [name, `${micro}`]))
+          ? Object.fromEntries(
+              [...price.tablePricesMicroPer1000Rows].map(([name, micro]) => [name, `${micro}`]),
+            )
           : null,
       ],
     )

@@ -307,12 +307,13 @@ export class SessionMeter {
   ): Promise<void> | undefined {
     if (this.#byRows && !this.#lastCost) return this.#charge(this.#costOf(rowCount), rowCount, sql, outcome);
     const cost = this.#priced(rowCount, time);
-    if (this.#free || cost <= this.#hold.unspent) return this.#charge(cost, rowCount, sql, outcome);
+    const used = this.#lastCost;
+    if (this.#free || cost <= this.#hold.unspent) return this.#charge(cost, rowCount, sql, outcome, used);
     // Its time, or the minimum, took it past the hold: what the balance can add is charged, and no more.
     return this.#hold
       .cover(cost, 0n)
       .catch(() => false)
-      .then(() => this.#charge(cost, rowCount, sql, outcome));
+      .then(() => this.#charge(cost, rowCount, sql, outcome, used));
   }
 
   /**
@@ -339,20 +340,28 @@ export class SessionMeter {
    * reached rejects the promise; the caller rolls back then too. Synchronous (`true`) when the hold covers it.
    */
   endWrite(rowCount: number, delivered: number, sql: string, time?: StatementTime): true | Promise<boolean> {
-    const cost = this.#byRows && !this.#lastCost ? this.#costOf(rowCount) : this.#priced(rowCount, time);
+    const byRows = this.#byRows && !this.#lastCost;
+    const cost = byRows ? this.#costOf(rowCount) : this.#priced(rowCount, time);
+    const used = byRows ? undefined : this.#lastCost;
     if (cost <= this.#hold.unspent) {
-      const waiting = this.#charge(cost, rowCount, sql);
+      const waiting = this.#charge(cost, rowCount, sql, undefined, used);
       return waiting ? waiting.then(() => true) : true;
     }
-    return this.#endCostlyWrite(cost, rowCount, delivered, sql);
+    return this.#endCostlyWrite(cost, rowCount, delivered, sql, used);
   }
 
-  async #endCostlyWrite(cost: bigint, rowCount: number, delivered: number, sql: string): Promise<boolean> {
+  async #endCostlyWrite(
+    cost: bigint,
+    rowCount: number,
+    delivered: number,
+    sql: string,
+    used: CostBreakdown | null | undefined,
+  ): Promise<boolean> {
     if (!(await this.#hold.cover(cost, 0n))) {
       await this.endStatement(delivered, sql, "failed");
       return false;
     }
-    await this.#charge(cost, rowCount, sql);
+    await this.#charge(cost, rowCount, sql, undefined, used);
     return true;
   }
 
@@ -366,6 +375,7 @@ export class SessionMeter {
     rows: number,
     sql: string,
     outcome?: StatementOutcome,
+    used?: CostBreakdown | null,
   ): Promise<void> | undefined {
     this.#statementRows = 0;
     this.#statementBytes = 0;
@@ -379,7 +389,7 @@ export class SessionMeter {
       this.options.clock.atNextTick(this.#closeOnTick);
     }
     const window = this.#window;
-    window.add(sql, rows, cost, outcome);
+    window.add(sql, rows, cost, outcome, Number(used?.bytes ?? 0), Number(used?.ms ?? 0));
     if (cost > 0n) this.options.onCharge?.(cost);
     let waiting: Promise<void> | undefined;
     if (window.costMicro >= this.options.windowMaxCostMicro) {
