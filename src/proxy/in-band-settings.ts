@@ -1,5 +1,7 @@
 import type { Logger } from "pino";
-import { type CostBreakdown, formatPrice } from "../billing/cost.js";
+import type { CostBreakdown } from "../billing/cost.js";
+import { formatPrice } from "../billing/cost.js";
+import { costParts } from "../billing/cost-parts.js";
 import { formatMicro, parseMicro } from "../billing/money.js";
 import { SqlState } from "../db/sql-state.js";
 import type { TransactionStatus } from "./backend-messages.js";
@@ -67,16 +69,7 @@ function setSessionBudget({ meter }: SettingSource, value: string | null): Buffe
 /** `SHOW pgtoll.last_statement_cost`: the last statement's cost and its parts, as JSON. */
 function lastCostText(cost: CostBreakdown | null): string {
   if (!cost) return "{}";
-  return JSON.stringify({
-    rows: Number(cost.rows),
-    bytes: Number(cost.bytes),
-    milliseconds: Number(cost.ms),
-    rowsCost: formatMicro(cost.rowsMicro),
-    bytesCost: formatMicro(cost.bytesMicro),
-    timeCost: formatMicro(cost.timeMicro),
-    minimumApplied: cost.minimumApplied,
-    cost: formatMicro(cost.costMicro),
-  });
+  return JSON.stringify({ ...costParts(cost), cost: formatMicro(cost.costMicro) });
 }
 
 /**

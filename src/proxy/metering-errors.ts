@@ -54,28 +54,27 @@ export function unpaidWriteError(rows: number): Buffer {
  * undefined) or mid-result, its delivered rows charged. Its own SQLSTATE: paying more would not help.
  */
 export function sessionBudgetError(budgetMicro: bigint, spentMicro: bigint, rowsDelivered?: number): Buffer {
-  const what =
-    rowsDelivered === undefined
-      ? "the statement was not run"
-      : `the result was cut off after ${rowsDelivered} rows, which were charged`;
   return errorFrame(
     SqlState.budgetExceeded,
-    `pgtoll.max_session_cost of ${formatMicro(budgetMicro)} USDC reached (this session has spent ${formatMicro(spentMicro)}): ${what}`,
+    `pgtoll.max_session_cost of ${formatMicro(budgetMicro)} USDC reached (this session has spent ${formatMicro(spentMicro)}): ${stoppedStatement(rowsDelivered)}`,
     { hint: "SET pgtoll.max_session_cost to a higher value, or RESET it, to go on" },
   );
 }
 
 /** The agent's own daily limit with the provider stops the statement (before it ran, or mid-result). */
 export function dailyLimitError(limit: DailyLimit, rowsDelivered?: number): Buffer {
-  const what =
-    rowsDelivered === undefined
-      ? "the statement was not run"
-      : `the result was cut off after ${rowsDelivered} rows, which were charged`;
   return errorFrame(
     SqlState.budgetExceeded,
-    `daily limit of ${formatMicro(limit.dailyLimitMicro ?? 0n)} USDC with this provider reached (${formatMicro(limit.spentTodayMicro)} spent today): ${what}`,
+    `daily limit of ${formatMicro(limit.dailyLimitMicro ?? 0n)} USDC with this provider reached (${formatMicro(limit.spentTodayMicro)} spent today): ${stoppedStatement(rowsDelivered)}`,
     {
       hint: `it resets at ${limit.resetsAt.toISOString()}; PUT /api/agents/<wallet>/limits/<providerId> raises it`,
     },
   );
+}
+
+/** What became of a statement a budget stopped: before it ran, or mid-result. */
+function stoppedStatement(rowsDelivered: number | undefined): string {
+  return rowsDelivered === undefined
+    ? "the statement was not run"
+    : `the result was cut off after ${rowsDelivered} rows, which were charged`;
 }

@@ -2,8 +2,8 @@ import type { FastifyInstance } from "fastify";
 import type pg from "pg";
 import { ChargeWriter } from "../../billing/charge-writer.js";
 import { isRowsOnly } from "../../billing/cost.js";
+import { costParts } from "../../billing/cost-parts.js";
 import { formatMicro, numberToMicro, parseMicro } from "../../billing/money.js";
-import type { RequestCost } from "../../billing/request-cost.js";
 import { StatementShapes } from "../../guard/statement-shape.js";
 import { createVerdictCache, withReadOnlyVerdicts } from "../../guard/verdict-cache.js";
 import { ProviderCache } from "../../providers/provider-cache.js";
@@ -46,19 +46,6 @@ function maxCostParam(value: string | number | undefined): bigint | undefined {
       'invalid maxCost: expected a USDC amount of at least 0 with at most 6 decimals, e.g. "0.05"',
     );
   return micro;
-}
-
-/** costBreakdown of an answer. */
-export function presentCost(cost: RequestCost) {
-  return {
-    rows: Number(cost.rows),
-    bytes: Number(cost.bytes),
-    milliseconds: Number(cost.ms),
-    rowsCost: formatMicro(cost.rowsMicro),
-    bytesCost: formatMicro(cost.bytesMicro),
-    timeCost: formatMicro(cost.timeMicro),
-    minimumApplied: cost.minimumApplied,
-  };
 }
 
 /**
@@ -209,7 +196,7 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
           executionTime: `${result.executionMs.toFixed(2)}ms`,
           // Only what the request or the price asks for: a rows-only answer stays as the spec shows it.
           ...(query.maxCostMicro === undefined ? {} : { truncated: result.truncated }),
-          ...(isRowsOnly(query.price) ? {} : { costBreakdown: presentCost(result.cost) }),
+          ...(isRowsOnly(query.price) ? {} : { costBreakdown: costParts(result.cost) }),
         };
       } catch (error) {
         let answer = error;
