@@ -1,4 +1,4 @@
-import type pg from "pg";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { setDailyLimit } from "../../src/billing/daily-limits.js";
 import { listLedgerEntries } from "../../src/billing/ledger.js";
@@ -179,19 +179,31 @@ describe("a session's budget", () => {
     await client.end();
   });
 
-  it("is set at startup with options, and the rows a cut statement delivered are what it charged", async () => {
+  it("is set at startup with options, and the rows a cut statement delivered are exactly what it charged", async () => {
     const agent = await fundedTestAgent(gateway, providerId, FUNDS);
     const client = await connectAgent(proxy, agent, providerId, {
       options: "-c pgtoll.max_session_cost=0.01",
     });
-    const cut = await client
-      .query({ text: "SELECT id, name FROM items ORDER BY id", rowMode: "array" })
-      .catch((error: pg.DatabaseError) => error);
-    expect((cut as pg.DatabaseError).code).toBe(SqlState.budgetExceeded);
+    const sql = "SELECT id, name FROM items ORDER BY id";
+    // Rows as they arrive, before the error that ends the statement (pg drops them from a failed result).
+    let received = 0;
+    const cut = await new Promise<pg.DatabaseError>((resolve, reject) => {
+      const query = client.query(new pg.Query({ text: sql }));
+      query.on("row", () => received++);
+      query.on("error", (error) => resolve(error as pg.DatabaseError));
+      query.on("end", () => reject(new Error("the statement was not cut off")));
+    });
+    expect(cut.code).toBe(SqlState.budgetExceeded);
+    expect(cut.message).toContain(`cut off after ${received} rows`);
     await client.end();
-    const cost = await charged(agent);
-    expect(cost <= 10_000n).toBe(true);
-    expect(cost > 10_000n - 2_000n).toBe(true);
+    const rowBytes = await dataRowBytes(providerDb.url, sql);
+    const paid = expectedCostMicro(prices, { rows: received, bytes: sum(rowBytes.slice(0, received)) });
+    const oneMore = expectedCostMicro(prices, {
+      rows: received + 1,
+      bytes: sum(rowBytes.slice(0, received + 1)),
+    });
+    expect(await charged(agent)).toBe(paid);
+    expect(paid <= 10_000n && oneMore > 10_000n).toBe(true);
   });
 
   it("refuses a bad value with 22023 naming the setting", async () => {
