@@ -71,6 +71,21 @@ describe("daily limits in the ledger", () => {
     expect(await dailyLimitRefusing(meta.pool, agent, meta.providerId, 5000n)).toBeNull();
   });
 
+  it("says so still when the holds that kept the remainder were given back before it is asked", async () => {
+    const agent = randomWallet();
+    await deposit(agent, 1_000_000n);
+    await setDailyLimit(meta.pool, agent, meta.providerId, 1000n);
+    // Another session of the agent holds today's remainder: this hold is refused by the limit...
+    const other = await hold(agent, 1n, 1000n);
+    expect(await hold(agent, 100n, 100n)).toBeNull();
+    // ...and that session gives it back (or is charged part of it) before the refused one asks why.
+    await releaseWithCharge(meta.pool, other!, 300n, {});
+    expect(await dailyLimitRefusing(meta.pool, agent, meta.providerId, 100n)).toMatchObject({
+      dailyLimitMicro: 1000n,
+      spentTodayMicro: 300n,
+    });
+  });
+
   it("counts charges made before the limit was set, and forgets them at the next UTC day", async () => {
     const agent = randomWallet();
     await deposit(agent, 10_000n);

@@ -111,17 +111,22 @@ export async function clearDailyLimit(
   return rows.length > 0;
 }
 
+// The limit refused the hold when its side of AVAILABLE is the lower one. That is asked as "today's remainder is
+// below the balance", not as "today's remainder less what is held is below the minimum": the agent's other
+// sessions hold, give back and are charged between the refused hold and this statement, which moves what is held
+// (and, by a charge, both sides alike) but never which side is lower.
 const LIMIT_BLOCKS = ledgerStatement(
   "daily_limit_blocks",
   `SELECT ${LIMIT_COLUMNS},
-          b.daily_limit_micro - ${SPENT_TODAY} - b.reserved_micro < $3::bigint
+          b.daily_limit_micro - ${SPENT_TODAY} < b.balance_micro
             AND b.balance_micro - b.reserved_micro >= $3::bigint AS blocked
      FROM balances b WHERE b.agent_wallet = $1 AND b.provider_id = $2`,
 );
 
 /**
  * After a hold of `minMicro` failed: the agent's daily limit when it is what refused the hold (the balance alone
- * would have allowed it), else null (the balance is short).
+ * would have allowed it), else null (the balance is short). Whether the limit refused does not change with what
+ * the agent's other sessions held, gave back or were charged between the hold and this question.
  */
 export async function dailyLimitRefusing(
   db: Queryable,
