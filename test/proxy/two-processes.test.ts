@@ -1,16 +1,13 @@
 import pg from "pg";
 import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { costOfRows, priceOf } from "../../src/billing/cost.js";
 import { createAgentToken } from "../../src/proxy/agent-token.js";
-import { createMetadataDatabase, type TestDatabase } from "../support/database.js";
-import { createProviderDatabase } from "../support/gateway.js";
 import {
   creditAgent,
   ledgerStateOf,
-  type PgtollProcess,
   registerProviderOver,
-  startPgtollProcess,
+  useProcessesOnOneLedger,
 } from "../support/pgtoll-process.js";
 
 /** 1 USDC per 1000 rows with a markup of 1.5: 1500 micro-USDC a row. */
@@ -20,23 +17,11 @@ const STATEMENTS_PER_SESSION = 6;
 /** Less than the sessions would spend: some statements are cut off or refused, and the balance must not go below 0. */
 const FUNDED = 20_000_000n;
 
-let meta: { db: TestDatabase; close(): Promise<void> };
-let providerDb: TestDatabase;
-const processes: PgtollProcess[] = [];
-
-beforeAll(async () => {
-  meta = await createMetadataDatabase();
-  providerDb = await createProviderDatabase(100);
-  const env = { PGTOLL_PROXY_UPSTREAM_LIMIT: "30", PGTOLL_PROXY_QUEUE_TIMEOUT_MS: "60000" };
-  processes.push(
-    ...(await Promise.all([startPgtollProcess(meta.db.url, env), startPgtollProcess(meta.db.url, env)])),
-  );
-}, 120_000);
-afterAll(async () => {
-  await Promise.all(processes.map((process) => process.kill()));
-  await providerDb?.drop();
-  await meta?.close();
+const fleet = useProcessesOnOneLedger(2, {
+  PGTOLL_PROXY_UPSTREAM_LIMIT: "30",
+  PGTOLL_PROXY_QUEUE_TIMEOUT_MS: "60000",
 });
+const { processes } = fleet;
 
 /** Rows each statement delivered (a cut-off statement: those before the cut), and how its session fared. */
 async function runSession(port: number, key: `0x${string}`, wallet: string, providerId: string) {
@@ -78,13 +63,13 @@ async function runSession(port: number, key: `0x${string}`, wallet: string, prov
 
 describe("one agent, 200 sessions over two pgtoll processes on one ledger", () => {
   it("charges every statement exactly by the cost rule and never takes the balance below zero", async () => {
-    const providerId = await registerProviderOver(processes[0]!.httpUrl, providerDb.url, {
+    const providerId = await registerProviderOver(processes[0]!.httpUrl, fleet.providerUrl, {
       basePricePer1000Rows: 1,
       markupMultiplier: 1.5,
     });
     const key = generatePrivateKey();
     const wallet = privateKeyToAddress(key).toLowerCase();
-    await creditAgent(meta.db.url, wallet, providerId, FUNDED);
+    await creditAgent(fleet.ledgerUrl, wallet, providerId, FUNDED);
 
     const results = await Promise.all(
       Array.from({ length: SESSIONS }, (_, i) =>
@@ -97,10 +82,10 @@ describe("one agent, 200 sessions over two pgtoll processes on one ledger", () =
     expect(demanded).toBe(SESSIONS * STATEMENTS_PER_SESSION);
 
     // Sessions are closed: every window is written and every hold given back (each process waits for them).
-    let state = await ledgerStateOf(meta.db.url, wallet, providerId);
+    let state = await ledgerStateOf(fleet.ledgerUrl, wallet, providerId);
     for (let tries = 0; tries < 100 && (state.reservations > 0 || state.reservedMicro > 0n); tries++) {
       await new Promise((resolve) => setTimeout(resolve, 50));
-      state = await ledgerStateOf(meta.db.url, wallet, providerId);
+      state = await ledgerStateOf(fleet.ledgerUrl, wallet, providerId);
     }
     expect(state).toMatchObject({ reservations: 0, reservedMicro: 0n, chained: true });
     expect(state.entriesSumMicro).toBe(state.balanceMicro);
@@ -111,7 +96,7 @@ describe("one agent, 200 sessions over two pgtoll processes on one ledger", () =
 
     // One process dies with sessions open on both: the other goes on serving, the ledger stays consistent.
     // The dead process's holds keep their funds until the reservation TTL, so the survivors get ample funds.
-    await creditAgent(meta.db.url, wallet, providerId, 10n * FUNDED);
+    await creditAgent(fleet.ledgerUrl, wallet, providerId, 10n * FUNDED);
     const survivors = Array.from({ length: 10 }, () =>
       runSession(processes[0]!.proxyPort, key, wallet, providerId),
     );
@@ -124,7 +109,7 @@ describe("one agent, 200 sessions over two pgtoll processes on one ledger", () =
     await Promise.all(doomed);
     expect(served).toHaveLength(10 * STATEMENTS_PER_SESSION);
     expect(served.every((rows) => rows > 0)).toBe(true);
-    const after = await ledgerStateOf(meta.db.url, wallet, providerId);
+    const after = await ledgerStateOf(fleet.ledgerUrl, wallet, providerId);
     expect(after).toMatchObject({ chained: true, entriesSumMicro: after.balanceMicro });
   }, 180_000);
 });

@@ -3,8 +3,11 @@ import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
+import { afterAll, beforeAll } from "vitest";
 import { creditDeposit } from "../../src/billing/ledger.js";
 import { type CliProcess, runCli } from "./cli.js";
+import { createMetadataDatabase } from "./database.js";
+import { createProviderDatabase } from "./gateway.js";
 
 /** `pgtoll start` as a child process on a given ledger database, as operators run it. */
 export interface PgtollProcess {
@@ -53,6 +56,53 @@ export async function startPgtollProcess(
       cli.child.kill("SIGTERM");
       return cli.exited;
     },
+  };
+}
+
+/** Several pgtoll processes on one ledger database, over one provider database, as a test file's fixture. */
+export interface ProcessesOnOneLedger {
+  /** The ledger database, which every process uses (DATABASE_URL). */
+  readonly ledgerUrl: string;
+  /** A provider database of `items` rows, for `registerProviderOver`. */
+  readonly providerUrl: string;
+  readonly processes: readonly PgtollProcess[];
+}
+
+/**
+ * Starts `count` processes (`pgtoll start` with `env`) on a new ledger database, and a provider database of
+ * `items` rows, before the file's tests; kills the processes and drops both databases after them.
+ */
+export function useProcessesOnOneLedger(
+  count: number,
+  env: Record<string, string>,
+  items = 100,
+): ProcessesOnOneLedger {
+  let meta: Awaited<ReturnType<typeof createMetadataDatabase>> | undefined;
+  let provider: Awaited<ReturnType<typeof createProviderDatabase>> | undefined;
+  const processes: PgtollProcess[] = [];
+  beforeAll(async () => {
+    meta = await createMetadataDatabase();
+    provider = await createProviderDatabase(items);
+    const url = meta.db.url;
+    processes.push(...(await Promise.all(Array.from({ length: count }, () => startPgtollProcess(url, env)))));
+  }, 120_000);
+  afterAll(async () => {
+    await Promise.all(processes.map((process) => process.kill()));
+    await provider?.drop();
+    await meta?.close();
+  });
+  const ready = () => {
+    if (!meta || !provider) throw new Error("the processes are started in beforeAll: use them in a test");
+    return { meta, provider };
+  };
+  return {
+    get ledgerUrl() {
+      return ready().meta.db.url;
+    },
+    get providerUrl() {
+      return ready().provider.url;
+    },
+    processes,
   };
 }
 
