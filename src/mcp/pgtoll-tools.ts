@@ -3,6 +3,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { formatPrice, formatPricePer1000Rows, isRowsOnly } from "../billing/cost.js";
 import { formatMicro, parseMicro } from "../billing/money.js";
+import { queryWithinBudget } from "./budgeted-query.js";
 import { describeTable, listTables } from "./schema-catalog.js";
 import { type AgentBackend, estimateStatement, queryFailure } from "./tool-runs.js";
 
@@ -56,8 +57,9 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
         "returned is charged from your prepaid USDC balance at the provider's price (see `estimate` first for " +
         "large reads). At most max_rows rows are returned (default 100) and only those are charged; " +
         "`truncated: true` means the statement had more. Use $1, $2 ... placeholders with `params` for values. " +
-        "With `max_cost` (USDC) a statement estimated above it is not run, and one that would cost more stops " +
-        "at the rows it pays for (the estimate is charged as a statement too). " +
+        "With `max_cost` (USDC) the whole call costs at most that: the statement is estimated first (the estimate " +
+        "is charged as a statement, within max_cost), not run when the estimate is above what is left, and " +
+        "otherwise stopped at the rows the rest pays for, every row charged returned. " +
         "Statements the provider's policy refuses (DROP, ALTER, COPY ...) fail with the rule's name.",
       inputSchema: {
         sql: z.string().min(1).max(100_000).describe("one SQL statement"),
@@ -80,10 +82,13 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
         rowCount: z.number().describe("rows returned, or rows changed by a write"),
         truncated: z.boolean().describe("the statement had more rows than max_rows"),
         command: z.string(),
-        cost: Usdc.describe("USDC charged for this call"),
+        cost: Usdc.describe("USDC charged for this call, the estimate max_cost runs first included"),
         balance: Usdc.describe("your balance with the provider after this call"),
         note: z.string().optional().describe("present when the result was cut at max_rows or max_cost"),
-        costBreakdown: CostParts.optional().describe("when the provider prices more than rows"),
+        estimateCost: Usdc.optional().describe("with max_cost: what the estimate run first cost, in `cost`"),
+        costBreakdown: CostParts.optional().describe(
+          "the statement's cost parts, when the provider prices more than rows",
+        ),
       },
       annotations: { title: "Run SQL", readOnlyHint: false, destructiveHint: true, openWorldHint: false },
     },
@@ -92,20 +97,12 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
         const maxRows = max_rows ?? DEFAULT_MAX_ROWS;
         const budget = max_cost === undefined ? undefined : parseMicro(max_cost)!;
         try {
-          if (budget !== undefined) {
-            const estimate = await estimateStatement(session, sql);
-            if (estimate.estimatedCostMicro > budget)
-              return toolError(
-                `budget_exceeded: the estimated cost ${estimate.view.estimatedCost} USDC is above max_cost ` +
-                  `${formatMicro(budget)} USDC; the statement was not run (the estimate cost ${estimate.view.cost} USDC)`,
-              );
-          }
-          const { result, costMicro, balanceMicro } = await session.statement(
-            sql,
-            params ?? [],
-            maxRows,
-            budget,
-          );
+          const run =
+            budget === undefined
+              ? { ...(await session.statement(sql, params ?? [], maxRows)), estimateMicro: undefined }
+              : await queryWithinBudget(session, sql, params ?? [], maxRows, budget);
+          if ("refusal" in run) return toolError(run.refusal);
+          const { result, costMicro, balanceMicro, estimateMicro } = run;
           const note = result.budgetReached
             ? `stopped at max_cost (${formatMicro(budget!)} USDC); only the rows returned were charged`
             : result.truncated
@@ -119,6 +116,7 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
             cost: formatMicro(costMicro),
             balance: formatMicro(balanceMicro),
             ...(note ? { note } : {}),
+            ...(estimateMicro === undefined ? {} : { estimateCost: formatMicro(estimateMicro) }),
             ...(isRowsOnly(await session.price())
               ? {}
               : { costBreakdown: await session.lastStatementCost() }),

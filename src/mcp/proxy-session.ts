@@ -5,7 +5,7 @@ import { jsonSafeTypes } from "../providers/json-safe-types.js";
 import { readFundsRefusal } from "../proxy/funds-refusal.js";
 
 import { type AgentAccount, FundsRequiredError } from "./funds-required.js";
-import { readCapped, readWithinBudget, type StatementResult, showSetting } from "./statement-read.js";
+import { readCapped, type StatementResult, showSetting } from "./statement-read.js";
 
 /** Where the wire proxy listens and who the session is for. */
 export interface ProxySessionOptions {
@@ -98,27 +98,25 @@ export class ProxySession {
 
   /**
    * Runs one statement, reading at most `maxRows` rows (a portal with a row limit, so rows past the cap are
-   * never sent, and never charged), and what it cost: the session's cost after it less the cost before.
+   * never sent, and never charged), and what it cost: the session's cost after it less the cost before. With
+   * `budgetMicro` it runs under a session budget of that much more than the session has cost so far (see
+   * {@link readCapped}: a result cut off at it is returned with `budgetReached`).
    */
   async statement(
     sql: string,
     params: unknown[],
     maxRows: number,
     budgetMicro?: bigint,
-  ): Promise<{
-    result: StatementResult & { budgetReached?: boolean };
-    costMicro: bigint;
-    balanceMicro: bigint;
-  }> {
+  ): Promise<{ result: StatementResult; costMicro: bigint; balanceMicro: bigint }> {
     return this.exclusive(async (client) => {
       const before = this.#sessionCostMicro;
-      let result: StatementResult & { budgetReached?: boolean };
+      let result: StatementResult;
       try {
         result =
           budgetMicro === undefined
             ? await readCapped(client, sql, params, maxRows)
             : await this.#withinBudget(client, before + budgetMicro, () =>
-                readWithinBudget(client, sql, params, maxRows),
+                readCapped(client, sql, params, maxRows, true),
               );
       } catch (error) {
         // A statement cut off part way was charged for the rows it delivered: say how much.

@@ -53,16 +53,29 @@ async function relationsOf(sql: string): Promise<string[] | undefined> {
 
 /**
  * The planner's estimate of a statement (rows, and bytes as rows x row width; time is not estimated) and what
- * that would cost by the provider's price, with its parts; the EXPLAIN itself is charged as a statement.
+ * that would cost by the provider's price, with its parts; the EXPLAIN itself is charged as a statement (with
+ * `budgetMicro`, within it: `cutOff` when even the EXPLAIN's row did not fit, and then nothing is estimated).
  */
-export async function estimateStatement(session: ProxySession, sql: string) {
-  const { result, costMicro } = await session.statement(`EXPLAIN (FORMAT JSON) ${sql}`, [], 1);
+export async function estimateStatement(
+  session: ProxySession,
+  sql: string,
+  params: unknown[] = [],
+  budgetMicro?: bigint,
+) {
+  const { result, costMicro } = await session.statement(
+    `EXPLAIN (FORMAT JSON) ${sql}`,
+    params,
+    1,
+    budgetMicro,
+  );
   const plan = (result.rows[0]?.["QUERY PLAN"] as QueryPlan[] | undefined)?.[0];
   const estimated = planEstimate(plan?.Plan);
   const price = priceForRelations(await session.price(), await relationsOf(sql));
   const parts = costBreakdown(estimated, price);
   return {
     estimatedCostMicro: parts.costMicro,
+    costMicro,
+    cutOff: result.budgetReached,
     view: {
       estimatedRows: estimated.rows,
       estimatedBytes: estimated.bytes,

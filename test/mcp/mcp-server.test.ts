@@ -1,6 +1,4 @@
-import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import pg from "pg";
@@ -20,6 +18,7 @@ import {
 import { createAgentToken } from "../../src/proxy/agent-token.js";
 import { createMetadataDatabase, type OwnedTestDatabase, type TestDatabase } from "../support/database.js";
 import { createProviderDatabase } from "../support/gateway.js";
+import { stdioMcpClient } from "../support/mcp-clients.js";
 import {
   creditAgent,
   ledgerStateOf,
@@ -28,7 +27,6 @@ import {
   startPgtollProcess,
 } from "../support/pgtoll-process.js";
 
-const root = fileURLToPath(new URL("../..", import.meta.url));
 /** 1 USDC per 1000 rows with a markup of 1.5: a row costs 1500 micro-USDC. */
 const PRICE = priceOf({ priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_500_000n });
 const FUNDED = 50_000_000n;
@@ -78,26 +76,7 @@ afterAll(async () => {
 
 /** The stdio server as an agent host runs it, with the SDK's own client. */
 async function stdioClient(env: Record<string, string> = {}, key: Hex = agentKey): Promise<Client> {
-  const transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [
-      "--import",
-      "tsx",
-      "src/cli.ts",
-      "mcp",
-      "--provider",
-      providerId,
-      "--url",
-      pgtoll.httpUrl,
-      "--proxy",
-      `postgres://127.0.0.1:${pgtoll.proxyPort}`,
-    ],
-    cwd: root,
-    env: { PATH: process.env.PATH ?? "", PGTOLL_AGENT_KEY: key, ...env },
-    stderr: "pipe",
-  });
-  const client = new Client({ name: "pgtoll-test-host", version: "1" });
-  await client.connect(transport);
+  const client = await stdioMcpClient(pgtoll, providerId, key, env);
   clients.push(client);
   return client;
 }

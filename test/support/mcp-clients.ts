@@ -1,6 +1,44 @@
+import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { runSql } from "./database.js";
+
+const root = fileURLToPath(new URL("../..", import.meta.url));
+
+/**
+ * `pgtoll mcp` as an agent host runs it, from the sources, with the SDK's own client: the agent whose key is
+ * `agentKey` on provider `providerId`, through pgtoll's HTTP API at `httpUrl` and its wire proxy on `proxyPort`
+ * (loopback); `env` adds to the server's environment.
+ */
+export async function stdioMcpClient(
+  pgtoll: { httpUrl: string; proxyPort: number },
+  providerId: string,
+  agentKey: string,
+  env: Record<string, string> = {},
+): Promise<Client> {
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [
+      "--import",
+      "tsx",
+      "src/cli.ts",
+      "mcp",
+      "--provider",
+      providerId,
+      "--url",
+      pgtoll.httpUrl,
+      "--proxy",
+      `postgres://127.0.0.1:${pgtoll.proxyPort}`,
+    ],
+    cwd: root,
+    env: { PATH: process.env.PATH ?? "", PGTOLL_AGENT_KEY: agentKey, ...env },
+    stderr: "pipe",
+  });
+  const client = new Client({ name: "pgtoll-test-host", version: "1" });
+  await client.connect(transport);
+  return client;
+}
 
 /**
  * A client of pgtoll's remote MCP endpoint with the SDK's own transport, authenticated by `token`; `address` is
