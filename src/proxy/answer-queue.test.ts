@@ -17,7 +17,7 @@ describe("the answer queue", () => {
   it("closes the oldest simple query or Sync-terminated batch at each ReadyForQuery", () => {
     const queue = new AnswerQueue("I");
     const query = simpleQuery();
-    queue.push({ kind: "execute", sql: "SELECT 1", started: 0, writes: false });
+    queue.push({ kind: "execute", sql: "SELECT 1", started: 0, writes: false, portal: "", continued: false });
     queue.push({ kind: "sync" });
     queue.push(query);
     expect(queue.closeAtReady()).toBeUndefined();
@@ -28,8 +28,8 @@ describe("the answer queue", () => {
 
   it("skips what an error makes the upstream skip: the rest of the batch, up to its Sync", () => {
     const queue = new AnswerQueue("I");
-    queue.push({ kind: "execute", sql: "SELECT 1", started: 0, writes: false });
-    queue.push({ kind: "execute", sql: "SELECT 2", started: 0, writes: true });
+    queue.push({ kind: "execute", sql: "SELECT 1", started: 0, writes: false, portal: "", continued: false });
+    queue.push({ kind: "execute", sql: "SELECT 2", started: 0, writes: true, portal: "", continued: false });
     queue.push({ kind: "sync" });
     expect(queue.mayWrite).toBe(true);
     queue.dropUntilSync();

@@ -32,8 +32,11 @@ export interface InjectedUnit {
 /** What the upstream owes an answer for: a client message that has answers of its own, or the proxy's. */
 export type Unit =
   | SimpleUnit
-  /** An Execute, `started` when it was sent upstream. */
-  | { kind: "execute"; sql: string; started: number; writes: boolean }
+  /**
+   * An Execute, `started` when it was sent upstream; `continued` when it reads on from a portal an earlier
+   * Execute left suspended (one statement read in several batches).
+   */
+  | { kind: "execute"; sql: string; started: number; writes: boolean; portal: string; continued: boolean }
   /** A refused message's stand-in: its error is replaced by `error` (or swallowed when there is none). */
   | { kind: "refused"; error?: Buffer }
   /** A `SHOW pgtoll.<name>` sent upstream as its stand-in: its row and tag are replaced by the value. */
@@ -52,6 +55,12 @@ export class AnswerQueue {
   #pendingWrite: { unit: Unit; resolve: () => void } | undefined;
   /** A write query waits for everything before it to be answered, to know whether a transaction is open. */
   #onDrained: (() => void) | undefined;
+
+  /**
+   * Portals an Execute left suspended (PortalSuspended): the next Execute of one goes on with the same
+   * statement. A portal leaves it when it completes, is bound again or closed, or its transaction ends.
+   */
+  readonly suspendedPortals = new Set<string>();
 
   /** `status`: the session's transaction status, as the last ReadyForQuery gave it. */
   constructor(public status: TransactionStatus) {}

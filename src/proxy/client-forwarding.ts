@@ -92,6 +92,7 @@ export class ClientForwarding {
       case FrontendCode.Bind: {
         const bind = decodeBindTarget(payloadOf(buffer, start, end));
         this.#prepared.bound(bind.portal, bind.statement);
+        this.#queue.suspendedPortals.delete(bind.portal);
         // Binding plans the statement (and may evaluate its functions): funded first too.
         return this.#forwardFunded(buffer, start, end);
       }
@@ -104,6 +105,7 @@ export class ClientForwarding {
       case FrontendCode.Close: {
         const target = decodeClose(payloadOf(buffer, start, end));
         this.#prepared.closed(target.kind, target.name);
+        if (target.kind === "P") this.#queue.suspendedPortals.delete(target.name);
         this.#toUpstream.pushRange(buffer, start, end);
         return;
       }
@@ -198,21 +200,29 @@ export class ClientForwarding {
     const refusal = this.#policy.executeRefusal(prepared, maxRows);
     if (refusal) return void this.#refuse(refusal, false);
     const funding = this.#metering.startStatement();
-    if (!funding) return this.#sendExecute(prepared, buffer, start, end);
+    if (!funding) return this.#sendExecute(prepared, portal, buffer, start, end);
     return funding.then((refused) =>
-      refused ? this.#refuse(refused, false) : this.#sendExecute(prepared, buffer, start, end),
+      refused ? this.#refuse(refused, false) : this.#sendExecute(prepared, portal, buffer, start, end),
     );
   }
 
   /** Sends an Execute; one of a write is followed by a Flush (its answers come only then) and waited for. */
   #sendExecute(
     prepared: PreparedStatement | undefined,
+    portal: string,
     buffer: Buffer,
     start: number,
     end: number,
   ): Promise<void> | undefined {
     const writes = prepared?.writes === true;
-    this.#queue.push({ kind: "execute", sql: prepared?.sql ?? "", started: performance.now(), writes });
+    this.#queue.push({
+      kind: "execute",
+      sql: prepared?.sql ?? "",
+      started: performance.now(),
+      writes,
+      portal,
+      continued: this.#queue.suspendedPortals.has(portal),
+    });
     this.#toUpstream.pushRange(buffer, start, end);
     if (!writes) return;
     this.#toUpstream.push(FLUSH);

@@ -54,6 +54,8 @@ const MAX_WINDOW_TEXTS = 2000;
 export interface StatementTime {
   /** Milliseconds on the provider's database, from sending the statement to its completion. */
   ms?: number;
+  /** A later batch of a portal read in several Executes: the statement's minimum was charged with its first. */
+  continued?: boolean;
 }
 
 /** Why no more of a statement can be had: the balance, the agent's daily limit, or the session's budget. */
@@ -321,9 +323,10 @@ export class SessionMeter {
    * within the session's budget (its time is known only at its end, and the budget is a promise).
    */
   #priced(rows: number, time: StatementTime | undefined): bigint {
+    const price = time?.continued ? { ...this.#statementPrice, minimumMicro: 0n } : this.#statementPrice;
     const breakdown = costBreakdown(
       { rows, bytes: this.#statementBytes, ms: Math.max(0, Math.ceil(time?.ms ?? 0)) },
-      this.#statementPrice,
+      price,
     );
     this.#lastCost = breakdown;
     const budget = this.#budgetMicro;

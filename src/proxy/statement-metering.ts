@@ -77,7 +77,8 @@ export interface StatementMetering {
   cutOff(sql: string, reason: CutOffReason, ms?: number): Promise<Buffer>;
   /**
    * A statement that wrote nothing completed (its CommandComplete at `complete[at]`), having taken `ms` on the
-   * provider's database when the relay measured it: charges it. A promise when the session must wait for
+   * provider's database when the relay measured it: charges it. `continued`: a later batch of a portal an earlier
+   * Execute left suspended (its statement's minimum was charged with the first). A promise when the session must wait for
    * earlier charges to be written; a reason when the completion itself is not paid for (a MOVE, charged as one row).
    */
   endStatement(
@@ -85,6 +86,7 @@ export interface StatementMetering {
     complete: Buffer,
     at: number,
     ms: number | undefined,
+    continued?: boolean,
   ): Promise<void> | CutOffReason | undefined;
   /**
    * A write completed, uncommitted, having written `written` rows: true when it is paid for (and charged), so the
@@ -216,9 +218,10 @@ class RowMetering implements StatementMetering {
     complete: Buffer,
     at: number,
     ms: number | undefined,
+    continued = false,
   ): Promise<void> | CutOffReason | undefined {
     const rows = this.#meter.statementRows;
-    const time = ms === undefined ? undefined : { ms };
+    const time = ms === undefined && !continued ? undefined : { ms, continued };
     // MOVE answers a count: it is charged as one row.
     if (rows === 0 && isMoveTag(complete, at)) {
       if (this.#meter.allowRows(1, 0) === 0) return "unfunded";

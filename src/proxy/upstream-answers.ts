@@ -98,9 +98,16 @@ export class UpstreamAnswers {
         this.#copy = new CopyOut(this.#runningStatement()?.copyHeader === true, buffer, start);
         if (!this.#cutOff) this.#toClient.pushRange(buffer, start, end);
         return;
-      case BackendCode.CommandComplete:
+      case BackendCode.CommandComplete: {
+        const head = this.#queue.head;
+        if (head?.kind === "execute") this.#queue.suspendedPortals.delete(head.portal);
         return this.#onStatementEnd(buffer, start, end, writeCountOf(buffer, start, end));
-      case BackendCode.PortalSuspended:
+      }
+      case BackendCode.PortalSuspended: {
+        const head = this.#queue.head;
+        if (head?.kind === "execute") this.#queue.suspendedPortals.add(head.portal);
+        return this.#onStatementEnd(buffer, start, end, null);
+      }
       case BackendCode.EmptyQueryResponse:
         return this.#onStatementEnd(buffer, start, end, null);
       case BackendCode.ErrorResponse:
@@ -234,7 +241,9 @@ export class UpstreamAnswers {
       this.#queue.shift();
     }
     if (written !== null) return this.#endWrite(head, written, sql, buffer, start, end, last, ms);
-    const ended = this.#metering.endStatement(sql, buffer, start, ms);
+    // A portal read in several Executes is one statement: its minimum is charged with its first batch only.
+    const continued = head?.kind === "execute" && head.continued;
+    const ended = this.#metering.endStatement(sql, buffer, start, ms, continued);
     if (typeof ended === "string") return this.#cutOffResult(ended);
     this.#relayComplete(head, buffer, start, end, last);
     return ended;
@@ -366,6 +375,8 @@ export class UpstreamAnswers {
     const closed = this.#queue.closeAtReady();
     if (closed) this.#tally.upstreamLatency.observe((now - closed.started) / 1000);
     this.#queue.status = status;
+    // Portals end with their transaction.
+    if (status === "I") this.#queue.suspendedPortals.clear();
     this.#cutOff = false;
     if (closed?.writes && !this.#wire.closing()) {
       // The writes are paid for (or failed): the proxy ends its own transaction, or aborts the client's.

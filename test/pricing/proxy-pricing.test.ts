@@ -1,4 +1,5 @@
 import pg from "pg";
+import Cursor from "pg-cursor";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { setDailyLimit } from "../../src/billing/daily-limits.js";
 import { listLedgerEntries } from "../../src/billing/ledger.js";
@@ -150,6 +151,34 @@ describe("the wire proxy priced beyond rows", () => {
       cost >= least && cost <= most,
       `charged ${cost}, expected ${least} to ${most} (wall ${wall} ms)`,
     ).toBe(true);
+  });
+});
+
+describe("a portal read in batches", () => {
+  it("is one statement: its minimum is charged once, its rows and bytes by the batch", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+    const client = await connectAgent(proxy, agent, providerId);
+    const sql = "SELECT id FROM items WHERE id <= 5 ORDER BY id";
+    const cursor = client.query(new Cursor(sql));
+    let rows = 0;
+    for (;;) {
+      const batch = await cursor.read(1);
+      if (batch.length === 0) break;
+      rows += batch.length;
+    }
+    await cursor.close();
+    await client.end();
+    expect(rows).toBe(5);
+    // Each batch of one row is charged by itself (rounded on its own), the minimum with the first alone.
+    const rowBytes = await dataRowBytes(providerDb.url, sql);
+    const first = expectedCostMicro(prices, { rows: 1, bytes: rowBytes[0]! });
+    const later = rowBytes
+      .slice(1)
+      .reduce(
+        (total, bytes) => total + expectedCostMicro({ ...prices, minimumMicro: 0n }, { rows: 1, bytes }),
+        0n,
+      );
+    expect(await charged(agent)).toBe(first + later);
   });
 });
 
