@@ -7,10 +7,10 @@ import { ledgerStatement, type Queryable, runStatement } from "./ledger-statemen
  * cannot pass it together, as they cannot overdraw.
  */
 /** Today, as the daily limits count days: in UTC. */
-export const TODAY = "(now() AT TIME ZONE 'UTC')::date";
+const TODAY = "(now() AT TIME ZONE 'UTC')::date";
 
 /** What balance row `b` has charged today (0 when its last charge was on an earlier day). */
-export const SPENT_TODAY = `(CASE WHEN b.spent_day = ${TODAY} THEN b.spent_today_micro ELSE 0 END)`;
+const SPENT_TODAY = `(CASE WHEN b.spent_day = ${TODAY} THEN b.spent_today_micro ELSE 0 END)`;
 
 /**
  * What a new hold may take from balance row `b`: the balance not held, and, under a daily limit, today's remainder
