@@ -1,4 +1,5 @@
 import pino, { type Logger } from "pino";
+import { bufferedStderr } from "./log-buffer.js";
 
 /** Paths whose values never reach a log line: API keys, passwords, connection strings. */
 export const redactedPaths = [
@@ -21,7 +22,7 @@ export function createLogger(level: string): Logger {
   return pino(
     { level, redact: { paths: redactedPaths, censor: "[redacted]" }, base: { service: "pgtoll" } },
     // Logs go to stderr; stdout carries only the lines meant for people (e.g. "pgtoll ready").
-    pino.destination(2),
+    bufferedStderr(),
   );
 }
 
