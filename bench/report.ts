@@ -220,7 +220,7 @@ export function formatReport(result: BenchResult): string {
   if (result.context.length > 0) {
     out.push(
       "",
-      "context (not targets): pgtoll against direct PostgreSQL, the bare Node.js relay (what Node's socket path alone costs a proxy), 100-row reads",
+      "context (not targets): pgtoll against direct PostgreSQL, the bare Node.js relay (what Node's socket path alone costs a proxy), 100-row reads, POST /api/query at price 0",
     );
     for (const r of result.context) {
       out.push(`  ${r.name.padEnd(nameWidth)} ${(r.value === null ? "-" : fixed(r.value, 2)).padStart(10)}`);

@@ -8,7 +8,8 @@ import { type LatencySummary, type Spread, spread, summariseLatency } from "./st
 export const REST_SQL = "SELECT abalance FROM pgbench_accounts WHERE aid = $1";
 
 export interface RestSide {
-  name: "baseline" | "pgtoll";
+  /** `pgtoll-free`: the same pgtoll process and agent through a provider priced at 0 (no hold, no charge). */
+  name: "baseline" | "pgtoll" | "pgtoll-free";
   url: string;
   rps: Spread;
   latency: LatencySummary;
@@ -44,6 +45,8 @@ export interface RestOptions {
   dataUrl: string;
   agentWallet: string;
   providerId: string;
+  /** A provider of the same database priced at 0: what the gateway costs without its metering. */
+  freeProviderId: string;
   accounts: number;
   /** Cumulative CPU of PostgreSQL and of the given server process (reported as `pgtoll`). */
   sampleCpu(serverPid: number): CpuSnapshot;
@@ -105,7 +108,8 @@ async function probe(url: string, body: string): Promise<void> {
 /**
  * `POST /api/query` on pgtoll (guard, planner estimate, reservation, execution, charge) against a bare
  * fastify + node-postgres route running the same statement, both in their own process with the same pool size,
- * driven by autocannon from this process. Repetitions alternate between the two.
+ * driven by autocannon from this process; and the same pgtoll through a provider priced at 0, which tells the
+ * gateway's own cost from its metering's. Repetitions alternate between the sides.
  */
 export async function runRestQuery(options: RestOptions): Promise<RestResult> {
   const baseline = await spawnNodeUntilReady(["--import", "tsx", "bench/baseline-server.ts"], {
@@ -118,6 +122,13 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
     logFile: join(options.scratchDir, "baseline.log"),
     readyPrefix: "baseline ready ",
   });
+  const pgtollSide = (name: "pgtoll" | "pgtoll-free", providerId: string) => ({
+    name,
+    pid: options.pgtollPid,
+    url: options.pgtollHttpUrl,
+    body: (aid: number) =>
+      JSON.stringify({ agentWallet: options.agentWallet, providerId, sql: REST_SQL, params: [aid] }),
+  });
   try {
     const sides = [
       {
@@ -126,18 +137,8 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
         url: baseline.line.split(/\s+/)[2]!,
         body: (aid: number) => JSON.stringify({ sql: REST_SQL, params: [aid] }),
       },
-      {
-        name: "pgtoll" as const,
-        pid: options.pgtollPid,
-        url: options.pgtollHttpUrl,
-        body: (aid: number) =>
-          JSON.stringify({
-            agentWallet: options.agentWallet,
-            providerId: options.providerId,
-            sql: REST_SQL,
-            params: [aid],
-          }),
-      },
+      pgtollSide("pgtoll", options.providerId),
+      pgtollSide("pgtoll-free", options.freeProviderId),
     ];
     const collected = sides.map(() => ({
       rps: [] as number[],

@@ -224,6 +224,7 @@ async function main(): Promise<void> {
           dataUrl: cluster.dataUrl,
           agentWallet: agent.wallet,
           providerId: provider.providerId,
+          freeProviderId: freeProvider.providerId,
           accounts: settings.scale * 100_000,
           connections: settings.restConnections,
           poolSize: settings.restPoolSize,
@@ -302,7 +303,7 @@ async function main(): Promise<void> {
       ledger,
       memory,
       targets: checkTargets({ select: selectOnly, range: rangeReads, rest, ledger, memory }),
-      context: contextRatios(selectOnly, rangeReads),
+      context: contextRatios(selectOnly, rangeReads, rest),
       cpuProfile: cpuProfile ? relative(root, cpuProfile) : null,
     };
     const file = join(resultsDir, `${stamp}.json`);

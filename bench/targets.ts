@@ -2,7 +2,7 @@ import type { IdleMemoryResult } from "./idle-memory.js";
 import type { LedgerCell } from "./ledger-throughput.js";
 import type { Protocol } from "./pgbench.js";
 import type { PgbenchCell, TargetName } from "./pgbench-matrix.js";
-import type { RestResult } from "./rest-query.js";
+import type { RestResult, RestSide } from "./rest-query.js";
 
 /** One performance target, computed from this run's medians. */
 export interface TargetCheck {
@@ -115,8 +115,20 @@ export interface ContextRatio {
  * What explains the targets: pgtoll against direct PostgreSQL, against the bare Node.js relay (what Node's
  * socket path costs any proxy written in it) and that relay against PgBouncer, and the 100-row reads.
  */
-export function contextRatios(select: PgbenchCell[], range: PgbenchCell[] = []): ContextRatio[] {
+export function contextRatios(
+  select: PgbenchCell[],
+  range: PgbenchCell[] = [],
+  rest: RestResult | null = null,
+): ContextRatio[] {
   const out: ContextRatio[] = [];
+  const restRps = (name: RestSide["name"]) => rest?.sides.find((s) => s.name === name && !s.error)?.rps.median;
+  const restBaseline = restRps("baseline");
+  const restFree = restRps("pgtoll-free");
+  if (restBaseline && restFree)
+    out.push({
+      name: "POST /api/query at price 0 (no hold, no charge) / fastify+pg baseline RPS",
+      value: restFree / restBaseline,
+    });
   const clientCounts = [...new Set(select.map((c) => c.clients))].filter((n) => n > 1);
   for (const clients of clientCounts) {
     for (const protocol of ["simple", "prepared"] as const) {

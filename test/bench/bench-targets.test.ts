@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { noCpu } from "../../bench/cpu-usage.js";
 import type { PgbenchCell } from "../../bench/pgbench-matrix.js";
+import type { RestSide } from "../../bench/rest-query.js";
 import { percentile, spread, summariseLatency } from "../../bench/stats.js";
 import { checkTargets, contextRatios } from "../../bench/targets.js";
 
@@ -188,6 +189,31 @@ describe("bench context ratios", () => {
     expect(ratios.find((r) => r.name === "pgtoll / direct TPS, 10 clients, simple")?.value).toBe(0.25);
     expect(ratios.find((r) => r.name === "pgtoll / node relay TPS, 10 clients, prepared")?.value).toBeNull();
     expect(ratios.some((r) => r.name.includes(" 1 clients"))).toBe(false);
+  });
+
+  it("tells the gateway's own cost from its metering's: POST /api/query at price 0 against the bare route", () => {
+    const side = (name: RestSide["name"], median: number, error?: string): RestSide => ({
+      name,
+      url: "http://127.0.0.1:1",
+      rps: spread([median]),
+      latency: { p50Us: 0, p99Us: 0, samples: 0 },
+      requests: 1,
+      failures: 0,
+      cpuUsPerRequest: { server: 0, serverSystem: 0, postgres: 0, autocannon: 0, kernel: 0, other: 0 },
+      ...(error ? { error } : {}),
+    });
+    const rest = (free: RestSide) => ({
+      sql: "SELECT 1",
+      connections: 10,
+      poolSize: 5,
+      sides: [side("baseline", 8000), side("pgtoll", 2000), free],
+    });
+    const name = "POST /api/query at price 0 (no hold, no charge) / fastify+pg baseline RPS";
+    expect(contextRatios([], [], rest(side("pgtoll-free", 4000))).find((r) => r.name === name)?.value).toBe(
+      0.5,
+    );
+    const failed = contextRatios([], [], rest(side("pgtoll-free", 4000, "503")));
+    expect(failed.some((r) => r.name === name)).toBe(false);
   });
 
   it("leaves the relay's ratios out when the relay did not run", () => {
