@@ -121,7 +121,8 @@ export function contextRatios(
   rest: RestResult | null = null,
 ): ContextRatio[] {
   const out: ContextRatio[] = [];
-  const restRps = (name: RestSide["name"]) => rest?.sides.find((s) => s.name === name && !s.error)?.rps.median;
+  const restRps = (name: RestSide["name"]) =>
+    rest?.sides.find((s) => s.name === name && !s.error)?.rps.median;
   const restBaseline = restRps("baseline");
   const restFree = restRps("pgtoll-free");
   if (restBaseline && restFree)
