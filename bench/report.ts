@@ -159,13 +159,13 @@ export function formatReport(result: BenchResult): string {
   if (result.rest) {
     out.push(
       `POST /api/query (autocannon, ${result.rest.connections} connections, pool ${result.rest.poolSize}): ${result.rest.sql}`,
-      `${"side".padEnd(10)}| ${"req/s median [min-max]".padEnd(26)}| ${"p50/p99 us".padEnd(14)}| CPU us per request`,
+      `${"side".padEnd(12)}| ${"req/s median [min-max]".padEnd(26)}| ${"p50/p99 us".padEnd(14)}| CPU us per request`,
     );
     for (const side of result.rest.sides) {
-      if (side.error) out.push(`${side.name.padEnd(10)}| FAILED: ${side.error}`);
+      if (side.error) out.push(`${side.name.padEnd(12)}| FAILED: ${side.error}`);
       else
         out.push(
-          `${side.name.padEnd(10)}| ${spreadText(side.rps).padEnd(26)}| ${`${int(side.latency.p50Us)}/${int(side.latency.p99Us)}`.padEnd(14)}| ${restCpuText(side.cpuUsPerRequest)}${side.failures ? `  (${side.failures} failed requests)` : ""}`,
+          `${side.name.padEnd(12)}| ${spreadText(side.rps).padEnd(26)}| ${`${int(side.latency.p50Us)}/${int(side.latency.p99Us)}`.padEnd(14)}| ${restCpuText(side.cpuUsPerRequest)}; ledger commits ${fixed(side.ledgerCommitsPerRequest, 2)}${side.failures ? `  (${side.failures} failed requests)` : ""}`,
         );
     }
     out.push("");

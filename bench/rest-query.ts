@@ -26,6 +26,11 @@ export interface RestSide {
     kernel: number;
     other: number;
   };
+  /**
+   * Transactions committed in the ledger's database per request while this side ran (its charge batches and
+   * hold top-ups; about 0 for the baseline and at price 0): the inverse of how many charges share a commit.
+   */
+  ledgerCommitsPerRequest: number;
   error?: string;
 }
 
@@ -56,7 +61,12 @@ export interface RestOptions {
   durationS: number;
   warmupS: number;
   log(line: string): void;
+  /** The ledger database's count of committed transactions (pg_stat_database.xact_commit). */
+  ledgerCommits(): Promise<number>;
 }
+
+/** PostgreSQL publishes a busy backend's transaction counts at most once a second. */
+const STATS_DELAY_MS = 1100;
 
 function randomAid(accounts: number): number {
   return 1 + Math.floor(Math.random() * accounts);
@@ -146,6 +156,7 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
       requests: 0,
       failures: 0,
       cpu: [] as CpuSpent[],
+      ledgerCommits: 0,
       error: undefined as string | undefined,
     }));
     for (const [i, side] of sides.entries()) {
@@ -161,6 +172,7 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
       for (const [i, side] of sides.entries()) {
         const into = collected[i]!;
         if (into.error) continue;
+        const commitsBefore = await options.ledgerCommits();
         const before = options.sampleCpu(side.pid);
         const result = await measure(
           side.url,
@@ -170,6 +182,8 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
           options.durationS,
         );
         into.cpu.push(cpuSpent(before, options.sampleCpu(side.pid)));
+        await new Promise((resolve) => setTimeout(resolve, STATS_DELAY_MS));
+        into.ledgerCommits += (await options.ledgerCommits()) - commitsBefore;
         into.rps.push(result.rps);
         into.latencies.push(result.latenciesUs);
         into.requests += result.requests;
@@ -193,6 +207,7 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
           requests: c.requests,
           failures: c.failures,
           cpuUsPerRequest: perRequest(c.cpu, c.requests),
+          ledgerCommitsPerRequest: c.requests > 0 ? c.ledgerCommits / c.requests : Number.NaN,
           ...(c.error ? { error: c.error } : {}),
         };
       }),

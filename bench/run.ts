@@ -225,6 +225,14 @@ async function main(): Promise<void> {
           agentWallet: agent.wallet,
           providerId: provider.providerId,
           freeProviderId: freeProvider.providerId,
+          ledgerCommits: async () =>
+            Number(
+              (
+                await ledgerDb.query<{ commits: string }>(
+                  "SELECT xact_commit AS commits FROM pg_stat_database WHERE datname = current_database()",
+                )
+              ).rows[0]!.commits,
+            ),
           accounts: settings.scale * 100_000,
           connections: settings.restConnections,
           poolSize: settings.restPoolSize,

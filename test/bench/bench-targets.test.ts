@@ -200,6 +200,7 @@ describe("bench context ratios", () => {
       requests: 1,
       failures: 0,
       cpuUsPerRequest: { server: 0, serverSystem: 0, postgres: 0, autocannon: 0, kernel: 0, other: 0 },
+      ledgerCommitsPerRequest: 0,
       ...(error ? { error } : {}),
     });
     const rest = (free: RestSide) => ({

@@ -48,6 +48,7 @@ function side(name: RestSide["name"], server: number, serverSystem: number): Res
     requests: 500,
     failures: 0,
     cpuUsPerRequest: { server, serverSystem, postgres: 50, autocannon: 30, kernel: 10, other: 0 },
+    ledgerCommitsPerRequest: name === "pgtoll" ? 0.2 : 0,
   };
 }
 
