@@ -165,7 +165,7 @@ export function formatReport(result: BenchResult): string {
       if (side.error) out.push(`${side.name.padEnd(12)}| FAILED: ${side.error}`);
       else
         out.push(
-          `${side.name.padEnd(12)}| ${spreadText(side.rps).padEnd(26)}| ${`${int(side.latency.p50Us)}/${int(side.latency.p99Us)}`.padEnd(14)}| ${restCpuText(side.cpuUsPerRequest)}; ledger commits ${fixed(side.ledgerCommitsPerRequest, 2)}${side.failures ? `  (${side.failures} failed requests)` : ""}`,
+          `${side.name.padEnd(12)}| ${spreadText(side.rps).padEnd(26)}| ${`${int(side.latency.p50Us)}/${int(side.latency.p99Us)}`.padEnd(14)}| ${restCpuText(side.cpuUsPerRequest)}; ledger commits ${fixed(side.ledgerCommitsPerRequest, 2)}${side.chargeBatches.count > 0 ? `, charge batches ${fixed(side.requests / side.chargeBatches.count, 1)} requests each, ${fixed(side.chargeBatches.meanMs, 2)} ms to write` : ""}${side.failures ? `  (${side.failures} failed requests)` : ""}`,
         );
     }
     out.push("");

@@ -31,6 +31,8 @@ export interface RestSide {
    * hold top-ups; about 0 for the baseline and at price 0): the inverse of how many charges share a commit.
    */
   ledgerCommitsPerRequest: number;
+  /** pgtoll's REST charge batches while this side ran: how many, and their mean time to write (ms). */
+  chargeBatches: { count: number; meanMs: number };
   error?: string;
 }
 
@@ -63,6 +65,18 @@ export interface RestOptions {
   log(line: string): void;
   /** The ledger database's count of committed transactions (pg_stat_database.xact_commit). */
   ledgerCommits(): Promise<number>;
+}
+
+/** The REST charge writer's batches so far, from pgtoll's /metrics (`baseline` has none: zeros). */
+async function restChargeBatches(url: string): Promise<{ count: number; seconds: number }> {
+  const response = await fetch(`${url}/metrics`).catch(() => undefined);
+  const text = response?.ok ? await response.text() : "";
+  const value = (name: string) =>
+    Number(new RegExp(`^${name}\\{writer="rest"\\} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
+  return {
+    count: value("pgtoll_ledger_write_duration_seconds_count"),
+    seconds: value("pgtoll_ledger_write_duration_seconds_sum"),
+  };
 }
 
 /** PostgreSQL publishes a busy backend's transaction counts at most once a second. */
@@ -157,6 +171,8 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
       failures: 0,
       cpu: [] as CpuSpent[],
       ledgerCommits: 0,
+      batches: 0,
+      batchSeconds: 0,
       error: undefined as string | undefined,
     }));
     for (const [i, side] of sides.entries()) {
@@ -173,6 +189,7 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
         const into = collected[i]!;
         if (into.error) continue;
         const commitsBefore = await options.ledgerCommits();
+        const batchesBefore = await restChargeBatches(side.url);
         const before = options.sampleCpu(side.pid);
         const result = await measure(
           side.url,
@@ -184,6 +201,9 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
         into.cpu.push(cpuSpent(before, options.sampleCpu(side.pid)));
         await new Promise((resolve) => setTimeout(resolve, STATS_DELAY_MS));
         into.ledgerCommits += (await options.ledgerCommits()) - commitsBefore;
+        const batchesAfter = await restChargeBatches(side.url);
+        into.batches += batchesAfter.count - batchesBefore.count;
+        into.batchSeconds += batchesAfter.seconds - batchesBefore.seconds;
         into.rps.push(result.rps);
         into.latencies.push(result.latenciesUs);
         into.requests += result.requests;
@@ -208,6 +228,10 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
           failures: c.failures,
           cpuUsPerRequest: perRequest(c.cpu, c.requests),
           ledgerCommitsPerRequest: c.requests > 0 ? c.ledgerCommits / c.requests : Number.NaN,
+          chargeBatches: {
+            count: c.batches,
+            meanMs: c.batches > 0 ? (c.batchSeconds * 1000) / c.batches : Number.NaN,
+          },
           ...(c.error ? { error: c.error } : {}),
         };
       }),

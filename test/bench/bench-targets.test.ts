@@ -201,6 +201,7 @@ describe("bench context ratios", () => {
       failures: 0,
       cpuUsPerRequest: { server: 0, serverSystem: 0, postgres: 0, autocannon: 0, kernel: 0, other: 0 },
       ledgerCommitsPerRequest: 0,
+      chargeBatches: { count: 0, meanMs: Number.NaN },
       ...(error ? { error } : {}),
     });
     const rest = (free: RestSide) => ({

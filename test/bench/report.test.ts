@@ -49,6 +49,7 @@ function side(name: RestSide["name"], server: number, serverSystem: number): Res
     failures: 0,
     cpuUsPerRequest: { server, serverSystem, postgres: 50, autocannon: 30, kernel: 10, other: 0 },
     ledgerCommitsPerRequest: name === "pgtoll" ? 0.2 : 0,
+    chargeBatches: { count: 0, meanMs: Number.NaN },
   };
 }
 
