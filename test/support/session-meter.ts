@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { ChargeWriter } from "../../src/billing/charge-writer.js";
 import { type Price, priceOf } from "../../src/billing/cost.js";
+import { WindowClock } from "../../src/billing/window-clock.js";
 import { StatementShapes } from "../../src/guard/statement-shape.js";
 import { SessionMeter } from "../../src/proxy/session-meter.js";
-import { WindowClock } from "../../src/billing/window-clock.js";
 import type { LedgerDatabase } from "./fixtures.js";
 
 /** 1 micro-USDC a row: costs in tests are row counts. */
