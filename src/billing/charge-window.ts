@@ -19,6 +19,11 @@ interface Tally {
   ms: number;
 }
 
+/** A text's statements, or a literal shape's: `sql` is the first of them this window saw. */
+interface TextTally extends Tally {
+  sql: string;
+}
+
 interface ShapeTally extends Tally {
   fingerprint: string;
   sample: string;
@@ -27,8 +32,9 @@ interface ShapeTally extends Tally {
 /**
  * The charges of one wire-proxy session not yet written to the ledger: every statement's cost (computed by the
  * cost rule, rounded up per statement) is added here, and the sum becomes one ledger entry when the window is
- * closed. Per statement this costs one map lookup by text; shapes (fingerprints) are worked out only when the
- * entry is written.
+ * closed. Per statement this costs one map lookup by text, or by the guard's literal shape when it has one (a
+ * simple-protocol client inlines its values, so each of its texts is new); fingerprints are worked out only when
+ * the entry is written, once per text or shape.
  */
 export class ChargeWindow {
   readonly openedAt = new Date();
@@ -37,19 +43,29 @@ export class ChargeWindow {
   rows = 0;
   failed = 0;
   cutOff = false;
-  readonly #byText = new Map<string, Tally>();
+  /** By text, or by literal shape (GuardedStatement.shape). */
+  readonly #byText = new Map<string, TextTally>();
 
   /**
    * Adds one statement: `costMicro` is what it was charged; `bytes` and `ms` what it was charged for beyond its
-   * rows, when the price counts them.
+   * rows, when the price counts them; `shape` its literal shape, when the guard knew one.
    */
-  add(sql: string, rows: number, costMicro: bigint, outcome?: StatementOutcome, bytes = 0, ms = 0): void {
+  add(
+    sql: string,
+    rows: number,
+    costMicro: bigint,
+    outcome?: StatementOutcome,
+    bytes = 0,
+    ms = 0,
+    shape?: string,
+  ): void {
     this.costMicro += costMicro;
     this.statements++;
     this.rows += rows;
     if (outcome === "failed") this.failed++;
     else if (outcome === "cutOff") this.cutOff = true;
-    const tally = this.#byText.get(sql);
+    const key = shape ?? sql;
+    const tally = this.#byText.get(key);
     if (tally) {
       tally.calls++;
       tally.rows += rows;
@@ -57,11 +73,11 @@ export class ChargeWindow {
       tally.bytes += bytes;
       tally.ms += ms;
     } else {
-      this.#byText.set(sql, { calls: 1, rows, costMicro, bytes, ms });
+      this.#byText.set(key, { sql, calls: 1, rows, costMicro, bytes, ms });
     }
   }
 
-  /** Distinct texts in the window: the session closes it early when there are too many to keep. */
+  /** Distinct texts (or shapes) in the window: the session closes it early when there are too many to keep. */
   get distinctTexts(): number {
     return this.#byText.size;
   }
@@ -72,7 +88,7 @@ export class ChargeWindow {
    */
   metadata(session: string, window: number, shapes: StatementShapes): Record<string, unknown> {
     const byShape = new Map<string, ShapeTally>();
-    for (const [sql, tally] of this.#byText) {
+    for (const { sql, ...tally } of this.#byText.values()) {
       const fingerprint = shapes.fingerprint(sql);
       const shape = byShape.get(fingerprint);
       if (shape) {

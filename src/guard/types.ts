@@ -38,6 +38,12 @@ export interface GuardedStatement {
    * absent for `SHOW`. The proxy applies these itself.
    */
   pgtollValue?: string | null;
+  /**
+   * Set when the verdict came from a learned literal shape (verdict-shapes.ts): the same string for every text of
+   * that shape, which differ only in masked literals. What is charged counts such statements together, without
+   * reading each text again. It names the shape, not a text: it holds no literal of any statement.
+   */
+  shape?: string;
 }
 
 /** The guard's answer for one SQL string. `deny` of any statement denies the whole string. */

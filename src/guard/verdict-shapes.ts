@@ -113,7 +113,12 @@ function shapeOf(
     const startBoundary = boundaryOf(start, spans);
     const endBoundary = boundaryOf(end, spans);
     if (!startBoundary || !endBoundary) return null;
-    learned.push({ meta, start: startBoundary, end: endBoundary });
+    // The mask holds the text with each literal replaced by its tag: no value of any statement.
+    learned.push({
+      meta: { ...meta, shape: `${mask.key}\u0001${i}` },
+      start: startBoundary,
+      end: endBoundary,
+    });
   }
   return learned;
 }

@@ -152,6 +152,13 @@ export function sqlOf(unit: Unit | undefined): string {
   return "";
 }
 
+/** The guard's literal shape of the statement `unit` is running, when it has one (GuardedStatement.shape). */
+export function shapeOf(unit: Unit | undefined): string | undefined {
+  return unit?.kind === "simple"
+    ? unit.statements[Math.min(unit.index, unit.statements.length - 1)]?.shape
+    : undefined;
+}
+
 /** When the statement `unit` is running was sent upstream, when it is the client's. */
 export function sentAtOf(unit: Unit | undefined): number | undefined {
   return unit?.kind === "simple" || unit?.kind === "execute" ? unit.started : undefined;

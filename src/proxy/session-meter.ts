@@ -306,16 +306,19 @@ export class SessionMeter {
     sql: string,
     outcome?: StatementOutcome,
     time?: StatementTime,
+    shape?: string,
   ): Promise<void> | undefined {
-    if (this.#byRows && !this.#lastCost) return this.#charge(this.#costOf(rowCount), rowCount, sql, outcome);
+    if (this.#byRows && !this.#lastCost)
+      return this.#charge(this.#costOf(rowCount), rowCount, sql, outcome, undefined, shape);
     const cost = this.#priced(rowCount, time);
     const used = this.#lastCost;
-    if (this.#free || cost <= this.#hold.unspent) return this.#charge(cost, rowCount, sql, outcome, used);
+    if (this.#free || cost <= this.#hold.unspent)
+      return this.#charge(cost, rowCount, sql, outcome, used, shape);
     // Its time, or the minimum, took it past the hold: what the balance can add is charged, and no more.
     return this.#hold
       .cover(cost, 0n)
       .catch(() => false)
-      .then(() => this.#charge(cost, rowCount, sql, outcome, used));
+      .then(() => this.#charge(cost, rowCount, sql, outcome, used, shape));
   }
 
   /**
@@ -379,6 +382,7 @@ export class SessionMeter {
     sql: string,
     outcome?: StatementOutcome,
     used?: CostBreakdown | null,
+    shape?: string,
   ): Promise<void> | undefined {
     this.#statementRows = 0;
     this.#statementBytes = 0;
@@ -392,7 +396,7 @@ export class SessionMeter {
       this.options.clock.atNextTick(this.#closeOnTick);
     }
     const window = this.#window;
-    window.add(sql, rows, cost, outcome, Number(used?.bytes ?? 0), Number(used?.ms ?? 0));
+    window.add(sql, rows, cost, outcome, Number(used?.bytes ?? 0), Number(used?.ms ?? 0), shape);
     if (cost > 0n) this.options.onCharge?.(cost);
     let waiting: Promise<void> | undefined;
     if (window.costMicro >= this.options.windowMaxCostMicro) {

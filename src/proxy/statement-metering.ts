@@ -78,7 +78,8 @@ export interface StatementMetering {
   /**
    * A statement that wrote nothing completed (its CommandComplete at `complete[at]`), having taken `ms` on the
    * provider's database when the relay measured it: charges it. `continued`: a later batch of a portal an earlier
-   * Execute left suspended (its statement's minimum was charged with the first). A promise when the session must wait for
+   * Execute left suspended (its statement's minimum was charged with the first). `shape`: the guard's literal shape
+   * of `sql`, when it has one. A promise when the session must wait for
    * earlier charges to be written; a reason when the completion itself is not paid for (a MOVE, charged as one row).
    */
   endStatement(
@@ -87,6 +88,7 @@ export interface StatementMetering {
     at: number,
     ms: number | undefined,
     continued?: boolean,
+    shape?: string,
   ): Promise<void> | CutOffReason | undefined;
   /**
    * A write completed, uncommitted, having written `written` rows: true when it is paid for (and charged), so the
@@ -219,16 +221,17 @@ class RowMetering implements StatementMetering {
     at: number,
     ms: number | undefined,
     continued = false,
+    shape?: string,
   ): Promise<void> | CutOffReason | undefined {
     const rows = this.#meter.statementRows;
     const time = ms === undefined && !continued ? undefined : { ms, continued };
     // MOVE answers a count: it is charged as one row.
     if (rows === 0 && isMoveTag(complete, at)) {
       if (this.#meter.allowRows(1, 0) === 0) return "unfunded";
-      return this.#meter.endStatement(1, sql, undefined, time);
+      return this.#meter.endStatement(1, sql, undefined, time, shape);
     }
     // The charge is queued (group commit); the session waits only at the cost bound (session-meter.ts).
-    return this.#meter.endStatement(rows, sql, undefined, time);
+    return this.#meter.endStatement(rows, sql, undefined, time, shape);
   }
 
   /**

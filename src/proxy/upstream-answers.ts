@@ -1,7 +1,7 @@
 import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
 import type { GuardedStatement } from "../guard/index.js";
-import { type AnswerQueue, type InjectedUnit, sentAtOf, sqlOf, type Unit } from "./answer-queue.js";
+import { type AnswerQueue, type InjectedUnit, sentAtOf, shapeOf, sqlOf, type Unit } from "./answer-queue.js";
 import {
   isFatalError,
   readyForQueryStatusOf,
@@ -234,6 +234,7 @@ export class UpstreamAnswers {
     if (this.#metering.pricesTables) this.#metering.priceStatement(this.#runningStatement());
     const ms = this.#statementMs(head);
     const sql = sqlOf(head);
+    const shape = shapeOf(head);
     const last = head?.kind === "simple" && head.index === head.statements.length - 1;
     if (head?.kind === "simple") head.index++;
     else if (head?.kind === "execute") {
@@ -243,7 +244,7 @@ export class UpstreamAnswers {
     if (written !== null) return this.#endWrite(head, written, sql, buffer, start, end, last, ms);
     // A portal read in several Executes is one statement: its minimum is charged with its first batch only.
     const continued = head?.kind === "execute" && head.continued;
-    const ended = this.#metering.endStatement(sql, buffer, start, ms, continued);
+    const ended = this.#metering.endStatement(sql, buffer, start, ms, continued, shape);
     if (typeof ended === "string") return this.#cutOffResult(ended);
     this.#relayComplete(head, buffer, start, end, last);
     return ended;
