@@ -143,20 +143,17 @@ export class AnswerQueue {
   }
 }
 
-/** The text of the statement `unit` is running, for its charge ("" when it runs none of the client's). */
-export function sqlOf(unit: Unit | undefined): string {
-  if (!unit) return "";
-  if (unit.kind === "simple")
-    return unit.statements[Math.min(unit.index, unit.statements.length - 1)]?.sql ?? "";
-  if (unit.kind === "execute") return unit.sql;
-  return "";
+/** The statement of a simple query `unit` is running (its last once all have run). */
+export function simpleStatementOf(unit: Unit | undefined): GuardedStatement | undefined {
+  return unit?.kind === "simple"
+    ? unit.statements[Math.min(unit.index, unit.statements.length - 1)]
+    : undefined;
 }
 
-/** The guard's literal shape of the statement `unit` is running, when it has one (GuardedStatement.shape). */
-export function shapeOf(unit: Unit | undefined): string | undefined {
-  return unit?.kind === "simple"
-    ? unit.statements[Math.min(unit.index, unit.statements.length - 1)]?.shape
-    : undefined;
+/** The text of the statement `unit` is running, for its charge ("" when it runs none of the client's). */
+export function sqlOf(unit: Unit | undefined): string {
+  if (unit?.kind === "execute") return unit.sql;
+  return simpleStatementOf(unit)?.sql ?? "";
 }
 
 /** When the statement `unit` is running was sent upstream, when it is the client's. */

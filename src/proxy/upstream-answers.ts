@@ -1,7 +1,14 @@
 import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
 import type { GuardedStatement } from "../guard/index.js";
-import { type AnswerQueue, type InjectedUnit, sentAtOf, shapeOf, sqlOf, type Unit } from "./answer-queue.js";
+import {
+  type AnswerQueue,
+  type InjectedUnit,
+  sentAtOf,
+  simpleStatementOf,
+  sqlOf,
+  type Unit,
+} from "./answer-queue.js";
 import {
   isFatalError,
   readyForQueryStatusOf,
@@ -192,7 +199,7 @@ export class UpstreamAnswers {
   /** The statement the upstream is answering, when the relay knows it. */
   #runningStatement(): GuardedStatement | undefined {
     const head = this.#queue.head;
-    if (head?.kind === "simple") return head.statements[head.index];
+    if (head?.kind === "simple") return simpleStatementOf(head);
     if (head?.kind !== "execute" || head.sql === "") return undefined;
     return this.#policy.statementOf(head.sql);
   }
@@ -234,7 +241,7 @@ export class UpstreamAnswers {
     if (this.#metering.pricesTables) this.#metering.priceStatement(this.#runningStatement());
     const ms = this.#statementMs(head);
     const sql = sqlOf(head);
-    const shape = shapeOf(head);
+    const shape = simpleStatementOf(head)?.shape;
     const last = head?.kind === "simple" && head.index === head.statements.length - 1;
     if (head?.kind === "simple") head.index++;
     else if (head?.kind === "execute") {
