@@ -8,8 +8,11 @@ import { type LatencySummary, type Spread, spread, summariseLatency } from "./st
 export const REST_SQL = "SELECT abalance FROM pgbench_accounts WHERE aid = $1";
 
 export interface RestSide {
-  /** `pgtoll-free`: the same pgtoll process and agent through a provider priced at 0 (no hold, no charge). */
-  name: "baseline" | "pgtoll" | "pgtoll-free";
+  /**
+   * `pgtoll-free`: the same pgtoll process and agent through a provider priced at 0 (no hold, no charge).
+   * `hand-metered`: a bare route that meters by hand on the ledger database (bench/hand-metered-server.ts).
+   */
+  name: "baseline" | "hand-metered" | "pgtoll" | "pgtoll-free";
   url: string;
   rps: Spread;
   latency: LatencySummary;
@@ -50,6 +53,8 @@ export interface RestOptions {
   pgtollPid: number;
   /** The provider's database, for the baseline's own pool. */
   dataUrl: string;
+  /** pgtoll's ledger database, where the hand-metered side keeps its balance and entries. */
+  ledgerUrl: string;
   agentWallet: string;
   providerId: string;
   /** A provider of the same database priced at 0: what the gateway costs without its metering. */
@@ -131,20 +136,37 @@ async function probe(url: string, body: string): Promise<void> {
 
 /**
  * `POST /api/query` on pgtoll (guard, planner estimate, reservation, execution, charge) against a bare
- * fastify + node-postgres route running the same statement, both in their own process with the same pool size,
- * driven by autocannon from this process; and the same pgtoll through a provider priced at 0, which tells the
- * gateway's own cost from its metering's. Repetitions alternate between the sides.
+ * fastify + node-postgres route running the same statement and a route that meters it by hand on the same ledger
+ * database (a balance check, then a conditional UPDATE and one ledger INSERT committed per request), each in its
+ * own process with the same pool size, driven by autocannon from this process; and the same pgtoll through a
+ * provider priced at 0, which tells the gateway's own cost from its metering's. Repetitions alternate between the
+ * sides.
  */
 export async function runRestQuery(options: RestOptions): Promise<RestResult> {
-  const baseline = await spawnNodeUntilReady(["--import", "tsx", "bench/baseline-server.ts"], {
-    cwd: options.root,
-    env: {
-      ...process.env,
-      BASELINE_DATABASE_URL: options.dataUrl,
-      BASELINE_POOL_SIZE: String(options.poolSize),
+  const spawnServer = (script: string, name: string) =>
+    spawnNodeUntilReady(["--import", "tsx", script], {
+      cwd: options.root,
+      env: {
+        ...process.env,
+        BASELINE_DATABASE_URL: options.dataUrl,
+        BASELINE_POOL_SIZE: String(options.poolSize),
+        HAND_METERED_LEDGER_URL: options.ledgerUrl,
+      },
+      logFile: join(options.scratchDir, `${name}.log`),
+      readyPrefix: `${name} ready `,
+    });
+  const baseline = await spawnServer("bench/baseline-server.ts", "baseline");
+  const handMetered = await spawnServer("bench/hand-metered-server.ts", "hand-metered").catch(
+    async (error) => {
+      await stopChild(baseline.child, 5000);
+      throw error;
     },
-    logFile: join(options.scratchDir, "baseline.log"),
-    readyPrefix: "baseline ready ",
+  );
+  const bareSide = (name: "baseline" | "hand-metered", server: typeof baseline) => ({
+    name,
+    pid: server.child.pid!,
+    url: server.line.split(/\s+/)[2]!,
+    body: (aid: number) => JSON.stringify({ sql: REST_SQL, params: [aid] }),
   });
   const pgtollSide = (name: "pgtoll" | "pgtoll-free", providerId: string) => ({
     name,
@@ -155,12 +177,8 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
   });
   try {
     const sides = [
-      {
-        name: "baseline" as const,
-        pid: baseline.child.pid!,
-        url: baseline.line.split(/\s+/)[2]!,
-        body: (aid: number) => JSON.stringify({ sql: REST_SQL, params: [aid] }),
-      },
+      bareSide("baseline", baseline),
+      bareSide("hand-metered", handMetered),
       pgtollSide("pgtoll", options.providerId),
       pgtollSide("pgtoll-free", options.freeProviderId),
     ];
@@ -237,7 +255,7 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
       }),
     };
   } finally {
-    await stopChild(baseline.child, 5000);
+    await Promise.all([stopChild(baseline.child, 5000), stopChild(handMetered.child, 5000)]);
   }
 }
 

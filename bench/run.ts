@@ -222,6 +222,7 @@ async function main(): Promise<void> {
           pgtollPid: pgtoll.pid,
           sampleCpu: (serverPid) => cpuSnapshot({ ...cpuSources, pgtollPid: serverPid }),
           dataUrl: cluster.dataUrl,
+          ledgerUrl: cluster.metaUrl,
           agentWallet: agent.wallet,
           providerId: provider.providerId,
           freeProviderId: freeProvider.providerId,

@@ -192,9 +192,10 @@ export function checkTargets({ select, range, rest, ledger, memory }: TargetInpu
     const y = cell(select, "direct", 1, protocol);
     return x && y ? x.latency.p50Us - y.latency.p50Us : null;
   };
-  const restSide = (name: "baseline" | "pgtoll") => rest?.sides.find((s) => s.name === name && !s.error);
+  const restSide = (name: RestSide["name"]) => rest?.sides.find((s) => s.name === name && !s.error);
   const restPgtoll = restSide("pgtoll");
   const restBaseline = restSide("baseline");
+  const restHandMetered = restSide("hand-metered");
   const windows = ledger.find((c) => c.mode === "charge-windows" && c.sessions === 10);
   const checks: TargetCheck[] = [];
   checks.push(
@@ -203,6 +204,12 @@ export function checkTargets({ select, range, rest, ledger, memory }: TargetInpu
       restPgtoll && restBaseline ? restPgtoll.rps.median / restBaseline.rps.median : null,
       ">=",
       0.6,
+    ),
+    check(
+      "POST /api/query / route metered by hand (balance check, query, UPDATE + INSERT committed) RPS, 10 connections",
+      restPgtoll && restHandMetered ? restPgtoll.rps.median / restHandMetered.rps.median : null,
+      ">=",
+      2.5,
     ),
     check(
       "POST /api/query p50 latency added",

@@ -218,6 +218,35 @@ describe("bench context ratios", () => {
     expect(failed.some((r) => r.name === name)).toBe(false);
   });
 
+  it("holds POST /api/query to 2.5 times the route metered by hand", () => {
+    const side = (name: RestSide["name"], median: number): RestSide => ({
+      name,
+      url: "http://127.0.0.1:1",
+      rps: spread([median]),
+      latency: { p50Us: 0, p99Us: 0, samples: 0 },
+      requests: 1,
+      failures: 0,
+      cpuUsPerRequest: { server: 0, serverSystem: 0, postgres: 0, autocannon: 0, kernel: 0, other: 0 },
+      ledgerCommitsPerRequest: 0,
+      chargeBatches: { count: 0, meanMs: Number.NaN },
+    });
+    const target = (pgtoll: number, handMetered: number) =>
+      checkTargets({
+        select: [],
+        range: [],
+        ledger: [],
+        memory: null,
+        rest: {
+          sql: "SELECT 1",
+          connections: 10,
+          poolSize: 5,
+          sides: [side("baseline", 3000), side("hand-metered", handMetered), side("pgtoll", pgtoll)],
+        },
+      }).find((t) => t.name.startsWith("POST /api/query / route metered by hand"));
+    expect(target(1000, 400)).toMatchObject({ value: 2.5, met: true });
+    expect(target(1000, 500)).toMatchObject({ value: 2, met: false });
+  });
+
   it("leaves the relay's ratios out when the relay did not run", () => {
     const ratios = contextRatios([cell("pgtoll", 10, "simple", [400])]);
     expect(ratios.some((r) => r.name.includes("relay"))).toBe(false);
