@@ -59,7 +59,19 @@ export interface Pricing {
   maxRowsWrittenPerStatement: number;
   lockTimeoutMs: number;
   idleInTransactionTimeoutMs: number;
+  minimumCostPerStatement: number;
+  pricePerMB: number;
+  pricePerSecond: number;
+  tablePrices: Record<string, number>;
   updatedAt: string;
+}
+
+export interface ProviderAccount {
+  providerId: string;
+  name: string;
+  email: string;
+  walletAddress: string;
+  createdAt: string;
 }
 
 export interface DatabaseCheck {

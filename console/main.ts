@@ -1,6 +1,6 @@
 import "uplot/dist/uPlot.min.css";
 import "./console.css";
-import type { Agents, Earnings, Pricing, Refusals, Statements, Summary } from "./answers.js";
+import type { Agents, Earnings, Pricing, ProviderAccount, Refusals, Statements, Summary } from "./answers.js";
 import { ApiError, type Credentials, providerApi } from "./api.js";
 import { card, h, show } from "./dom.js";
 import { customRange, type Granularity, PRESETS, rangeOf, rangeQuery } from "./range.js";
@@ -51,6 +51,13 @@ function openDashboard(credentials: Credentials): void {
   byId("sign-in").hidden = true;
   byId("who").hidden = false;
   byId("who-id").textContent = `Provider ${credentials.providerId}`;
+  providerApi<ProviderAccount>(credentials, "account").then(
+    (account) => {
+      byId("who-id").textContent = account.name;
+      byId("who-id").title = `Provider ${account.providerId}`;
+    },
+    () => {},
+  );
   const dashboard = byId<HTMLDivElement>("dashboard");
   dashboard.hidden = false;
 
@@ -170,17 +177,25 @@ function openDashboard(credentials: Credentials): void {
   load();
 
   // The switch posts the current price with its new mode, so it is drawn again after every save; the form keeps
-  // what was typed and its own status line.
+  // what was typed and its own status line, except after a provider's first pricing, when both are drawn anew.
   const showSwitch = (current: Pricing, note = "") =>
     renderReadOnlySwitch(readOnly.body, credentials, current, showSwitch, note);
-  const showPricing = (current: Pricing) => {
-    renderPricingForm(pricing.body, credentials, current, showSwitch);
-    showSwitch(current);
+  const showPricing = (current: Pricing | null, note = "") => {
+    const saved = (next: Pricing, when: string) => (current ? showSwitch(next) : showPricing(next, when));
+    renderPricingForm(pricing.body, credentials, current, saved, note);
+    if (current) showSwitch(current);
+    else renderReadOnlySwitch(readOnly.body, credentials, null, showSwitch);
   };
-  providerApi<Pricing>(credentials, "pricing").then(showPricing, (e) => {
-    failedPanel(pricing.body, e);
-    failedPanel(readOnly.body, e);
-  });
+  providerApi<Pricing>(credentials, "pricing").then(
+    (current) => showPricing(current),
+    (e) => {
+      // A provider that has not priced yet sets its first price here.
+      if (e instanceof ApiError && e.status === 404 && /no pricing yet/.test(e.message))
+        return showPricing(null);
+      failedPanel(pricing.body, e);
+      failedPanel(readOnly.body, e);
+    },
+  );
   renderDatabaseCheck(database.body, credentials);
   byId("main").focus();
 }

@@ -107,6 +107,15 @@ export const RefusalsAnswer = Type.Object({
   byFunds: Type.Array(Type.Object({ reason: Type.String(), refusals: Type.Integer() })),
 });
 
+/** GET /api/providers/:id/account: who the key belongs to, as registered (never the connection string). */
+export const ProviderAccountAnswer = Type.Object({
+  providerId: Uuid,
+  name: Type.String(),
+  email: Type.String(),
+  walletAddress: Type.String(),
+  createdAt: Timestamp,
+});
+
 export const DatabaseCheckAnswer = Type.Object({
   providerId: Uuid,
   reachable: Type.Boolean(),

@@ -7,6 +7,7 @@ import { formatMicro } from "../../src/billing/money.js";
 import type { OwnedTestDatabase } from "../support/database.js";
 import {
   createProviderDatabase,
+  postProviderRegistration,
   registerPricedProvider,
   startTestGateway,
   type TestGateway,
@@ -114,9 +115,10 @@ describe.skipIf(skipReason !== null)("the provider console in Chromium", () => {
     await shoot("sign-in-wrong-key", "#sign-in");
   });
 
-  it("signs in and shows the revenue the ledger holds", async () => {
+  it("signs in, names the provider and shows the revenue the ledger holds", async () => {
     await page.getByLabel("API key").fill(provider.apiKey);
     await page.getByRole("button", { name: "Sign in" }).click();
+    await expect.poll(() => page.locator("#who-id").textContent()).toBe("Test data");
     const revenue = page.locator('[data-figure="Revenue"] .value');
     await revenue.waitFor();
     expect(await revenue.textContent()).toBe(`${formatMicro(await ledgerRevenue())} USDC`);
@@ -167,7 +169,10 @@ describe.skipIf(skipReason !== null)("the provider console in Chromium", () => {
     await page.getByRole("button", { name: "Save pricing" }).click();
     await expect
       .poll(() => page.locator("#pricing-basePricePer1000Rows-error").textContent())
-      .toContain("basePricePer1000Rows must be between 0 and 1000000");
+      .toBe('"Price per 1000 rows (USDC)" must be between 0 and 1000000');
+    expect(await page.locator("#pricing-status").textContent()).toBe(
+      "Not saved: see the field marked above.",
+    );
     expect(await page.evaluate("document.activeElement?.id")).toBe("pricing-basePricePer1000Rows");
     expect((await apiPricing()).basePricePer1000Rows).toBe(1);
     await shoot("pricing-bad-price", "#pricing");
@@ -187,6 +192,51 @@ describe.skipIf(skipReason !== null)("the provider console in Chromium", () => {
     await shoot("pricing", "#pricing");
   });
 
+  it("shows and edits every price: the minimum, per MB, per second and table prices", async () => {
+    await page.getByLabel("Minimum per statement (USDC)").fill("0.0005");
+    await page.getByLabel("Price per MB of results (USDC)").fill("2");
+    await page.getByLabel("Price per second of statement time (USDC)").fill("0.01");
+    await page.getByRole("button", { name: "Add a table" }).click();
+    await page.getByLabel("Table 1", { exact: true }).fill("items");
+    await page.getByLabel("Price of table 1 per 1000 rows (USDC)").fill("7");
+    await page.getByRole("button", { name: "Add a table" }).click();
+    await page.getByLabel("Table 2", { exact: true }).fill("public.orders");
+    await page.getByLabel("Price of table 2 per 1000 rows (USDC)").fill("3");
+    await page.getByRole("button", { name: "Save pricing" }).click();
+    await expect.poll(() => page.locator("#pricing-status").textContent()).toMatch(/^Saved at /);
+    expect(await apiPricing()).toMatchObject({
+      minimumCostPerStatement: 0.0005,
+      pricePerMB: 2,
+      pricePerSecond: 0.01,
+      tablePrices: { items: 7, "public.orders": 3 },
+    });
+    await shoot("pricing-every-dimension", "#pricing");
+
+    // Shown again as saved after a reload; one table changed, the other removed.
+    await page.reload();
+    const price1 = page.getByLabel("Price of table 1 per 1000 rows (USDC)");
+    await price1.waitFor();
+    expect(await page.getByLabel("Table 1", { exact: true }).inputValue()).toBe("items");
+    expect(await page.getByLabel("Price per second of statement time (USDC)").inputValue()).toBe("0.01");
+    await price1.fill("8");
+    await page.getByRole("button", { name: "Remove table 2" }).click();
+    await page.getByRole("button", { name: "Save pricing" }).click();
+    await expect.poll(async () => (await apiPricing()).tablePrices).toEqual({ items: 8 });
+  });
+
+  it("a bad table price is shown beside that table, in the form's words", async () => {
+    await page.getByLabel("Price of table 1 per 1000 rows (USDC)").fill("-3");
+    await page.getByRole("button", { name: "Save pricing" }).click();
+    await expect
+      .poll(() => page.locator("#pricing-tablePrices-error").textContent())
+      .toBe('The price of table "items" must be between 0 and 1000000');
+    expect(await page.evaluate("document.activeElement?.id")).toBe(
+      await page.getByLabel("Price of table 1 per 1000 rows (USDC)").getAttribute("id"),
+    );
+    expect((await apiPricing()).tablePrices).toEqual({ items: 8 });
+    await page.getByLabel("Price of table 1 per 1000 rows (USDC)").fill("8");
+  });
+
   it("the read-only switch turns agents' sessions read-only", async () => {
     const toggle = page.getByRole("switch");
     expect(await toggle.getAttribute("aria-checked")).toBe("false");
@@ -203,6 +253,34 @@ describe.skipIf(skipReason !== null)("the provider console in Chromium", () => {
     await page.locator("#earnings canvas").first().waitFor();
     expect(await page.evaluate("document.documentElement.scrollWidth")).toBeLessThanOrEqual(375);
     await shoot("narrow-window");
+  });
+
+  it("a provider with no pricing yet sets its first price in the console", async () => {
+    const registered = await postProviderRegistration(gateway, providerDb.url);
+    const fresh = registered.json() as { provider: { id: string }; apiKey: string };
+    const other = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    try {
+      await other.goto(`${origin}/console`);
+      await other.getByLabel("Provider id").fill(fresh.provider.id);
+      await other.getByLabel("API key").fill(fresh.apiKey);
+      await other.getByRole("button", { name: "Sign in" }).click();
+      const save = other.getByRole("button", { name: "Save first pricing" });
+      await save.waitFor();
+      expect(await other.locator("#pricing").textContent()).not.toContain("Could not load");
+      expect(await other.locator("#read-only").textContent()).toContain("Save a first pricing above");
+      await other.getByLabel("Price per 1000 rows (USDC)").fill("0.4");
+      await save.click();
+      await other.getByRole("switch").waitFor();
+      expect(await other.locator("#pricing-status").textContent()).toMatch(/^Saved at /);
+      const priced = await gateway.app.inject({
+        method: "GET",
+        url: `/api/providers/${fresh.provider.id}/pricing`,
+      });
+      expect(priced.json()).toMatchObject({ basePricePer1000Rows: 0.4, markupMultiplier: 1 });
+      await other.locator("#pricing").screenshot({ path: `${SHOTS}pricing-first.png` });
+    } finally {
+      await other.close();
+    }
   });
 
   it("asked nothing of any other origin", () => {

@@ -1,7 +1,12 @@
 import { performance } from "node:perf_hooks";
 import type { FastifyInstance } from "fastify";
 import { findPricing } from "../../providers/registry.js";
-import { DatabaseCheckAnswer, ProviderKeyHeaders, ProviderParams } from "../analytics-schemas.js";
+import {
+  DatabaseCheckAnswer,
+  ProviderAccountAnswer,
+  ProviderKeyHeaders,
+  ProviderParams,
+} from "../analytics-schemas.js";
 import type { GatewayContext } from "../context.js";
 import { HttpError } from "../plugins/errors.js";
 import { gatewayLimits } from "../plugins/rate-limit.js";
@@ -13,8 +18,8 @@ import { uuidParam } from "../validate.js";
 const errors = { 400: ErrorBody, 401: ErrorBody, 404: ErrorBody };
 
 /**
- * GET /api/providers/:id/pricing (public: agents read prices before they query) and /database (the provider's
- * key): what the console shows of a provider's settings.
+ * GET /api/providers/:id/pricing (public: agents read prices before they query), /account and /database (the
+ * provider's key): what the console shows of a provider's settings.
  */
 export async function providerSettingsRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayContext }) {
   app.get<{ Params: { id: string } }>(
@@ -33,6 +38,30 @@ export async function providerSettingsRoutes(app: FastifyInstance, { ctx }: { ct
       const pricing = await findPricing(ctx.db, id);
       if (!pricing) throw new HttpError(404, `provider ${id} has no pricing yet`);
       return presentPricing(pricing);
+    },
+  );
+
+  app.get<{ Params: { id: string } }>(
+    "/api/providers/:id/account",
+    {
+      config: { rateLimit: gatewayLimits.analytics },
+      schema: {
+        summary: "The provider's registration: name, email and wallet (never its connection string or key)",
+        tags: ["providers"],
+        params: ProviderParams,
+        headers: ProviderKeyHeaders,
+        response: { 200: ProviderAccountAnswer, ...errors },
+      },
+    },
+    async (request) => {
+      const provider = await authenticatedProvider(ctx, request, request.params.id);
+      return {
+        providerId: provider.id,
+        name: provider.name,
+        email: provider.email,
+        walletAddress: provider.walletAddress,
+        createdAt: provider.createdAt.toISOString(),
+      };
     },
   );
 
