@@ -1,5 +1,6 @@
 import type { GuardedStatement } from "../guard/index.js";
 import type { TransactionStatus } from "./backend-messages.js";
+import type { KeptRows } from "./kept-rows.js";
 
 /** A simple query in flight. */
 export interface SimpleUnit {
@@ -34,9 +35,20 @@ export type Unit =
   | SimpleUnit
   /**
    * An Execute, `started` when it was sent upstream; `continued` when it reads on from a portal an earlier
-   * Execute left suspended (one statement read in several batches).
+   * Execute left suspended (one statement read in several batches). `kept`: a write the client executed with a
+   * row limit, sent with none; its rows past the limit are kept (kept-rows.ts).
    */
-  | { kind: "execute"; sql: string; started: number; writes: boolean; portal: string; continued: boolean }
+  | {
+      kind: "execute";
+      sql: string;
+      started: number;
+      writes: boolean;
+      portal: string;
+      continued: boolean;
+      kept?: KeptRows;
+    }
+  /** An Execute of a portal whose rows the proxy keeps: the upstream's empty answer is replaced by `maxRows` of them. */
+  | { kind: "kept"; portal: string; maxRows: number; rows: KeptRows }
   /** A refused message's stand-in: its error is replaced by `error` (or swallowed when there is none). */
   | { kind: "refused"; error?: Buffer }
   /** A `SHOW pgtoll.<name>` sent upstream as its stand-in: its row and tag are replaced by the value. */
@@ -61,6 +73,25 @@ export class AnswerQueue {
    * statement. A portal leaves it when it completes, is bound again or closed, or its transaction ends.
    */
   readonly suspendedPortals = new Set<string>();
+
+  /**
+   * Portals of writes executed with a row limit whose rows past it the proxy keeps (kept-rows.ts). A portal leaves
+   * it when its rows are all taken, it is bound again or closed, or its transaction ends.
+   */
+  readonly keptPortals = new Map<string, KeptRows>();
+
+  /** Bytes of rows the session's portals keep, `extra` among them. */
+  keptBytes(extra: KeptRows): number {
+    let bytes = extra.bytes;
+    for (const rows of this.keptPortals.values()) if (rows !== extra) bytes += rows.bytes;
+    return bytes;
+  }
+
+  /** The portal `name` is gone (bound again, closed): what was kept of or suspended in it is forgotten. */
+  forgetPortal(name: string): void {
+    this.suspendedPortals.delete(name);
+    this.keptPortals.delete(name);
+  }
 
   /** `status`: the session's transaction status, as the last ReadyForQuery gave it. */
   constructor(public status: TransactionStatus) {}

@@ -18,12 +18,13 @@ import {
   unreadableSetting,
 } from "./in-band-settings.js";
 import { refusedParse, refusedQuery } from "./injected-errors.js";
+import { KeptRows } from "./kept-rows.js";
 import { FrontendCode } from "./message-codes.js";
 import type { OutputBatch } from "./output-batch.js";
 import { type PreparedStatement, PreparedStatements } from "./prepared-statements.js";
 import { ProtocolViolationError } from "./protocol-violation-error.js";
 import type { RelayWire } from "./relay-wire.js";
-import { encodeCommandComplete, encodeReadyForQuery } from "./serializer.js";
+import { encodeCommandComplete, encodeExecute, encodeReadyForQuery } from "./serializer.js";
 import type { StatementMetering } from "./statement-metering.js";
 import type { StatementPolicy } from "./statement-policy.js";
 import { BEGIN_QUERY, FLUSH } from "./write-transactions.js";
@@ -92,7 +93,7 @@ export class ClientForwarding {
       case FrontendCode.Bind: {
         const bind = decodeBindTarget(payloadOf(buffer, start, end));
         this.#prepared.bound(bind.portal, bind.statement);
-        this.#queue.suspendedPortals.delete(bind.portal);
+        this.#queue.forgetPortal(bind.portal);
         // Binding plans the statement (and may evaluate its functions): funded first too.
         return this.#forwardFunded(buffer, start, end);
       }
@@ -105,7 +106,7 @@ export class ClientForwarding {
       case FrontendCode.Close: {
         const target = decodeClose(payloadOf(buffer, start, end));
         this.#prepared.closed(target.kind, target.name);
-        if (target.kind === "P") this.#queue.suspendedPortals.delete(target.name);
+        if (target.kind === "P") this.#queue.forgetPortal(target.name);
         this.#toUpstream.pushRange(buffer, start, end);
         return;
       }
@@ -197,24 +198,37 @@ export class ClientForwarding {
       this.#toUpstream.pushRange(buffer, start, end);
       return;
     }
-    const refusal = this.#policy.executeRefusal(prepared, maxRows);
-    if (refusal) return void this.#refuse(refusal, false);
+    const kept = this.#queue.keptPortals.get(portal);
+    if (kept) {
+      // Its rows were paid for with its write; the upstream's portal is exhausted and answers with no row.
+      this.#queue.push({ kind: "kept", portal, maxRows, rows: kept });
+      this.#toUpstream.pushRange(buffer, start, end);
+      return;
+    }
     const funding = this.#metering.startStatement();
-    if (!funding) return this.#sendExecute(prepared, portal, buffer, start, end);
+    if (!funding) return this.#sendExecute(prepared, portal, maxRows, buffer, start, end);
     return funding.then((refused) =>
-      refused ? this.#refuse(refused, false) : this.#sendExecute(prepared, portal, buffer, start, end),
+      refused
+        ? this.#refuse(refused, false)
+        : this.#sendExecute(prepared, portal, maxRows, buffer, start, end),
     );
   }
 
-  /** Sends an Execute; one of a write is followed by a Flush (its answers come only then) and waited for. */
+  /**
+   * Sends an Execute; one of a write is followed by a Flush (its answers come only then) and waited for. A write
+   * with a row limit is sent with none, as PostgreSQL runs a write whole at its first Execute: its count, which
+   * it is paid by, then comes before its transaction can commit (kept-rows.ts).
+   */
   #sendExecute(
     prepared: PreparedStatement | undefined,
     portal: string,
+    maxRows: number,
     buffer: Buffer,
     start: number,
     end: number,
   ): Promise<void> | undefined {
     const writes = prepared?.writes === true;
+    const kept = writes && maxRows > 0 ? new KeptRows(maxRows) : undefined;
     this.#queue.push({
       kind: "execute",
       sql: prepared?.sql ?? "",
@@ -222,8 +236,10 @@ export class ClientForwarding {
       writes,
       portal,
       continued: this.#queue.suspendedPortals.has(portal),
+      kept,
     });
-    this.#toUpstream.pushRange(buffer, start, end);
+    if (kept) this.#toUpstream.push(encodeExecute(portal, 0));
+    else this.#toUpstream.pushRange(buffer, start, end);
     if (!writes) return;
     this.#toUpstream.push(FLUSH);
     return this.#awaitWrite();

@@ -130,6 +130,10 @@ export function encodeCommandComplete(tag: string): Buffer {
   return MessageWriter.typed(BackendCode.CommandComplete, length).cstring(tag, length).finish();
 }
 
+export function encodePortalSuspended(): Buffer {
+  return emptyMessage(BackendCode.PortalSuspended);
+}
+
 export function encodeEmptyQueryResponse(): Buffer {
   return emptyMessage(BackendCode.EmptyQueryResponse);
 }
@@ -288,6 +292,15 @@ export function encodeParse(name: string, sql: string, parameterTypes: readonly 
     .int16(parameterTypes.length);
   for (const oid of parameterTypes) writer.uint32(oid);
   return writer.finish();
+}
+
+/** @param maxRows the most rows to return, 0 for all */
+export function encodeExecute(portal: string, maxRows: number): Buffer {
+  const length = cstringLength(portal, "portal name");
+  return MessageWriter.typed(FrontendCode.Execute, length + 4)
+    .cstring(portal, length)
+    .int32(maxRows)
+    .finish();
 }
 
 export function encodeSync(): Buffer {

@@ -6,7 +6,7 @@ import type { SessionSettings } from "./in-band-settings.js";
 import type { PreparedStatement } from "./prepared-statements.js";
 import { errorFrame } from "./proxy-errors.js";
 import type { ProxyTally } from "./proxy-metrics.js";
-import { LIMITED_WRITE_EXECUTE, planWrites, type WritePlan } from "./write-transactions.js";
+import { planWrites, type WritePlan } from "./write-transactions.js";
 
 /** How the relay runs a Query message. */
 export type QueryPlan =
@@ -31,8 +31,6 @@ export interface StatementPolicy {
   parse(sql: string): PreparedStatement | Buffer;
   /** How a query that writes runs, asked once everything before it is answered (so `status` is known). */
   writePlan(statements: readonly GuardedStatement[], status: TransactionStatus): WritePlan;
-  /** Why an Execute of `prepared` with a row limit of `maxRows` is refused; undefined when it is not. */
-  executeRefusal(prepared: PreparedStatement | undefined, maxRows: number): Buffer | undefined;
   /** The refusal of every FunctionCall message: it runs a function by its OID, with no SQL to check. */
   readonly functionCallRefusal: Buffer;
   /** The statement `sql` runs (its first), as the guard read it: how its result is framed (a COPY's header line). */
@@ -104,11 +102,6 @@ class GuardedPolicy implements StatementPolicy {
 
   writePlan(statements: readonly GuardedStatement[], status: TransactionStatus): WritePlan {
     return planWrites(statements, status);
-  }
-
-  executeRefusal(prepared: PreparedStatement | undefined, maxRows: number): Buffer | undefined {
-    // Its transaction would commit before all its rows were seen.
-    return prepared?.writes === true && maxRows > 0 ? LIMITED_WRITE_EXECUTE : undefined;
   }
 
   statementOf(sql: string): GuardedStatement | undefined {

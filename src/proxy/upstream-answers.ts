@@ -19,13 +19,17 @@ import { CopyOut } from "./copy-framing.js";
 import { FRAME_HEADER_LENGTH, type FrameBatch } from "./frame-reader.js";
 import { type SessionSettings, showResult, unreadableSetting } from "./in-band-settings.js";
 import { refusedParse, refusedQuery } from "./injected-errors.js";
+import { KEPT_ROWS_MAX_BYTES, type KeptRows, keptRowsError } from "./kept-rows.js";
 import { BackendCode } from "./message-codes.js";
 import type { OutputBatch } from "./output-batch.js";
 import type { ProxyTally } from "./proxy-metrics.js";
 import type { RelayWire } from "./relay-wire.js";
+import { encodePortalSuspended } from "./serializer.js";
 import type { CutOffReason, StatementMetering } from "./statement-metering.js";
 import type { StatementPolicy } from "./statement-policy.js";
 import { COMMIT_QUERY, ROLLBACK_QUERY } from "./write-transactions.js";
+
+const PORTAL_SUSPENDED = encodePortalSuspended();
 
 export interface UpstreamAnswersOptions {
   queue: AnswerQueue;
@@ -146,6 +150,16 @@ export class UpstreamAnswers {
     if (this.#metering.pricesTables) this.#metering.priceStatement(this.#runningStatement());
     const allowed = this.#metering.allowRows(count, end - start - count * FRAME_HEADER_LENGTH);
     if (allowed === 0) return false;
+    const head = this.#queue.head;
+    if (head?.kind === "execute" && head.kept) {
+      const rowsEnd = allowed === count ? end : frames.shiftMessages(at, allowed);
+      for (let offset = start; offset < rowsEnd && !this.#cutOff; ) {
+        const next = offset + 1 + buffer.readInt32BE(offset + 1);
+        this.#relayRow(buffer, offset, next);
+        offset = next;
+      }
+      return allowed === count;
+    }
     this.#tally.rowsRelayed += allowed;
     if (allowed === count) {
       this.#toClient.pushRange(buffer, start, end);
@@ -173,9 +187,27 @@ export class UpstreamAnswers {
       .then((cutOff) => (cutOff ? this.#cutOffResult(cutOff) : this.#relayRow(buffer, start, end)));
   }
 
+  /** Relays a paid row, or keeps it when it is past the row limit of a write's Execute (kept-rows.ts). */
   #relayRow(buffer: Buffer, start: number, end: number): void {
     this.#tally.rowsRelayed++;
-    this.#toClient.pushRange(buffer, start, end);
+    const head = this.#queue.head;
+    const kept = head?.kind === "execute" ? head.kept : undefined;
+    if (!kept || kept.relaysNext) {
+      if (kept) kept.relayed++;
+      this.#toClient.pushRange(buffer, start, end);
+      return;
+    }
+    kept.keep(buffer.subarray(start, end));
+    if (this.#queue.keptBytes(kept) > KEPT_ROWS_MAX_BYTES) this.#refuseKeptRows();
+  }
+
+  /** A write's rows past its Execute's row limit are more than the proxy keeps: it is undone, as a cut-off write. */
+  #refuseKeptRows(): void {
+    this.#cutOff = true;
+    this.#tally.writesUndone++;
+    this.#metering.failStatement(sqlOf(this.#queue.head));
+    this.#toClient.push(keptRowsError());
+    this.#wire.cancelUpstream();
   }
 
   /**
@@ -230,6 +262,7 @@ export class UpstreamAnswers {
     if (head?.kind === "injected") return;
     this.#copy = undefined;
     if (this.#cutOff) {
+      if (head?.kind === "kept") this.#queue.shift();
       if (head?.kind === "execute") {
         this.#queue.shift();
         // The cancel came too late and the write completed: it must not commit at the client's Sync.
@@ -238,6 +271,7 @@ export class UpstreamAnswers {
       return;
     }
     if (head?.kind === "setting") return this.#endSetting(head.name);
+    if (head?.kind === "kept") return void this.#relayKept(head);
     if (this.#metering.pricesTables) this.#metering.priceStatement(this.#runningStatement());
     const ms = this.#statementMs(head);
     const sql = sqlOf(head);
@@ -263,7 +297,29 @@ export class UpstreamAnswers {
    */
   #relayComplete(head: Unit | undefined, buffer: Buffer, start: number, end: number, last: boolean): void {
     if (last && head?.kind === "simple" && head.wrapped) head.held = Buffer.from(buffer.subarray(start, end));
+    else if (head?.kind === "execute" && head.kept)
+      this.#endLimitedWrite(head.portal, head.kept, buffer, start, end);
     else this.#toClient.pushRange(buffer, start, end);
+  }
+
+  /**
+   * A write executed with a row limit completed, paid: the client gets PostgreSQL's answer to that Execute, its
+   * CommandComplete, or PortalSuspended when it returned the limit's rows (the rest are kept for the portal).
+   */
+  #endLimitedWrite(portal: string, kept: KeptRows, buffer: Buffer, start: number, end: number): void {
+    if (!kept.suspended) return void this.#toClient.pushRange(buffer, start, end);
+    kept.tag = buffer.toString("latin1", start + FRAME_HEADER_LENGTH, end - 1);
+    this.#queue.keptPortals.set(portal, kept);
+    this.#toClient.push(PORTAL_SUSPENDED);
+  }
+
+  /** An Execute of a portal whose rows are kept: the upstream's empty answer gives way to the next of them. */
+  #relayKept(head: Extract<Unit, { kind: "kept" }>): void {
+    this.#queue.shift();
+    const { frames, done } = head.rows.take(head.maxRows);
+    if (done && this.#queue.keptPortals.get(head.portal) === head.rows)
+      this.#queue.keptPortals.delete(head.portal);
+    for (const frame of frames) this.#toClient.push(frame);
   }
 
   /**
@@ -339,7 +395,7 @@ export class UpstreamAnswers {
       return;
     }
     if (this.#cutOff || this.#wire.closing() === "gone") {
-      if (head?.kind === "execute") this.#queue.shift();
+      if (head?.kind === "execute" || head?.kind === "kept") this.#queue.shift();
       this.#queue.dropUntilSync();
       return;
     }
@@ -352,7 +408,7 @@ export class UpstreamAnswers {
   #relayError(head: Unit | undefined, error: Buffer): void {
     if (isFatalError(error)) this.#fatalRelayed = true;
     this.#metering.failStatement(sqlOf(head));
-    if (head?.kind === "execute") this.#queue.shift();
+    if (head?.kind === "execute" || head?.kind === "kept") this.#queue.shift();
     this.#queue.dropUntilSync();
     this.#toClient.push(error);
   }
@@ -384,7 +440,10 @@ export class UpstreamAnswers {
     if (closed) this.#tally.upstreamLatency.observe((now - closed.started) / 1000);
     this.#queue.status = status;
     // Portals end with their transaction.
-    if (status === "I") this.#queue.suspendedPortals.clear();
+    if (status === "I") {
+      this.#queue.suspendedPortals.clear();
+      this.#queue.keptPortals.clear();
+    }
     this.#cutOff = false;
     if (closed?.writes && !this.#wire.closing()) {
       // The writes are paid for (or failed): the proxy ends its own transaction, or aborts the client's.

@@ -68,9 +68,3 @@ export const ROLLBACK_QUERY = encodeQuery("ROLLBACK");
  * Sync (which would commit) until the write's count is in.
  */
 export const FLUSH = encodeFlush();
-
-/** A write executed with a row limit would be committed before all its rows were seen. */
-export const LIMITED_WRITE_EXECUTE = errorFrame(
-  SqlState.featureNotSupported,
-  "pgtoll does not run a write with an Execute row limit: execute it with no limit (0)",
-);

@@ -15,7 +15,14 @@ import {
   recordSettlement,
   releaseClaim,
 } from "./payment-claims.js";
-import { networkOf, paymentRequirements, X402_VERSION, type X402Terms } from "./payment-terms.js";
+import {
+  AUTHORIZATION_CLOCK_SKEW_SECONDS,
+  MAX_TIMEOUT_SECONDS,
+  networkOf,
+  paymentRequirements,
+  X402_VERSION,
+  type X402Terms,
+} from "./payment-terms.js";
 
 /** What accepting an x402 payment needs; built once by the server. */
 export interface X402Gateway {
@@ -220,7 +227,34 @@ function checkOffer(terms: X402Terms, payload: PaymentPayload, request: PaymentR
       mismatch,
       `the payment carries ${formatMicro(value)} USDC, at most ${formatMicro(terms.maxTopupMicro)} is accepted in one payment`,
     );
+  checkWindow(authorization, refuse);
   return authorization;
+}
+
+/**
+ * The authorization is valid now and for no longer than the offer's `maxTimeoutSeconds`: a signature that stays
+ * valid for years could be settled by whoever holds it long after the agent stopped meaning it.
+ */
+function checkWindow(authorization: Authorization, refuse: (reason: string, message: string) => never): void {
+  const now = BigInt(Math.floor(Date.now() / 1000));
+  const validAfter = BigInt(authorization.validAfter);
+  const validBefore = BigInt(authorization.validBefore);
+  const latest = now + BigInt(MAX_TIMEOUT_SECONDS + AUTHORIZATION_CLOCK_SKEW_SECONDS);
+  if (validBefore <= now)
+    refuse(
+      "invalid_exact_evm_payload_authorization_valid_before",
+      `the authorization expired at ${validBefore} (validBefore), it is ${now}; sign a new one`,
+    );
+  if (validBefore > latest)
+    refuse(
+      "invalid_exact_evm_payload_authorization_valid_before",
+      `the authorization is valid until ${validBefore} (validBefore), past what the offer allows: at most ${MAX_TIMEOUT_SECONDS} s (maxTimeoutSeconds) from now, ${now}`,
+    );
+  if (validAfter > now + BigInt(AUTHORIZATION_CLOCK_SKEW_SECONDS))
+    refuse(
+      "invalid_exact_evm_payload_authorization_valid_after",
+      `the authorization is not valid before ${validAfter} (validAfter), it is ${now}`,
+    );
 }
 
 function isAuthorization(value: Partial<Authorization> | undefined): value is Authorization {

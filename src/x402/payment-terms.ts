@@ -19,6 +19,12 @@ export interface X402Terms {
  */
 export const MAX_TIMEOUT_SECONDS = 120;
 
+/**
+ * How far the agent's clock may be from pgtoll's when it sets an authorization's window: `validBefore` may reach
+ * this far past the offer's `MAX_TIMEOUT_SECONDS`, and `validAfter` this far into the future.
+ */
+export const AUTHORIZATION_CLOCK_SKEW_SECONDS = 30;
+
 export const X402_VERSION = 2;
 
 /** The network of `terms` in CAIP-2 form, as x402 v2 names networks. */

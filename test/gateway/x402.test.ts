@@ -15,6 +15,7 @@ import {
 } from "../../src/devchain/index.js";
 import { createAgentToken } from "../../src/proxy/agent-token.js";
 import { payingFetch } from "../../src/x402/paying-fetch.js";
+import { AUTHORIZATION_CLOCK_SKEW_SECONDS, MAX_TIMEOUT_SECONDS } from "../../src/x402/payment-terms.js";
 import type { TestDatabase } from "../support/database.js";
 import {
   createProviderDatabase,
@@ -243,6 +244,24 @@ describe("x402 on POST /api/query", () => {
       [
         "an expired window",
         (r, k) => signedPayment(k, r, { validBefore: BigInt(Math.floor(Date.now() / 1000) - 10) }),
+        402,
+        /invalid_exact_evm_payload_authorization_valid_before/,
+      ],
+      [
+        "a window ten years long (longer than the offer's maxTimeoutSeconds)",
+        (r, k) =>
+          signedPayment(k, r, { validBefore: BigInt(Math.floor(Date.now() / 1000) + 10 * 365 * 86_400) }),
+        402,
+        /invalid_exact_evm_payload_authorization_valid_before.*at most 120 s \(maxTimeoutSeconds\)/,
+      ],
+      [
+        "a window just past maxTimeoutSeconds and the clock skew",
+        (r, k) =>
+          signedPayment(k, r, {
+            validBefore: BigInt(
+              Math.floor(Date.now() / 1000) + MAX_TIMEOUT_SECONDS + AUTHORIZATION_CLOCK_SKEW_SECONDS + 5,
+            ),
+          }),
         402,
         /invalid_exact_evm_payload_authorization_valid_before/,
       ],
@@ -515,6 +534,34 @@ describe("POST /api/topup", () => {
     expect(response.status).toBe(402);
     expect((await bodyOf(response)).error).toMatch(/carries 3.000000 USDC, this top-up is for 1.000000/);
     expect(await balanceOf(agent.address)).toBe("0");
+  });
+
+  it("refuses an authorization valid for longer than the offer states, and accepts one within its clock skew", async () => {
+    const agent = agents[5]!;
+    const body = JSON.stringify({ agentWallet: agent.address, providerId: provider.providerId, amount: 1 });
+    const unpaid = await post("/api/topup", body);
+    const [offer] = decodePaymentRequiredHeader(unpaid.headers.get("payment-required") ?? "").accepts;
+    expect(offer!.maxTimeoutSeconds).toBe(MAX_TIMEOUT_SECONDS);
+    const agentTokens = await tokenBalance(chain, token, agent.address as Hex);
+    const now = BigInt(Math.floor(Date.now() / 1000));
+
+    const tenYears = await post("/api/topup", body, {
+      "payment-signature": await signedPayment(agent.key, offer!, { validBefore: now + 315_360_000n }),
+    });
+    expect(tenYears.status).toBe(402);
+    expect((await bodyOf(tenYears)).error).toMatch(/invalid_exact_evm_payload_authorization_valid_before/);
+    const again = decodePaymentRequiredHeader(tenYears.headers.get("payment-required") ?? "");
+    expect(again.error).toMatch(/invalid_exact_evm_payload_authorization_valid_before/);
+    expect(again.accepts[0]).toMatchObject({ amount: "1000000", maxTimeoutSeconds: MAX_TIMEOUT_SECONDS });
+    expect(await tokenBalance(chain, token, agent.address as Hex)).toBe(agentTokens);
+    expect(await balanceOf(agent.address)).toBe("0");
+
+    const skewed = now + BigInt(MAX_TIMEOUT_SECONDS + AUTHORIZATION_CLOCK_SKEW_SECONDS - 5);
+    const paid = await post("/api/topup", body, {
+      "payment-signature": await signedPayment(agent.key, offer!, { validBefore: skewed }),
+    });
+    expect(paid.status, JSON.stringify(await paid.clone().json())).toBe(200);
+    expect(await balanceOf(agent.address)).toBe("1.000000");
   });
 
   it("two payments racing for a wallet that holds enough for one: one settles, the other fails, credited once", async () => {
