@@ -343,7 +343,7 @@ export class UpstreamAnswers {
       this.#queue.dropUntilSync();
       return;
     }
-    const error = this.#metering.errorOf(buffer, start, end);
+    const error = this.#metering.errorOf(buffer, start, end, this.#runningStatement());
     if (Buffer.isBuffer(error)) return void this.#relayError(head, error);
     return error.then((relayed) => this.#relayError(head, relayed));
   }
@@ -367,7 +367,7 @@ export class UpstreamAnswers {
       head?.kind === "refused"
     )
       return;
-    const notice = this.#metering.noticeOf(buffer, start, end, head !== undefined);
+    const notice = this.#metering.noticeOf(buffer, start, end, head !== undefined, this.#runningStatement());
     if (notice) this.#toClient.push(notice);
   }
 
