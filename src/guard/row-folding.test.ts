@@ -132,6 +132,25 @@ describe("folding rows of a priced table into one (priced-table-folding)", () =>
   });
 });
 
+describe("keeping a priced table's values in the session for a later statement", () => {
+  it.each([
+    [
+      "SELECT set_config('application_name', secret, false) FROM secret_prices WHERE id = 1",
+      "forbidden-function",
+    ],
+    ["SELECT secret INTO TEMP kept FROM secret_prices", "no-select-into"],
+    ["CREATE TEMP TABLE kept AS SELECT secret FROM secret_prices", "no-ddl"],
+    ["CREATE TEMP TABLE kept (secret text)", "no-ddl"],
+    ["SELECT setval('items_id_seq', length(secret)) FROM secret_prices WHERE id = 1", "forbidden-function"],
+    ["SELECT pg_advisory_lock(ascii(secret)) FROM secret_prices WHERE id = 1", "forbidden-function"],
+    ["SELECT pg_notify('c', secret) FROM secret_prices WHERE id = 1", "forbidden-function"],
+    ["INSERT INTO items (name) SELECT string_agg(secret, ',') FROM secret_prices", "priced-table-folding"],
+    ["DECLARE c CURSOR WITH HOLD FOR SELECT array_agg(secret) FROM secret_prices", "priced-table-folding"],
+  ])("refuses %s (%s)", (sql, rule) => {
+    expect(ruleOf(sql)).toBe(rule);
+  });
+});
+
 describe("the planner's statistics (column-statistics)", () => {
   it.each([
     "SELECT most_common_vals::text, histogram_bounds::text FROM pg_stats WHERE tablename = 'secret_prices'",
