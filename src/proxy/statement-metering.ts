@@ -111,8 +111,11 @@ export interface StatementMetering {
    * with `failStatement`.
    */
   errorOf(buffer: Buffer, start: number, end: number, statement?: GuardedStatement): Buffer | Promise<Buffer>;
-  /** The error of a COMMIT the proxy sent for a wrapped write, charged as a row at once if the hold pays for it. */
-  commitErrorOf(buffer: Buffer, start: number, end: number): Buffer;
+  /**
+   * The error of a COMMIT the proxy sent for a wrapped write (of `statements`), charged as a row at once if the
+   * hold pays for it; its text withheld when one of them reads a priced table.
+   */
+  commitErrorOf(buffer: Buffer, start: number, end: number, statements?: readonly GuardedStatement[]): Buffer;
   /**
    * A NoticeResponse, bounded: within a statement (`inStatement`, `statement` when the relay knows it) charged as
    * a row, its text withheld when the statement reads a priced table, and dropped (undefined) when the hold does
@@ -302,11 +305,17 @@ class RowMetering implements StatementMetering {
     );
   }
 
-  commitErrorOf(buffer: Buffer, start: number, end: number): Buffer {
+  commitErrorOf(
+    buffer: Buffer,
+    start: number,
+    end: number,
+    statements: readonly GuardedStatement[] = [],
+  ): Buffer {
     if (this.#meter.allowRows(1) !== 1) return withheldError(buffer, start, end);
     // No statement is running: the error's row is charged as one of its own.
     void this.#meter.endStatement(this.#meter.statementRows, "COMMIT", "failed");
-    return boundedNotice(buffer, start, end);
+    const priced = statements.some((statement) => withholdsDatabaseText(statement, this.pricesTables));
+    return priced ? pricedTableNotice(buffer, start, end) : boundedNotice(buffer, start, end);
   }
 
   noticeOf(

@@ -335,7 +335,7 @@ export class UpstreamAnswers {
     }
     if (head?.kind === "injected") {
       // A COMMIT that failed (a deferred constraint) tells the client why; an abort's stand-in fails on purpose.
-      if (head.role === "end") head.error = this.#metering.commitErrorOf(buffer, start, end);
+      if (head.role === "end") head.error = this.#metering.commitErrorOf(buffer, start, end, head.statements);
       return;
     }
     if (this.#cutOff || this.#wire.closing() === "gone") {
@@ -391,7 +391,7 @@ export class UpstreamAnswers {
       if (closed.wrapped) {
         const failed = closed.failed || status === "E";
         this.#inject(
-          { kind: "injected", role: "end", held: closed.held },
+          { kind: "injected", role: "end", held: closed.held, statements: closed.statements },
           failed ? ROLLBACK_QUERY : COMMIT_QUERY,
         );
         return;
