@@ -201,9 +201,10 @@ export function priceForRelations(price: Price, relations: readonly string[] | u
 
 /**
  * A relation's own price: `schema.table` matches its key and the key `table`; an unqualified `table` matches
- * `table` and every `schema.table` key (it may resolve to any of them), the highest winning.
+ * `table` and every `schema.table` key (it may resolve to any of them), the highest winning. Undefined when no
+ * key matches: the relation is not a priced table. The one matching of relation names to table prices.
  */
-function tablePriceOf(tables: ReadonlyMap<string, bigint>, relation: string): bigint | undefined {
+export function tablePriceOf(tables: ReadonlyMap<string, bigint>, relation: string): bigint | undefined {
   const dot = relation.lastIndexOf(".");
   if (dot >= 0) {
     const qualified = tables.get(relation);

@@ -512,4 +512,11 @@ UPDATE balances b
  WHERE b.agent_wallet = s.agent_wallet AND b.provider_id = s.provider_id;
 `,
   },
+  {
+    version: 16,
+    name: "pricing: whether statements reading a priced table may fold rows into one",
+    sql: `
+ALTER TABLE pricing ADD COLUMN IF NOT EXISTS allow_row_folding boolean NOT NULL DEFAULT false;
+`,
+  },
 ];

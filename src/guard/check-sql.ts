@@ -1,4 +1,6 @@
+import { tablePriceOf } from "../billing/cost.js";
 import { findDenial } from "./policy-walk.js";
+import { findRowFolding } from "./row-folding.js";
 import { parseStatements } from "./sql-parser.js";
 import { standardPolicy } from "./standard-policy.js";
 import { describeStatement } from "./statement-metadata.js";
@@ -29,7 +31,18 @@ export function checkSql(sql: string, policy: GuardPolicy = standardPolicy): Gua
     const body = node[kind] as Record<string, unknown>;
     const described: GuardedStatement = { sql: text, ...describeStatement(kind, body) };
     // What EXECUTE and FETCH read is in a statement prepared or declared earlier: unknown here.
-    if (kind !== "ExecuteStmt" && kind !== "FetchStmt") described.relations = relations;
+    const known = kind !== "ExecuteStmt" && kind !== "FetchStmt";
+    if (known) described.relations = relations;
+    const tables = policy.tablePrices;
+    if (
+      tables &&
+      tables.size > 0 &&
+      (!known || relations.some((name) => tablePriceOf(tables, name) !== undefined))
+    ) {
+      described.readsPricedTable = true;
+      const folding = known && !policy.allowRowFolding ? findRowFolding(node) : null;
+      if (folding) return { kind: "deny", rule: folding.rule, message: folding.message };
+    }
     statements.push(described);
   }
   return { kind: "allow", statements };

@@ -1,10 +1,32 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { standardPolicy } from "./standard-policy.js";
+import type { GuardPolicy } from "./types.js";
 
-/** One line of the guard contract: a statement and the verdict the standard policy must give it. */
+/**
+ * One line of the guard contract: a statement and the verdict the standard policy must give it, for a provider
+ * that prices `pricedTables` (`table` or `schema.table`, as in its `tablePrices`) and allows row folding or not
+ * when they are given.
+ */
 export interface GuardCase {
   verdict: "allow" | "deny" | "invalid";
   sql: string;
+  /** The rule a denial must name. */
+  rule?: string;
+  /** Tables the provider prices: the case holds for a provider with these table prices. */
+  pricedTables?: string[];
+  /** With `pricedTables`: the provider's `allowRowFolding`. */
+  allowRowFolding?: boolean;
+}
+
+/** The policy a case is judged under: `base` with the case's priced tables and allowance. */
+export function guardCasePolicy(c: GuardCase, base: GuardPolicy = standardPolicy): GuardPolicy {
+  if (!c.pricedTables) return base;
+  return {
+    ...base,
+    tablePrices: new Map(c.pricedTables.map((name) => [name, 1_000_000n])),
+    allowRowFolding: c.allowRowFolding === true,
+  };
 }
 
 /**
@@ -32,14 +54,24 @@ export const SUPERSEDED_CASES: readonly (GuardCase & { reason: string })[] = [
   },
 ];
 
-/** Parses a cases file: one `{"verdict", "sql"}` object a line; a malformed line is an error naming it. */
+/**
+ * Parses a cases file: one `{"verdict", "sql"}` object a line, with `rule`, `pricedTables` and `allowRowFolding`
+ * when the case needs them; a malformed line is an error naming it.
+ */
 export function parseGuardCases(text: string, file: string): GuardCase[] {
   return text
     .split("\n")
     .filter((line) => line.trim() !== "")
     .map((line, i) => {
       const parsed = JSON.parse(line) as GuardCase;
-      if (!["allow", "deny", "invalid"].includes(parsed.verdict) || typeof parsed.sql !== "string") {
+      const tables = parsed.pricedTables;
+      if (
+        !["allow", "deny", "invalid"].includes(parsed.verdict) ||
+        typeof parsed.sql !== "string" ||
+        (parsed.rule !== undefined && typeof parsed.rule !== "string") ||
+        (tables !== undefined && !(Array.isArray(tables) && tables.every((t) => typeof t === "string"))) ||
+        (parsed.allowRowFolding !== undefined && typeof parsed.allowRowFolding !== "boolean")
+      ) {
         throw new Error(`guard contract: ${file} line ${i + 1} is malformed: ${line}`);
       }
       return parsed;

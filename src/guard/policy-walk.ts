@@ -1,3 +1,4 @@
+import { checkStatisticsFunction } from "./column-statistics.js";
 import { isForbiddenFunction } from "./forbidden-functions.js";
 import { checkActivityFunction } from "./other-sessions.js";
 import { relationName } from "./relation-names.js";
@@ -75,5 +76,5 @@ function checkFunctionCall(call: Record<string, unknown>, policy: GuardPolicy): 
   if (last.toLowerCase() === "current_setting") return checkCurrentSetting(call);
   if (isForbiddenFunction(last, policy))
     return { rule: "forbidden-function", message: `function ${last}() is not allowed` };
-  return checkActivityFunction(last.toLowerCase());
+  return checkActivityFunction(last.toLowerCase()) ?? checkStatisticsFunction(last.toLowerCase());
 }

@@ -18,13 +18,11 @@ describe("sensitive catalogs, whatever the spelling or nesting", () => {
     "SELECT (SELECT passwd FROM pg_shadow LIMIT 1)",
     "SELECT * FROM items WHERE EXISTS (SELECT 1 FROM pg_authid)",
     "WITH RECURSIVE r AS (SELECT rolname FROM pg_authid) SELECT * FROM r",
-    "SELECT 1 EXCEPT SELECT 1 FROM pg_statistic",
     "SELECT * FROM items LEFT JOIN LATERAL (SELECT * FROM pg_user_mappings) m ON true",
     "EXPLAIN (ANALYZE, FORMAT JSON) SELECT * FROM pg_largeobject",
     "DECLARE c CURSOR WITH HOLD FOR TABLE pg_file_settings",
     "COPY pg_catalog.pg_hba_file_rules TO STDOUT",
     "COPY (TABLE pg_ident_file_mappings) TO STDOUT",
-    "PREPARE q AS SELECT * FROM pg_statistic_ext_data",
     "SELECT name, setting FROM pg_settings WHERE name = 'data_directory'",
   ])("denies %s (sensitive-catalog)", (sql) => {
     expect(ruleOf(sql)).toBe("sensitive-catalog");
@@ -180,7 +178,6 @@ describe("other sessions' statements and activity, whatever the spelling or nest
     "SELECT * FROM pg_stat_user_indexes",
     "SELECT * FROM pg_stat_xact_user_tables",
     "SELECT * FROM pg_stat_bgwriter",
-    "SELECT * FROM pg_stats WHERE tablename = 'items'",
     "SELECT pg_backend_pid()",
     "SELECT * FROM pg_prepared_statements",
     "SELECT * FROM pg_cursors",

@@ -1,10 +1,10 @@
+import { checkStatisticsRelation } from "./column-statistics.js";
 import { checkActivityRelation } from "./other-sessions.js";
 import type { Denial } from "./types.js";
 
 /**
  * Catalog relations no agent may read, whatever its role: password verifiers (`pg_authid`, `pg_shadow`),
- * foreign servers' credentials (`pg_user_mapping(s)`), large object contents, sampled column values
- * (`pg_statistic*`), the server's configuration files and build (`pg_file_settings`, `pg_hba_file_rules`,
+ * foreign servers' credentials (`pg_user_mapping(s)`), large object contents, the server's configuration files and build (`pg_file_settings`, `pg_hba_file_rules`,
  * `pg_ident_file_mappings`, `pg_config`), and every setting with its value (`pg_settings`, which shows server
  * paths to a privileged role). A provider's least-privilege role cannot read most of them anyway; this is
  * defence in depth for one that can. Compared lower case, unqualified or in `pg_catalog`.
@@ -16,8 +16,6 @@ const SENSITIVE_RELATIONS = new Set([
   "pg_user_mappings",
   "pg_largeobject",
   "pg_largeobject_metadata",
-  "pg_statistic",
-  "pg_statistic_ext_data",
   "pg_file_settings",
   "pg_hba_file_rules",
   "pg_ident_file_mappings",
@@ -66,8 +64,8 @@ const SENSITIVE_SETTINGS = new Set([
 ]);
 
 /**
- * A `RangeVar` (a relation in FROM, JOIN, COPY, TABLE) that names a sensitive catalog, or a view of other
- * sessions (`other-sessions.ts`, in any schema).
+ * A `RangeVar` (a relation in FROM, JOIN, COPY, TABLE) that names a sensitive catalog, a view of other
+ * sessions (`other-sessions.ts`) or of the planner's statistics (`column-statistics.ts`), those two in any schema.
  */
 export function checkRelationRead(relation: unknown): Denial | null {
   if (typeof relation !== "object" || relation === null) return null;
@@ -75,6 +73,8 @@ export function checkRelationRead(relation: unknown): Denial | null {
   if (typeof relname !== "string") return null;
   const activity = checkActivityRelation(relname.toLowerCase());
   if (activity) return activity;
+  const statistics = checkStatisticsRelation(relname.toLowerCase());
+  if (statistics) return statistics;
   if (schemaname !== undefined && String(schemaname).toLowerCase() !== "pg_catalog") return null;
   if (!SENSITIVE_RELATIONS.has(relname.toLowerCase())) return null;
   return {

@@ -26,6 +26,12 @@ export interface GuardedStatement {
    * undefined when what it reads is not in its text (EXECUTE, FETCH).
    */
   relations?: string[];
+  /**
+   * It reads a table the policy prices (`GuardPolicy.tablePrices`), or, under a policy with table prices, what it
+   * reads is not in its text (EXECUTE, FETCH). The database's error and notice text for it is then withheld
+   * (billing/priced-text.ts): it could carry the table's values at less than their price.
+   */
+  readsPricedTable?: true;
   /** For `COPY ... TO STDOUT` in text or CSV with a header line: the first CopyData is that line, not a row. */
   copyHeader?: true;
   /**
@@ -81,4 +87,15 @@ export interface GuardPolicy {
   readonly forbiddenFunctions: ReadonlySet<string>;
   /** Function name prefixes (lower case) that may not be called anywhere in a statement. */
   readonly forbiddenFunctionPrefixes: readonly string[];
+  /**
+   * The provider's table prices (`table` or `schema.table`, matched as billing/cost.ts matches them; only the
+   * names matter here). A statement that reads one may not fold many rows into one (row-folding.ts, rule
+   * `priced-table-folding`) unless `allowRowFolding`, and is marked `readsPricedTable`.
+   */
+  readonly tablePrices?: ReadonlyMap<string, bigint>;
+  /**
+   * Statements that read a priced table may fold rows (string_agg, array_agg, ARRAY(subquery), scalar
+   * subqueries...): the provider prices them by other means (`pricePerMB`) or accepts it.
+   */
+  readonly allowRowFolding?: boolean;
 }

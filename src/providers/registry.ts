@@ -31,6 +31,11 @@ export interface PricingRecord extends PriceSettings, AgentLimits {
   price: Price;
   /** Agent sessions run with default_transaction_read_only=on: PostgreSQL refuses their writes. */
   readOnly: boolean;
+  /**
+   * Statements that read a priced table may fold many rows into one (string_agg, array_agg, scalar subqueries...;
+   * guard/row-folding.ts). False: the guard refuses them (rule `priced-table-folding`).
+   */
+  allowRowFolding: boolean;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -185,6 +190,7 @@ interface PricingRow {
   price_micro_per_1000_rows: bigint;
   markup_ppm: bigint;
   read_only: boolean;
+  allow_row_folding: boolean;
   max_rows_written_per_statement: number;
   lock_timeout_ms: number;
   idle_in_transaction_timeout_ms: number;
@@ -214,6 +220,7 @@ function toPricing(row: PricingRow): PricingRecord {
     ...settings,
     price: priceOf(settings),
     readOnly: row.read_only,
+    allowRowFolding: row.allow_row_folding,
     maxRowsWrittenPerStatement: row.max_rows_written_per_statement,
     lockTimeoutMs: row.lock_timeout_ms,
     idleInTransactionTimeoutMs: row.idle_in_transaction_timeout_ms,
@@ -236,6 +243,7 @@ export function pricingChangeCount(db: Queryable): number {
 /** What a pricing request may set beside the price; each one absent keeps its stored value (or its default). */
 export interface PricingSettings extends Partial<AgentLimits> {
   readOnly?: boolean;
+  allowRowFolding?: boolean;
 }
 
 /**
@@ -254,10 +262,11 @@ export async function setPricing(
     .query<PricingRow>(
       `INSERT INTO pricing AS p (id, provider_id, price_micro_per_1000_rows, markup_ppm, read_only,
                                  max_rows_written_per_statement, lock_timeout_ms, idle_in_transaction_timeout_ms,
-                                 minimum_micro_per_statement, price_micro_per_mb, price_micro_per_second, table_prices)
+                                 minimum_micro_per_statement, price_micro_per_mb, price_micro_per_second, table_prices,
+                                 allow_row_folding)
      VALUES ($1, $2, $3, $4, coalesce($5, false), coalesce($6, ${DEFAULT_AGENT_LIMITS.maxRowsWrittenPerStatement}),
              coalesce($7, ${DEFAULT_AGENT_LIMITS.lockTimeoutMs}), coalesce($8, ${DEFAULT_AGENT_LIMITS.idleInTransactionTimeoutMs}),
-             coalesce($9, 0), coalesce($10, 0), coalesce($11, 0), coalesce($12::jsonb, '{}'))
+             coalesce($9, 0), coalesce($10, 0), coalesce($11, 0), coalesce($12::jsonb, '{}'), coalesce($13, false))
      ON CONFLICT (provider_id) DO UPDATE
        SET price_micro_per_1000_rows = excluded.price_micro_per_1000_rows, markup_ppm = excluded.markup_ppm,
            read_only = coalesce($5, p.read_only),
@@ -267,7 +276,8 @@ export async function setPricing(
            minimum_micro_per_statement = coalesce($9, p.minimum_micro_per_statement),
            price_micro_per_mb = coalesce($10, p.price_micro_per_mb),
            price_micro_per_second = coalesce($11, p.price_micro_per_second),
-           table_prices = coalesce($12::jsonb, p.table_prices), updated_at = now()
+           table_prices = coalesce($12::jsonb, p.table_prices),
+           allow_row_folding = coalesce($13, p.allow_row_folding), updated_at = now()
      RETURNING *`,
       [
         randomUUID(),
@@ -286,6 +296,7 @@ export async function setPricing(
               [...price.tablePricesMicroPer1000Rows].map(([name, micro]) => [name, `${micro}`]),
             )
           : null,
+        settings.allowRowFolding ?? null,
       ],
     )
     .finally(() => pricingChanges.set(db, pricingChangeCount(db) + 1));
@@ -308,7 +319,7 @@ export async function findProviderForQuery(
             CASE WHEN pr.id IS NULL THEN NULL ELSE json_build_object(
               'id', pr.id, 'provider_id', pr.provider_id,
               'price_micro_per_1000_rows', pr.price_micro_per_1000_rows::text, 'markup_ppm', pr.markup_ppm::text,
-              'read_only', pr.read_only, 'max_rows_written_per_statement', pr.max_rows_written_per_statement,
+              'read_only', pr.read_only, 'allow_row_folding', pr.allow_row_folding, 'max_rows_written_per_statement', pr.max_rows_written_per_statement,
               'lock_timeout_ms', pr.lock_timeout_ms, 'idle_in_transaction_timeout_ms', pr.idle_in_transaction_timeout_ms,
               'minimum_micro_per_statement', pr.minimum_micro_per_statement::text,
               'price_micro_per_mb', pr.price_micro_per_mb::text,

@@ -3,8 +3,9 @@ import type { Socket } from "node:net";
 import type { RefusalKind } from "../analytics/refusal-tally.js";
 import { SqlState } from "../db/sql-state.js";
 import { findReadOnlySettingViolation } from "../guard/index.js";
+import { ProviderGuards } from "../guard/provider-guards.js";
+import { standardPolicy } from "../guard/standard-policy.js";
 import { StatementShapes } from "../guard/statement-shape.js";
-import { withReadOnlyVerdicts } from "../guard/verdict-cache.js";
 import { findProviderForQuery, type PricingRecord } from "../providers/registry.js";
 import { verifyAgentToken } from "./agent-token.js";
 import type { Frame } from "./frame-reader.js";
@@ -68,7 +69,7 @@ export async function planAgentSession(
   const funding = await agentFunding(ctx.db, request.agentWallet, request.providerId, price.price);
   if (funding.tier === "unfunded")
     throw fundsRefusal(request.providerId, funding, price.price, found.provider.walletAddress);
-  const guard = price.readOnly ? readOnlyCheckOf(ctx) : ctx.check;
+  const guard = guardsOf(ctx).checkFor(price);
   return {
     slotKey: funding.tier === "funded" ? request.providerId : limitedSlotKey(request.providerId),
     target: {
@@ -117,16 +118,16 @@ function statementShapesOf(ctx: ProxyContext): StatementShapes {
   return shapes;
 }
 
-/** One read-only guard per proxy, over its verdict cache. */
-const readOnlyChecks = new WeakMap<ProxyContext, ProxyContext["check"]>();
+/** One set of providers' guards per proxy, over its verdict cache. */
+const providerGuards = new WeakMap<ProxyContext, ProviderGuards>();
 
-function readOnlyCheckOf(ctx: ProxyContext): ProxyContext["check"] {
-  let check = readOnlyChecks.get(ctx);
-  if (!check) {
-    check = withReadOnlyVerdicts(ctx.check);
-    readOnlyChecks.set(ctx, check);
+function guardsOf(ctx: ProxyContext): ProviderGuards {
+  let guards = providerGuards.get(ctx);
+  if (!guards) {
+    guards = new ProviderGuards(ctx.policy ?? standardPolicy, ctx.check);
+    providerGuards.set(ctx, guards);
   }
-  return check;
+  return guards;
 }
 
 function startMeteredRelay(

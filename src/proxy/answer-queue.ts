@@ -28,6 +28,8 @@ export interface InjectedUnit {
   role: "begin" | "end" | "abort";
   held?: Buffer;
   error?: Buffer;
+  /** For an `end`: the statements of the write it commits, whose rules apply to the COMMIT's error text. */
+  statements?: readonly GuardedStatement[];
 }
 
 /** What the upstream owes an answer for: a client message that has answers of its own, or the proxy's. */

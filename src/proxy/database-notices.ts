@@ -1,4 +1,5 @@
 import { boundText, DATABASE_NAME_LIMIT } from "../billing/message-bounds.js";
+import { withheldDatabaseText } from "../billing/priced-text.js";
 import { decodeNoticeFields, type NoticeFields } from "./backend-messages.js";
 import { FRAME_HEADER_LENGTH } from "./frame-reader.js";
 import { BackendCode } from "./message-codes.js";
@@ -53,4 +54,22 @@ export function withheldError(buffer: Buffer, start: number, end: number): Buffe
     message: `the database refused the statement (SQLSTATE ${fields.code ?? "XX000"}); its message is withheld: the balance does not pay for it`,
     hint: "deposit funds with this provider to receive error messages",
   });
+}
+
+/**
+ * An ErrorResponse or NoticeResponse of a statement that reads a priced table (billing/priced-text.ts): severity
+ * and SQLSTATE kept, every field of the server's text (message, detail, hint, context, position, names) replaced
+ * by a message that holds no value.
+ */
+export function pricedTableNotice(buffer: Buffer, start: number, end: number): Buffer {
+  const fields = decodeNoticeFields(buffer.subarray(start + FRAME_HEADER_LENGTH, end));
+  const error = buffer[start] === BackendCode.ErrorResponse;
+  const code = fields.code ?? "XX000";
+  const withheld: OutgoingNoticeFields = {
+    severity: fields.severity ?? (error ? "ERROR" : "NOTICE"),
+    code,
+    message: withheldDatabaseText(code, error ? "error" : "notice"),
+  };
+  if (fields.severityNonLocalized) withheld.severityNonLocalized = fields.severityNonLocalized;
+  return error ? encodeErrorResponse(withheld) : encodeNoticeResponse(withheld);
 }

@@ -6,7 +6,7 @@ import type { EarningsTally } from "../analytics/earnings-tally.js";
 import type { RefusalTally } from "../analytics/refusal-tally.js";
 import type { ChargeWriter } from "../billing/charge-writer.js";
 import type { WindowClock } from "../billing/window-clock.js";
-import type { GuardVerdict } from "../guard/index.js";
+import type { GuardPolicy, GuardVerdict } from "../guard/index.js";
 import type { SecretBox } from "../providers/secret-box.js";
 import type { ProxiedAddressSettings } from "./proxied-address.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
@@ -40,6 +40,8 @@ export interface ProxyContext {
   logger: Logger;
   /** The guard, memoised by SQL text. */
   check(sql: string): GuardVerdict;
+  /** The policy `check` applies (standardPolicy when absent): a provider with table prices gets it with them. */
+  policy?: GuardPolicy;
   /** When set, SSLRequest is answered 'S' and the session continues over TLS. */
   tls?: SecureContext;
   /** When set, clients naming an endpoint (`options=endpoint=<id>`, TLS server name) reach its branch. */

@@ -1,7 +1,8 @@
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { depositFor, randomWallet, useLedgerDatabase } from "../../test/support/fixtures.js";
-import { meterOver } from "../../test/support/session-meter.js";
+import { meterOver, ONE_MICRO_A_ROW } from "../../test/support/session-meter.js";
+import { type Price, priceOf } from "../billing/cost.js";
 import { getBalance } from "../billing/ledger.js";
 import { SqlState } from "../db/sql-state.js";
 import { decodeNoticeFields, type NoticeFields } from "./backend-messages.js";
@@ -24,10 +25,15 @@ afterEach(async () => {
 });
 
 /** Statement metering of an agent with `depositMicro` (1 micro-USDC a row), and the refusals it counted. */
-async function meteringFor(depositMicro: bigint, reserveRows = 10, maxRowsWritten = 1000) {
+async function meteringFor(
+  depositMicro: bigint,
+  reserveRows = 10,
+  maxRowsWritten = 1000,
+  price: Price = ONE_MICRO_A_ROW,
+) {
   const agent =
     depositMicro > 0n ? await depositFor(ledger.pool, ledger.providerId, depositMicro) : randomWallet();
-  const meter = meterOver(ledger, agent, reserveRows);
+  const meter = meterOver(ledger, agent, reserveRows, price);
   meters.push(meter);
   const refusals: string[] = [];
   const metering: StatementMetering = statementMetering({
@@ -120,5 +126,51 @@ describe("statement metering", () => {
     const notice = encodeNoticeResponse({ severity: "NOTICE", code: "00000", message: "hello" });
     expect(metering.noticeOf(notice, 0, notice.length, true)).toBeUndefined();
     expect(fieldsOf(metering.noticeOf(notice, 0, notice.length, false)).message).toBe("hello");
+  });
+
+  it("withholds the text of errors, COMMIT errors and notices of statements that read a priced table", async () => {
+    const price = priceOf({
+      priceMicroPer1000Rows: 1000n,
+      markupPpm: 1_000_000n,
+      tablePricesMicroPer1000Rows: new Map([["secret_prices", 1000n]]),
+    });
+    const { metering } = await meteringFor(100n, 10, 1000, price);
+    await metering.startStatement();
+    const priced = { sql: "SELECT secret::int FROM secret_prices", readsPricedTable: true } as const;
+    const unpriced = { sql: "SELECT name::int FROM items" };
+    const statement = (s: { sql: string; readsPricedTable?: true }) => ({
+      ...s,
+      command: "SELECT",
+      explainable: true,
+      returnsRows: true,
+      transactionControl: false,
+      writes: false,
+    });
+    const notice = encodeNoticeResponse({ severity: "NOTICE", code: "01000", message: "secret value" });
+    for (const [shown, withheld] of [
+      [
+        await metering.errorOf(DATABASE_ERROR, 0, DATABASE_ERROR.length, statement(unpriced)),
+        await metering.errorOf(DATABASE_ERROR, 0, DATABASE_ERROR.length, statement(priced)),
+      ],
+      [
+        metering.commitErrorOf(DATABASE_ERROR, 0, DATABASE_ERROR.length, [statement(unpriced)]),
+        metering.commitErrorOf(DATABASE_ERROR, 0, DATABASE_ERROR.length, [
+          statement(unpriced),
+          statement(priced),
+        ]),
+      ],
+      [
+        metering.noticeOf(notice, 0, notice.length, true, statement(unpriced)),
+        metering.noticeOf(notice, 0, notice.length, true, statement(priced)),
+      ],
+    ]) {
+      expect(fieldsOf(shown).message).toContain("secret value");
+      expect(fieldsOf(withheld).message).toMatch(/withheld because the statement reads a priced table/);
+      expect(fieldsOf(withheld).message).not.toContain("secret");
+    }
+    // What the relay cannot tie to a statement counts as reading a priced table.
+    const unknown = await metering.errorOf(DATABASE_ERROR, 0, DATABASE_ERROR.length, undefined);
+    expect(fieldsOf(unknown)).toMatchObject({ code: "22P02" });
+    expect(fieldsOf(unknown).message).not.toContain("secret");
   });
 });

@@ -1,8 +1,9 @@
 import type { Logger } from "pino";
 import type { RefusalKind } from "../analytics/refusal-tally.js";
 import { isLedgerUnavailable } from "../billing/ledger-availability.js";
+import { withholdsDatabaseText } from "../billing/priced-text.js";
 import type { GuardedStatement } from "../guard/index.js";
-import { boundedNotice, withheldError } from "./database-notices.js";
+import { boundedNotice, pricedTableNotice, withheldError } from "./database-notices.js";
 import {
   dailyLimitError,
   insufficientFunds,
@@ -104,17 +105,29 @@ export interface StatementMetering {
   /** The running statement failed, or the session ends in its middle: the rows it delivered are charged. */
   failStatement(sql: string): void;
   /**
-   * The database's ErrorResponse ending the running statement, as the client gets it: its text bounded and charged
-   * as a row, or withheld when the balance cannot pay for that row. The statement then ends with `failStatement`.
+   * The database's ErrorResponse ending the running statement (`statement`, undefined when the relay does not know
+   * it), as the client gets it: its text bounded and charged as a row, or withheld when the balance cannot pay
+   * for that row, or when the statement reads a priced table (billing/priced-text.ts). The statement then ends
+   * with `failStatement`.
    */
-  errorOf(buffer: Buffer, start: number, end: number): Buffer | Promise<Buffer>;
-  /** The error of a COMMIT the proxy sent for a wrapped write, charged as a row at once if the hold pays for it. */
-  commitErrorOf(buffer: Buffer, start: number, end: number): Buffer;
+  errorOf(buffer: Buffer, start: number, end: number, statement?: GuardedStatement): Buffer | Promise<Buffer>;
   /**
-   * A NoticeResponse, bounded: within a statement (`inStatement`) charged as a row, and dropped (undefined) when
-   * the hold does not pay for it; between statements (the server's own) free.
+   * The error of a COMMIT the proxy sent for a wrapped write (of `statements`), charged as a row at once if the
+   * hold pays for it; its text withheld when one of them reads a priced table.
    */
-  noticeOf(buffer: Buffer, start: number, end: number, inStatement: boolean): Buffer | undefined;
+  commitErrorOf(buffer: Buffer, start: number, end: number, statements?: readonly GuardedStatement[]): Buffer;
+  /**
+   * A NoticeResponse, bounded: within a statement (`inStatement`, `statement` when the relay knows it) charged as
+   * a row, its text withheld when the statement reads a priced table, and dropped (undefined) when the hold does
+   * not pay for it; between statements (the server's own) free.
+   */
+  noticeOf(
+    buffer: Buffer,
+    start: number,
+    end: number,
+    inStatement: boolean,
+    statement?: GuardedStatement,
+  ): Buffer | undefined;
   /** The session has been idle long enough: the unspent hold goes back to the agent's balance. */
   release(): Promise<void>;
 }
@@ -272,12 +285,18 @@ class RowMetering implements StatementMetering {
     if (delivered > 0) void this.#meter.endStatement(delivered, sql, "failed");
   }
 
-  errorOf(buffer: Buffer, start: number, end: number): Buffer | Promise<Buffer> {
-    if (this.#meter.allowRows(1) === 1) return boundedNotice(buffer, start, end);
+  errorOf(
+    buffer: Buffer,
+    start: number,
+    end: number,
+    statement?: GuardedStatement,
+  ): Buffer | Promise<Buffer> {
+    const relayed = withholdsDatabaseText(statement, this.pricesTables) ? pricedTableNotice : boundedNotice;
+    if (this.#meter.allowRows(1) === 1) return relayed(buffer, start, end);
     return this.#meter.topUp(1).then(
       (ok) =>
         ok && this.#meter.allowRows(1) === 1
-          ? boundedNotice(buffer, start, end)
+          ? relayed(buffer, start, end)
           : withheldError(buffer, start, end),
       (error: unknown) => {
         if (!isLedgerUnavailable(error)) throw error;
@@ -286,16 +305,31 @@ class RowMetering implements StatementMetering {
     );
   }
 
-  commitErrorOf(buffer: Buffer, start: number, end: number): Buffer {
+  commitErrorOf(
+    buffer: Buffer,
+    start: number,
+    end: number,
+    statements: readonly GuardedStatement[] = [],
+  ): Buffer {
     if (this.#meter.allowRows(1) !== 1) return withheldError(buffer, start, end);
     // No statement is running: the error's row is charged as one of its own.
     void this.#meter.endStatement(this.#meter.statementRows, "COMMIT", "failed");
-    return boundedNotice(buffer, start, end);
+    const priced = statements.some((statement) => withholdsDatabaseText(statement, this.pricesTables));
+    return priced ? pricedTableNotice(buffer, start, end) : boundedNotice(buffer, start, end);
   }
 
-  noticeOf(buffer: Buffer, start: number, end: number, inStatement: boolean): Buffer | undefined {
-    if (inStatement && this.#meter.allowRows(1) === 0) return undefined;
-    return boundedNotice(buffer, start, end);
+  noticeOf(
+    buffer: Buffer,
+    start: number,
+    end: number,
+    inStatement: boolean,
+    statement?: GuardedStatement,
+  ): Buffer | undefined {
+    if (!inStatement) return boundedNotice(buffer, start, end);
+    if (this.#meter.allowRows(1) === 0) return undefined;
+    return withholdsDatabaseText(statement, this.pricesTables)
+      ? pricedTableNotice(buffer, start, end)
+      : boundedNotice(buffer, start, end);
   }
 
   release(): Promise<void> {

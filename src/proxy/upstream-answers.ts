@@ -391,7 +391,7 @@ export class UpstreamAnswers {
     }
     if (head?.kind === "injected") {
       // A COMMIT that failed (a deferred constraint) tells the client why; an abort's stand-in fails on purpose.
-      if (head.role === "end") head.error = this.#metering.commitErrorOf(buffer, start, end);
+      if (head.role === "end") head.error = this.#metering.commitErrorOf(buffer, start, end, head.statements);
       return;
     }
     if (this.#cutOff || this.#wire.closing() === "gone") {
@@ -399,7 +399,7 @@ export class UpstreamAnswers {
       this.#queue.dropUntilSync();
       return;
     }
-    const error = this.#metering.errorOf(buffer, start, end);
+    const error = this.#metering.errorOf(buffer, start, end, this.#runningStatement());
     if (Buffer.isBuffer(error)) return void this.#relayError(head, error);
     return error.then((relayed) => this.#relayError(head, relayed));
   }
@@ -423,7 +423,7 @@ export class UpstreamAnswers {
       head?.kind === "refused"
     )
       return;
-    const notice = this.#metering.noticeOf(buffer, start, end, head !== undefined);
+    const notice = this.#metering.noticeOf(buffer, start, end, head !== undefined, this.#runningStatement());
     if (notice) this.#toClient.push(notice);
   }
 
@@ -450,7 +450,7 @@ export class UpstreamAnswers {
       if (closed.wrapped) {
         const failed = closed.failed || status === "E";
         this.#inject(
-          { kind: "injected", role: "end", held: closed.held },
+          { kind: "injected", role: "end", held: closed.held, statements: closed.statements },
           failed ? ROLLBACK_QUERY : COMMIT_QUERY,
         );
         return;

@@ -6,6 +6,7 @@ import { dailyLimitRefusing } from "../billing/daily-limits.js";
 import { isLedgerUnavailable } from "../billing/ledger-availability.js";
 import type { Queryable } from "../billing/ledger-statement.js";
 import { formatMicro } from "../billing/money.js";
+import { withholdsDatabaseText } from "../billing/priced-text.js";
 import type { AgentLimits } from "../billing/pricing.js";
 import { costOfStatements, type RequestCost, rowsWithinBudget } from "../billing/request-cost.js";
 import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
@@ -302,7 +303,10 @@ async function runOnProvider(
     }
   } catch (error) {
     broken = await rollBack(client);
-    throw error instanceof QueryError ? error : upstreamQueryError(error, deps.statementTimeoutMs);
+    if (error instanceof QueryError) throw error;
+    const pricesTables = (request.price.tablePicoUsdcPer1000Rows?.size ?? 0) > 0;
+    const withheld = statements.some((statement) => withholdsDatabaseText(statement, pricesTables));
+    throw upstreamQueryError(error, deps.statementTimeoutMs, withheld);
   } finally {
     client.release(broken);
   }

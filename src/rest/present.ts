@@ -23,6 +23,7 @@ export function presentPricing(pricing: PricingRecord) {
     basePricePer1000Rows: microToNumber(pricing.priceMicroPer1000Rows),
     markupMultiplier: microToNumber(pricing.markupPpm),
     readOnly: pricing.readOnly,
+    allowRowFolding: pricing.allowRowFolding,
     maxRowsWrittenPerStatement: pricing.maxRowsWrittenPerStatement,
     lockTimeoutMs: pricing.lockTimeoutMs,
     idleInTransactionTimeoutMs: pricing.idleInTransactionTimeoutMs,

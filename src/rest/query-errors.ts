@@ -1,4 +1,5 @@
 import { boundText } from "../billing/message-bounds.js";
+import { withheldDatabaseText } from "../billing/priced-text.js";
 import { SqlState } from "../db/sql-state.js";
 
 /** Failures of a metered query, each with the HTTP status the gateway answers it with. */
@@ -55,9 +56,10 @@ export function statusForSqlState(code: string): RefusalStatus {
 /**
  * Turns an error from running statements upstream into the answer: PostgreSQL's own message and SQLSTATE kept,
  * said to be the database's refusal (4xx) or a failed execution (500). "invalid SQL" is kept for the guard's
- * verdict on text that does not parse (metered-query.ts).
+ * verdict on text that does not parse (metered-query.ts). `withheld`: the statements read a priced table, so the
+ * database's text is replaced by billing/priced-text.ts's, which holds no value.
  */
-export function upstreamQueryError(error: unknown, statementTimeoutMs: number): QueryError {
+export function upstreamQueryError(error: unknown, statementTimeoutMs: number, withheld = false): QueryError {
   const pgError = error as { code?: string; message?: string };
   const code =
     typeof pgError.code === "string" && /^[0-9A-Z]{5}$/.test(pgError.code) ? pgError.code : undefined;
@@ -71,9 +73,10 @@ export function upstreamQueryError(error: unknown, statementTimeoutMs: number): 
   if (!code) return new QueryError(500, `query execution failed: ${pgError.message ?? String(error)}`);
   const mismatch = code === SqlState.protocolViolation ? paramsMismatch(pgError.message ?? "") : null;
   if (mismatch) return new QueryError(400, mismatch, code);
+  const status = statusForSqlState(code);
+  if (withheld) return new QueryError(status, withheldDatabaseText(code, "error"), code, undefined, true);
   // The database's text can carry data (a failed cast quotes its whole input): bounded, and charged as a row.
   const detail = boundText(pgError.message ?? "");
-  const status = statusForSqlState(code);
   const what = status === 500 ? "query execution failed" : "the database refused the statement";
   return new QueryError(status, `${what}: ${detail} (SQLSTATE ${code})`, code, undefined, true);
 }

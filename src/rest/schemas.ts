@@ -71,6 +71,10 @@ export const Pricing = Type.Object({
     description:
       "basePricePer1000Rows per table: a statement's rows cost the highest price among the tables it reads (an extension of the spec)",
   }),
+  allowRowFolding: Type.Boolean({
+    description:
+      "statements that read a priced table may fold many rows into one (string_agg, array_agg, scalar subqueries; an extension of the spec)",
+  }),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });
@@ -126,6 +130,12 @@ export const PricingBody = Type.Object({
     Type.Record(Type.String(), Type.Number(), {
       description:
         'Up to 1000 tables, {"table": n, "schema.table": n} with n a basePricePer1000Rows: a statement that reads a priced table has its rows charged at the highest base price among the tables it reads. Omitted: unchanged ({} at first; send {} to remove every table price).',
+    }),
+  ),
+  allowRowFolding: Type.Optional(
+    Type.Boolean({
+      description:
+        "true: statements that read a priced table may fold many rows into one value or row (string_agg, array_agg, json_agg, ARRAY(subquery), scalar subqueries in the select list, WITH RECURSIVE), each such row charged as one; price them with pricePerMB. false: such statements are refused (rule priced-table-folding). Omitted: unchanged (false at first).",
     }),
   ),
 });

@@ -138,6 +138,7 @@ describe("POST /api/providers/:id/pricing", () => {
     expect(res.statusCode).toBe(200);
     const pricing = res.json();
     expect(Object.keys(pricing).sort()).toEqual([
+      "allowRowFolding",
       "basePricePer1000Rows",
       "createdAt",
       "id",
@@ -158,6 +159,7 @@ describe("POST /api/providers/:id/pricing", () => {
       basePricePer1000Rows: 2.123456,
       markupMultiplier: 1.5,
       readOnly: false,
+      allowRowFolding: false,
       maxRowsWrittenPerStatement: 1000,
       lockTimeoutMs: 5000,
       idleInTransactionTimeoutMs: 30_000,

@@ -89,6 +89,8 @@ export async function providerRoutes(app: FastifyInstance, { ctx }: { ctx: Gatew
         const body = request.body as Record<string, unknown> | null | undefined;
         if (body?.readOnly !== undefined && typeof body.readOnly !== "boolean")
           throw new HttpError(400, "invalid pricing: readOnly must be true or false");
+        if (body?.allowRowFolding !== undefined && typeof body.allowRowFolding !== "boolean")
+          throw new HttpError(400, "invalid pricing: allowRowFolding must be true or false");
         try {
           if (body && typeof body === "object") {
             parseAgentLimits(body);
@@ -109,7 +111,11 @@ export async function providerRoutes(app: FastifyInstance, { ctx }: { ctx: Gatew
           ...parsePricing(request.body.basePricePer1000Rows, request.body.markupMultiplier),
           ...parsePriceDimensions(request.body, parseTableName),
         };
-        settings = { readOnly: request.body.readOnly, ...parseAgentLimits(request.body) };
+        settings = {
+          readOnly: request.body.readOnly,
+          allowRowFolding: request.body.allowRowFolding,
+          ...parseAgentLimits(request.body),
+        };
       } catch (error) {
         if (error instanceof PricingError) throw new HttpError(400, `invalid pricing: ${error.message}`);
         throw error;

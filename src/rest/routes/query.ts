@@ -4,8 +4,10 @@ import { ChargeWriter } from "../../billing/charge-writer.js";
 import { isRowsOnly } from "../../billing/cost.js";
 import { costParts } from "../../billing/cost-parts.js";
 import { formatMicro, numberToMicro, parseMicro } from "../../billing/money.js";
+import { ProviderGuards } from "../../guard/provider-guards.js";
+import { standardPolicy } from "../../guard/standard-policy.js";
 import { StatementShapes } from "../../guard/statement-shape.js";
-import { createVerdictCache, withReadOnlyVerdicts } from "../../guard/verdict-cache.js";
+import { createVerdictCache } from "../../guard/verdict-cache.js";
 import { ProviderCache } from "../../providers/provider-cache.js";
 import { type AcceptedPayment, acceptPayment } from "../../x402/accept-payment.js";
 import { queryTopUpMicro } from "../../x402/payment-terms.js";
@@ -94,14 +96,20 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     shapes: new StatementShapes(),
     ledger: ctx.db,
   };
-  // Agents of a read-only provider are also held to the read-only rule (nothing may switch to read-write).
-  const readOnlyCheck = withReadOnlyVerdicts(shared.check);
-  // One per provider pool, made once: copying the shared part into a new object on every request costs more.
+  // Agents of a read-only provider are also held to the read-only rule (nothing may switch to read-write), and
+  // those of a provider with table prices to its priced tables' rules.
+  const guards = new ProviderGuards(ctx.policy ?? standardPolicy, shared.check);
+  // One per provider pool, made once (again when the provider's guard changes with its pricing): copying the
+  // shared part into a new object on every request costs more.
   const depsByPool = new WeakMap<pg.Pool, MeteredQueryDeps>();
-  const depsFor = (upstream: pg.Pool, reader: pg.Pool, readOnly: boolean): MeteredQueryDeps => {
+  const depsFor = (
+    upstream: pg.Pool,
+    reader: pg.Pool,
+    check: MeteredQueryDeps["check"],
+  ): MeteredQueryDeps => {
     let deps = depsByPool.get(upstream);
-    if (!deps) {
-      deps = { ...shared, upstream, reader, ...(readOnly ? { check: readOnlyCheck } : {}) };
+    if (deps?.check !== check) {
+      deps = { ...shared, upstream, reader, check };
       depsByPool.set(upstream, deps);
     }
     return deps;
@@ -143,7 +151,7 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
       const deps = depsFor(
         ctx.upstream.get(found.provider, readOnly),
         ctx.upstream.get(found.provider, true),
-        readOnly,
+        guards.checkFor(found.pricing),
       );
       const query = {
         agentWallet,
