@@ -5,8 +5,9 @@ import { endpointClient, newEndpointProject, startEndpointProxy } from "./endpoi
 import { type ManagementHarness, startManagement } from "./support.js";
 
 /*
- * A client is told its upstream backend's pid: BackendKeyData, `pg_backend_pid()` and the pid of the
- * notifications it sends itself agree, so an application that skips its own notifications by pid can.
+ * What an endpoint session is: the branch's database as its role, whatever the client's startup asks for, and
+ * its upstream backend's pid, told to the client so that BackendKeyData, `pg_backend_pid()` and the pid of the
+ * notifications it sends itself agree (an application that skips its own notifications by pid can).
  */
 
 let h: ManagementHarness;
@@ -51,6 +52,29 @@ describe("the backend pid a client is told", () => {
       ]);
     } finally {
       await Promise.all([listener.end(), notifier.end()]);
+    }
+  });
+});
+
+describe("an endpoint session's connection fields", () => {
+  it("are the branch's: a client's -c database=, -c user= or -c replication= reaches no other database", async () => {
+    const project = await newEndpointProject(h, key);
+    const own = endpointClient(proxy, project.endpointId, project.password);
+    await own.connect();
+    const branchDatabase = (await own.query("SELECT current_database() AS db")).rows[0].db;
+    await own.end();
+    expect(branchDatabase).not.toBe("postgres");
+
+    const asking = endpointClient(proxy, project.endpointId, project.password, {
+      options: `endpoint=${project.endpointId} -c database=postgres -c user=postgres -c replication=database`,
+    });
+    await asking.connect();
+    try {
+      const { rows } = await asking.query("SELECT current_database() AS db, current_user AS role");
+      expect(rows[0].db).toBe(branchDatabase);
+      expect(rows[0].role).not.toBe("postgres");
+    } finally {
+      await asking.end();
     }
   });
 });
