@@ -1,4 +1,5 @@
 import { BlockList, isIP } from "node:net";
+import { canonicalAddress } from "../net/canonical-address.js";
 import { badRequest } from "./control-error.js";
 import type { PlannedOperation } from "./operations.js";
 
@@ -10,11 +11,8 @@ export interface IpAllowlist {
   protectedBranchesOnly: boolean;
 }
 
-/** An IPv4 address seen through a dual-stack socket (`::ffff:1.2.3.4`) is that IPv4 address. */
-function plainAddress(address: string): string {
-  const lower = address.toLowerCase();
-  return lower.startsWith("::ffff:") && isIP(lower.slice(7)) === 4 ? lower.slice(7) : lower;
-}
+/** An IPv4-mapped address, however spelled, is its IPv4 address (canonicalAddress). */
+const plainAddress = canonicalAddress;
 
 function family(address: string): "ipv4" | "ipv6" | null {
   const kind = isIP(address);

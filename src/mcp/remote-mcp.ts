@@ -26,7 +26,7 @@ export interface RemoteMcpOptions {
   idleMs?: number;
   /** Open sessions per agent at most; the least recently used is closed for a new one. Default 8. */
   maxSessionsPerAgent?: number;
-  /** Open sessions per client address (`request.ip`, after PGTOLL_TRUST_PROXY) at most; 0: no limit. Default 50. */
+  /** Open sessions per client address (`request.clientAddress`, after PGTOLL_TRUST_PROXY) at most; 0: no limit. Default 50. */
   sessionsPerAddress?: number;
   /** Open sessions at most. Default 2000. */
   maxSessions?: number;
@@ -195,7 +195,7 @@ export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOp
       const [oldest] = mine.sort(([, a], [, b]) => a.lastUsedAt - b.lastUsedAt)[0]!;
       void closeSession(oldest);
     }
-    const place = quota.take(request.ip, tier === "funded");
+    const place = quota.take(request.clientAddress, tier === "funded");
     if (!isQuotaRefusal(place)) return place;
     refuseSession(reply, place);
     return null;

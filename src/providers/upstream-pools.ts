@@ -1,6 +1,7 @@
 import type { LookupFunction } from "node:net";
 import pg from "pg";
 import { providerSocket } from "./checked-connect.js";
+import { parseProviderConnection, sessionOptions } from "./connection-string.js";
 import { jsonSafeTypes } from "./json-safe-types.js";
 import { SUPERUSER_UPSTREAM_REFUSAL } from "./provider-role.js";
 import type { ProviderWithSecrets } from "./registry.js";
@@ -71,8 +72,19 @@ export class UpstreamPools {
     const key = `${provider.id}:${readOnly ? "ro" : "rw"}`;
     const held = this.#pools.get(key);
     if (held) return held.pool;
+    // The fields of the connection string pgtoll takes (connection-string.ts), not the string itself: node-postgres
+    // would let its query parameters (statement_timeout, options) replace the settings below.
+    const { host, port, user, password, database, ssl, sslnegotiation, options } = parseProviderConnection(
+      this.options.box.open(provider.connectionSecret),
+    );
     const pool = new pg.Pool({
-      connectionString: this.options.box.open(provider.connectionSecret),
+      host,
+      port,
+      user,
+      password,
+      database,
+      ...(ssl === undefined ? {} : { ssl: ssl as pg.ClientConfig["ssl"] }),
+      ...(sslnegotiation ? { sslnegotiation } : {}),
       max: this.options.size,
       idleTimeoutMillis: 30_000,
       // The role is checked per connection (onConnect): a busy pool must still open new ones now and then.
@@ -81,7 +93,7 @@ export class UpstreamPools {
       statement_timeout: this.options.statementTimeoutMs,
       application_name: "pgtoll",
       // A startup option, not a SET: it is the session's reset value, so DISCARD ALL between requests keeps it.
-      ...(readOnly ? { options: "-c default_transaction_read_only=on" } : {}),
+      options: sessionOptions(options, readOnly ? { default_transaction_read_only: "on" } : {}),
       types: jsonSafeTypes,
       Client: ProviderClient,
       stream: providerSocket({ lookup: this.options.lookup }),

@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { canonicalAddress } from "../net/canonical-address.js";
 
 /**
  * Whether a peer address is this machine's loopback (127.0.0.0/8, ::1, or 127.x mapped into IPv6): the only
@@ -7,7 +8,7 @@ import { isIP } from "node:net";
  */
 export function isLoopback(address: string | undefined): boolean {
   if (!address) return false;
-  if (address === "::1") return true;
-  const v4 = address.toLowerCase().startsWith("::ffff:") ? address.slice(7) : address;
-  return isIP(v4) === 4 && v4.startsWith("127.");
+  const plain = canonicalAddress(address);
+  if (plain === "::1") return true;
+  return isIP(plain) === 4 && plain.startsWith("127.");
 }

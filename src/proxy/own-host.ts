@@ -1,4 +1,5 @@
 import { networkInterfaces } from "node:os";
+import { canonicalAddress } from "../net/canonical-address.js";
 import { isLoopback } from "./loopback.js";
 
 /**
@@ -8,6 +9,6 @@ import { isLoopback } from "./loopback.js";
 export function ownHostAddresses(): (address: string) => boolean {
   const own = new Set<string>();
   for (const list of Object.values(networkInterfaces()))
-    for (const entry of list ?? []) own.add(entry.address.toLowerCase());
-  return (address) => isLoopback(address) || own.has(address.toLowerCase().replace(/^::ffff:(?=\d+\.)/, ""));
+    for (const entry of list ?? []) own.add(canonicalAddress(entry.address));
+  return (address) => isLoopback(address) || own.has(canonicalAddress(address));
 }

@@ -1,5 +1,6 @@
 import type { Socket } from "node:net";
 import type { Logger } from "pino";
+import { canonicalAddress } from "../net/canonical-address.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import { ProxyHeaderError, readProxyHeader } from "./proxy-protocol.js";
 
@@ -12,8 +13,8 @@ export interface ProxiedAddressSettings {
 }
 
 /**
- * The address of the client behind a connection: its peer's, or, from a trusted load balancer, the one its
- * PROXY header carries (the header is consumed; the bytes after it are put back, the socket left paused).
+ * The address of the client behind a connection, in its canonical spelling (canonicalAddress): its peer's, or,
+ * from a trusted load balancer, the one its PROXY header carries (the header is consumed; the bytes after it are put back, the socket left paused).
  * Resolves null once it has closed the connection: a bad header, a missing one where required, a peer that
  * went away or sent nothing within `timeoutMs`. Only trusted peers are read here: anyone else's header
  * reaches the startup parser, which refuses it.
@@ -23,7 +24,7 @@ export function readClientAddress(
   settings: ProxiedAddressSettings | undefined,
   deps: { logger: Logger; metrics: ProxyMetrics; timeoutMs: number },
 ): Promise<string | undefined | null> {
-  const peer = socket.remoteAddress;
+  const peer = canonicalAddress(socket.remoteAddress);
   if (!settings?.trusted(peer)) return Promise.resolve(peer);
   return new Promise((resolve) => {
     let received: Buffer = Buffer.alloc(0);

@@ -66,6 +66,27 @@ const valid: [string, Buffer, unknown][] = [
     v2(1, 2, inet6("20010db8000000000000000000000007", "20010db8000000000000000000000002", [1, 2]), tlv),
     { version: 2, command: "proxy", source: { address: "2001:db8::7", port: 1 } },
   ],
+  [
+    // HAProxy `bind :::port v4v6` + `send-proxy-v2` gives an IPv4 client so.
+    "v2 PROXY IPv6 carrying IPv4-mapped addresses",
+    v2(1, 2, inet6("00000000000000000000ffffc6336409", "00000000000000000000ffff0a000002", [40000, 6543])),
+    {
+      version: 2,
+      command: "proxy",
+      source: { address: "198.51.100.9", port: 40000 },
+      destination: { address: "10.0.0.2", port: 6543 },
+    },
+  ],
+  [
+    "v1 TCP6 carrying IPv4-mapped addresses, in either spelling",
+    Buffer.from("PROXY TCP6 ::ffff:198.51.100.9 ::FFFF:a00:2 51234 6543\r\n"),
+    {
+      version: 1,
+      command: "proxy",
+      source: { address: "198.51.100.9", port: 51234 },
+      destination: { address: "10.0.0.2", port: 6543 },
+    },
+  ],
   ["v2 LOCAL", v2(0, 0, Buffer.alloc(0)), { version: 2, command: "local" }],
   ["v2 LOCAL with addresses", v2(0, 1, inet4([1, 2, 3, 4], [5, 6, 7, 8], [1, 2])), { command: "local" }],
 ];

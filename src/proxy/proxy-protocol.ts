@@ -1,9 +1,11 @@
 import { isIP } from "node:net";
+import { canonicalAddress } from "../net/canonical-address.js";
 
 /**
  * The PROXY protocol header a TCP load balancer (HAProxy `send-proxy`/`send-proxy-v2`, cloud balancers) puts
  * in front of a connection's first byte, so the server learns the real client's address. Both versions:
  * v1 is one text line, v2 a binary block. Specification: haproxy.org/download/2.9/doc/proxy-protocol.txt.
+ * Addresses are given in their canonical spelling (canonicalAddress: an IPv4-mapped address is the IPv4 one).
  */
 export type ProxyHeader =
   | {
@@ -79,8 +81,8 @@ function readV1(buffer: Buffer): ProxyHeaderRead {
     header: {
       version: 1,
       command: "proxy",
-      source: { address: source!, port: v1Port(sourcePort) },
-      destination: { address: destination!, port: v1Port(destinationPort) },
+      source: { address: canonicalAddress(source!), port: v1Port(sourcePort) },
+      destination: { address: canonicalAddress(destination!), port: v1Port(destinationPort) },
     },
     length,
   };
@@ -132,6 +134,6 @@ function v2Address(buffer: Buffer, at: number, size: number): string {
   if (size === 4) return [...buffer.subarray(at, at + 4)].join(".");
   const groups: string[] = [];
   for (let i = 0; i < 16; i += 2) groups.push(buffer.readUInt16BE(at + i).toString(16));
-  // The URL parser writes an IPv6 address in its shortest form.
-  return new URL(`http://[${groups.join(":")}]`).hostname.slice(1, -1);
+  // A dual-stack balancer gives an IPv4 client as an IPv4-mapped IPv6 address: that is the IPv4 address.
+  return canonicalAddress(groups.join(":"));
 }

@@ -1,4 +1,5 @@
 import { createServer, type Server, type Socket } from "node:net";
+import { canonicalAddress } from "../net/canonical-address.js";
 import { type ProxyContext, runClientSession } from "./client-session.js";
 import { refuseConnection } from "./connection-refusal.js";
 import { ownHostAddresses } from "./own-host.js";
@@ -53,7 +54,8 @@ export async function startProxyServer(
       sockets.delete(socket);
       if (sockets.size === 0) whenAllClosed?.();
     });
-    if (!ctx.proxyProtocol?.trusted(socket.remoteAddress)) return accept(socket, socket.remoteAddress);
+    const peer = canonicalAddress(socket.remoteAddress);
+    if (!ctx.proxyProtocol?.trusted(peer)) return accept(socket, peer);
     socket.on("error", () => {});
     void readClientAddress(socket, ctx.proxyProtocol, {
       logger: ctx.logger,

@@ -32,7 +32,10 @@ export interface SessionPlan {
   start(client: Socket, upstream: UpstreamSession, early: Frame[], releaseSlot: () => void): void;
 }
 
-/** AuthenticationOk, the upstream's ParameterStatus values, the proxy's own BackendKeyData, ReadyForQuery. */
+/**
+ * AuthenticationOk, the upstream's ParameterStatus values, BackendKeyData (the upstream backend's process id,
+ * the proxy's own secret), ReadyForQuery.
+ */
 export function welcomeMessage(
   upstream: UpstreamSession,
   key: { processId: number; secretKey: Buffer },
@@ -43,9 +46,13 @@ export function welcomeMessage(
   return Buffer.concat(hello);
 }
 
-/** Gives the session the proxy's own BackendKeyData; a CancelRequest with it cancels the upstream query. */
+/**
+ * Gives the session its BackendKeyData: its upstream backend's process id, which the session keeps to its end
+ * (the upstream is opened before the client hears of the session, and never replaced), and a secret of the
+ * proxy's own. A CancelRequest with both cancels the upstream query.
+ */
 export function registerCancelKey(registry: SessionRegistry, upstream: UpstreamSession) {
-  return registry.register(() => cancelUpstreamQuery(upstream));
+  return registry.register(upstream.processId, () => cancelUpstreamQuery(upstream));
 }
 
 /** Sends the upstream server a CancelRequest for the session's running query (fire and forget). */

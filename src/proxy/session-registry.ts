@@ -1,4 +1,4 @@
-import { randomBytes, randomInt, timingSafeEqual } from "node:crypto";
+import { randomBytes, timingSafeEqual } from "node:crypto";
 
 interface Entry {
   secret: Buffer;
@@ -6,31 +6,57 @@ interface Entry {
 }
 
 /**
- * The proxy's own BackendKeyData: each client session gets a process id and secret that mean nothing upstream.
- * A CancelRequest carrying them reaches that session's upstream query, and nothing else.
+ * The BackendKeyData of client sessions: the upstream backend's real process id (so that `pg_backend_pid()`,
+ * BackendKeyData and NotificationResponse agree) and a secret of the proxy's own, random and unique per session.
+ * Backends of different provider databases may share a process id, so a CancelRequest is matched on the id and
+ * the secret together: it reaches that session's upstream query, and nothing else.
  */
 export class SessionRegistry {
-  readonly #sessions = new Map<number, Entry>();
+  readonly #sessions = new Map<number, Entry[]>();
+  readonly #secrets = new Set<string>();
 
-  register(cancel: () => void): { processId: number; secretKey: Buffer; unregister(): void } {
-    let processId: number;
-    do processId = randomInt(1, 2 ** 31 - 1);
-    while (this.#sessions.has(processId));
-    const secretKey = randomBytes(4);
-    this.#sessions.set(processId, { secret: secretKey, cancel });
-    return { processId, secretKey, unregister: () => this.#sessions.delete(processId) };
+  register(
+    processId: number,
+    cancel: () => void,
+  ): { processId: number; secretKey: Buffer; unregister(): void } {
+    let secretKey: Buffer;
+    do secretKey = randomBytes(4);
+    while (this.#secrets.has(secretKey.toString("hex")));
+    const entry: Entry = { secret: secretKey, cancel };
+    this.#secrets.add(secretKey.toString("hex"));
+    const sharing = this.#sessions.get(processId);
+    if (sharing) sharing.push(entry);
+    else this.#sessions.set(processId, [entry]);
+    let registered = true;
+    return {
+      processId,
+      secretKey,
+      unregister: () => {
+        if (!registered) return;
+        registered = false;
+        this.#secrets.delete(secretKey.toString("hex"));
+        const left = (this.#sessions.get(processId) ?? []).filter((other) => other !== entry);
+        if (left.length > 0) this.#sessions.set(processId, left);
+        else this.#sessions.delete(processId);
+      },
+    };
   }
 
-  /** Cancels the session's running query when the key matches; unknown keys are ignored, as PostgreSQL does. */
+  /**
+   * Cancels the running query of the session with this process id and secret; unknown keys and wrong secrets
+   * are ignored, as PostgreSQL does. Every secret under the id is compared in full, in constant time.
+   */
   cancel(processId: number, secretKey: Buffer): boolean {
-    const entry = this.#sessions.get(processId);
-    if (!entry || entry.secret.length !== secretKey.length || !timingSafeEqual(entry.secret, secretKey))
-      return false;
-    entry.cancel();
-    return true;
+    let found: Entry | undefined;
+    for (const entry of this.#sessions.get(processId) ?? []) {
+      if (entry.secret.length === secretKey.length && timingSafeEqual(entry.secret, secretKey)) found = entry;
+    }
+    found?.cancel();
+    return found !== undefined;
   }
 
+  /** Sessions registered. */
   get size(): number {
-    return this.#sessions.size;
+    return this.#secrets.size;
   }
 }

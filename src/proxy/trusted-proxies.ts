@@ -1,10 +1,5 @@
 import { BlockList, isIP } from "node:net";
-
-/** An IPv4 peer seen through a dual-stack socket (`::ffff:1.2.3.4`) is that IPv4 address. */
-function plain(address: string): string {
-  const lower = address.toLowerCase();
-  return lower.startsWith("::ffff:") && isIP(lower.slice(7)) === 4 ? lower.slice(7) : lower;
-}
+import { canonicalAddress } from "../net/canonical-address.js";
 
 /**
  * Reads a comma-separated list of addresses and CIDR ranges (`10.0.0.0/8, 192.0.2.7, fd00::/8`), as
@@ -37,7 +32,7 @@ export function addressMatcher(entries: readonly string[]): (address: string | u
   }
   return (address) => {
     if (!address) return false;
-    const peer = plain(address);
+    const peer = canonicalAddress(address);
     const family = isIP(peer);
     return family !== 0 && list.check(peer, family === 4 ? "ipv4" : "ipv6");
   };

@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { canonicalAddress } from "../net/canonical-address.js";
 import { isLoopback } from "./loopback.js";
 
 export interface UnauthenticatedLimits {
@@ -66,9 +67,7 @@ export class UnauthenticatedConnections {
  */
 export function addressKey(address: string | undefined): string {
   if (!address) return "unknown";
-  const lower = address.toLowerCase();
-  const v4 = lower.startsWith("::ffff:") ? lower.slice(7) : lower;
-  if (isIP(v4) === 4) return v4;
+  const lower = canonicalAddress(address).toLowerCase();
   if (isIP(lower) !== 6) return lower;
   const [head = "", tail = ""] = lower.split("::");
   const headGroups = head ? head.split(":") : [];

@@ -1,7 +1,7 @@
 import { connect, type LookupFunction, type Socket } from "node:net";
 import { type TLSSocket, connect as tlsConnect } from "node:tls";
-import { parse as parseConnectionString } from "pg-connection-string";
 import { SqlState } from "../db/sql-state.js";
+import { parseProviderConnection } from "../providers/connection-string.js";
 import {
   decodeAuthentication,
   decodeBackendKeyData,
@@ -31,12 +31,14 @@ export interface UpstreamTarget {
   ssl: "disable" | "prefer" | "require" | "verify";
   /** How the host name is resolved (a provider's: checked against PGTOLL_PROVIDER_HOSTS); unset: the system's. */
   lookup?: LookupFunction;
+  /** The `options` startup parameter, from the connection string only (never a client's). */
+  options?: string;
 }
 
+/** The target of a connection string, read as REST reads it (parseProviderConnection), `options` included. */
 export function parseUpstreamTarget(connectionString: string): UpstreamTarget {
-  const parsed = parseConnectionString(connectionString);
-  const url = new URL(connectionString);
-  const sslmode = url.searchParams.get("sslmode") ?? (parsed.ssl ? "require" : "disable");
+  const { sslmode, host, port, user, password, database, options } =
+    parseProviderConnection(connectionString);
   const ssl =
     sslmode === "disable" || sslmode === "allow"
       ? "disable"
@@ -45,15 +47,27 @@ export function parseUpstreamTarget(connectionString: string): UpstreamTarget {
         : sslmode === "require"
           ? "require"
           : "verify";
+  return { host, port, user, password, database, ssl, ...(options ? { options } : {}) };
+}
+
+/**
+ * The startup message's parameters: the session's settings, then the connection fields, which are the target's
+ * alone: a setting named `user`, `database`, `options` or `replication` (a client's `-c database=...`) is dropped.
+ */
+export function startupParameters(
+  target: UpstreamTarget,
+  parameters: Record<string, string>,
+): Record<string, string> {
+  const settings = Object.entries(parameters).filter(([name]) => !CONNECTION_FIELDS.has(name.toLowerCase()));
   return {
-    host: parsed.host ?? "localhost",
-    port: Number(parsed.port ?? 5432),
-    user: parsed.user ?? "postgres",
-    password: parsed.password ?? "",
-    database: parsed.database ?? parsed.user ?? "postgres",
-    ssl,
+    ...Object.fromEntries(settings),
+    user: target.user,
+    database: target.database,
+    ...(target.options ? { options: target.options } : {}),
   };
 }
+
+const CONNECTION_FIELDS = new Set(["user", "database", "options", "replication"]);
 
 /** A ready upstream session: authenticated, its startup parameters collected, waiting for a query. */
 export interface UpstreamSession {
@@ -131,7 +145,7 @@ function openSocket(target: UpstreamTarget, timeoutMs: number): Promise<Socket |
 
 /**
  * Opens and authenticates one upstream session (cleartext, md5 or SCRAM-SHA-256), sending `parameters` in the
- * startup message. Resolves at the first ReadyForQuery; the socket then has no listeners and is paused.
+ * startup message after the target's own `options`, so that PostgreSQL applies them last and they win. Resolves at the first ReadyForQuery; the socket then has no listeners and is paused.
  */
 export async function connectUpstream(
   target: UpstreamTarget,
@@ -240,6 +254,6 @@ export async function connectUpstream(
     socket.once("close", () =>
       fail(new UpstreamStartupError("the provider's database closed the connection during startup")),
     );
-    socket.write(encodeStartupMessage({ user: target.user, database: target.database, ...parameters }));
+    socket.write(encodeStartupMessage(startupParameters(target, parameters)));
   });
 }

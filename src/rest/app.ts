@@ -8,6 +8,7 @@ import { remoteMcpRoutes } from "../mcp/remote-mcp.js";
 import { fundedShare } from "../proxy/session-funding.js";
 import type { GatewayContext } from "./context.js";
 import { lazyRequestLogger } from "./lazy-request-logger.js";
+import { decorateClientAddress } from "./plugins/client-address.js";
 import { corsPlugin } from "./plugins/cors.js";
 import { errorsPlugin } from "./plugins/errors.js";
 import { metricsPlugin } from "./plugins/metrics.js";
@@ -48,6 +49,7 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false } },
   });
 
+  decorateClientAddress(app);
   app.server.headersTimeout = Math.min(ctx.config.httpRequestTimeoutMs, 60_000);
   app.server.maxConnections = ctx.config.httpMaxConnections;
   // Node starts its header and request timeouts at a request's first byte, so a client that connects and

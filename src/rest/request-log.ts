@@ -38,7 +38,7 @@ export class RequestLog extends LogController {
         url: request.url,
         statusCode: reply.statusCode,
         responseTime: Math.round(reply.elapsedTime * 1000) / 1000,
-        remoteAddress: request.ip,
+        remoteAddress: request.clientAddress,
       },
       "request completed",
     );

@@ -6,7 +6,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { costOfRows, priceOf } from "../../src/billing/cost.js";
 import { formatMicro } from "../../src/billing/money.js";
 import { createAgentToken } from "../../src/proxy/agent-token.js";
-import { createMetadataDatabase, type OwnedTestDatabase, type TestDatabase } from "../support/database.js";
+import {
+  createMetadataDatabase,
+  type OwnedTestDatabase,
+  runSql,
+  type TestDatabase,
+} from "../support/database.js";
 import { createProviderDatabase } from "../support/gateway.js";
 import { remoteMcpClient, upstreamSessionsOf } from "../support/mcp-clients.js";
 import {
@@ -183,13 +188,13 @@ describe("remote MCP sessions and the provider's upstream sessions", () => {
         status: 404,
         body: { error: expect.stringMatching(/does not exist or has not set its pricing yet/) },
       });
-      // Per address: two.
-      for (let i = 0; i < 2; i++) {
-        const answer = await initialize(one.key, "203.0.113.1");
+      // Per address: two, however the address is spelled (a dual-stack balancer writes IPv4 clients mapped).
+      for (const spelling of ["203.0.113.1", "::ffff:cb00:7101"]) {
+        const answer = await initialize(one.key, spelling);
         expect(answer.status).toBe(200);
         opened.push([one.key, answer.sessionId]);
       }
-      const third = await initialize(one.key, "203.0.113.1");
+      const third = await initialize(one.key, "0:0:0:0:0:ffff:203.0.113.1");
       expect(third).toMatchObject({
         status: 429,
         retryAfter: "60",
@@ -227,4 +232,32 @@ describe("remote MCP sessions and the provider's upstream sessions", () => {
       for (const [key, id] of opened) await end(key, id);
     }
   }, 60_000);
+
+  it("start the provider's upstream sessions with its connection string's options", async () => {
+    await runSql(
+      "CREATE SCHEMA IF NOT EXISTS myschema; CREATE TABLE IF NOT EXISTS myschema.widgets (id int); INSERT INTO myschema.widgets VALUES (7)",
+      providerDb.url,
+    );
+    const url = new URL(providerDb.url);
+    url.searchParams.set("options", "-c search_path=myschema");
+    const withSchema = await registerProviderOver(
+      pgtoll.httpUrl,
+      url.toString(),
+      { basePricePer1000Rows: 1, markupMultiplier: 1 },
+      privateKeyToAddress(generatePrivateKey()).toLowerCase(),
+    );
+    const key = generatePrivateKey();
+    await creditAgent(meta.db.url, privateKeyToAddress(key).toLowerCase(), withSchema, 1_000_000n);
+    const opened = await remoteMcpClient(
+      pgtoll.httpUrl,
+      withSchema,
+      await createAgentToken(key, withSchema),
+      "198.51.100.77",
+    );
+    clients.push(opened.client);
+    const answer = await call(opened.client, "query", { sql: "SELECT id FROM widgets" });
+    expect(answer.isError ?? false).toBe(false);
+    expect(answer.structuredContent).toMatchObject({ rows: [{ id: 7 }] });
+    await opened.end();
+  });
 });

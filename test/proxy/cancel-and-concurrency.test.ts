@@ -117,10 +117,9 @@ describe("cancel through the proxy", () => {
         "both sleeps to run upstream",
       );
 
-      // The proxy's BackendKeyData is its own, not the upstream's.
+      // BackendKeyData carries each session's upstream backend pid (its secret is the proxy's own).
       const upstreamPids = (await sleepingUpstream(direct)).map((r) => r.pid);
-      expect(upstreamPids).not.toContain(keyOf(a).processID);
-      expect(upstreamPids).not.toContain(keyOf(b).processID);
+      expect(upstreamPids.sort()).toEqual([keyOf(a).processID, keyOf(b).processID].sort());
 
       // A CancelRequest with A's process id and a wrong secret does nothing.
       await sendCancelRequest(
@@ -148,7 +147,9 @@ describe("cancel through the proxy", () => {
       ]);
       expect((await sleepB).rows).toEqual([{ b: "", who: "b" }]);
 
-      expect((await a.query("SELECT 'a' AS who")).rows).toEqual([{ who: "a" }]);
+      expect((await a.query("SELECT 'a' AS who, pg_backend_pid() AS pid")).rows).toEqual([
+        { who: "a", pid: keyOf(a).processID },
+      ]);
       expect((await b.query("SELECT 'b again' AS who")).rows).toEqual([{ who: "b again" }]);
     } finally {
       await direct.end();
@@ -158,7 +159,7 @@ describe("cancel through the proxy", () => {
     await expectChargedPerStatement(gateway, agentA, providerId, FUNDS, [
       // The cancel's error is the database's text: charged as a row.
       { rows: 1, sql: "SELECT pg_sleep(20) AS a" },
-      { rows: 1, sql: "SELECT 'a' AS who" },
+      { rows: 1, sql: "SELECT 'a' AS who, pg_backend_pid() AS pid" },
     ]);
     await expectChargedPerStatement(gateway, agentB, providerId, FUNDS, [
       { rows: 1, sql: "SELECT pg_sleep(1.2) AS b, 'b' AS who" },

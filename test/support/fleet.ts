@@ -168,3 +168,31 @@ export function postFrom(
     req.end(payload);
   });
 }
+
+/**
+ * HAProxy listening dual-stack (`bind :::port v4v6`: IPv4 clients arrive as IPv4-mapped IPv6 addresses) in TCP
+ * mode, sending a PROXY v2 header to the wire proxy on `proxyPort`, as a balancer on a dual-stack host does.
+ */
+export async function startDualStackHaproxy(proxyPort: number): Promise<Daemon & { port: number }> {
+  const port = await freePort();
+  const config = `
+defaults
+    timeout connect 2s
+    timeout client 60s
+    timeout server 60s
+
+frontend wire
+    bind :::${port} v4v6
+    mode tcp
+    default_backend wire
+backend wire
+    mode tcp
+    server p1 127.0.0.1:${proxyPort} send-proxy-v2
+`;
+  const dir = await mkdtemp(join(tmpdir(), "pgtoll-haproxy-"));
+  const file = join(dir, "haproxy.cfg");
+  await writeFile(file, config);
+  const haproxy = daemon("/usr/sbin/haproxy", ["-db", "-f", file]);
+  await waitFor(() => listening(port), 10_000, "haproxy to listen");
+  return { ...haproxy, port };
+}

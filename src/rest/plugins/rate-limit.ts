@@ -54,7 +54,7 @@ export const rateLimitPlugin = fp(async (app: FastifyInstance, options: RateLimi
     const rule = configured ?? options.defaultRule;
     let hit: { count: number; resetAtMs: number };
     try {
-      hit = await options.store.hit(`${rule.name}:${request.ip}`, rule.windowMs);
+      hit = await options.store.hit(`${rule.name}:${request.clientAddress}`, rule.windowMs);
     } catch (error) {
       options.onStoreError?.(error);
       return;

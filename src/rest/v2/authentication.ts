@@ -27,6 +27,6 @@ export function authenticate(db: Queryable) {
     if (!header) throw unauthorized("missing Authorization header: send Authorization: Bearer <API key>");
     const match = BEARER.exec(header);
     if (!match?.[1]) throw unauthorized("malformed Authorization header: expected Bearer <API key>");
-    request.principal = await authenticateApiKey(db, match[1], request.ip);
+    request.principal = await authenticateApiKey(db, match[1], request.clientAddress);
   };
 }
