@@ -63,6 +63,7 @@ export interface Pricing {
   pricePerMB: number;
   pricePerSecond: number;
   tablePrices: Record<string, number>;
+  allowRowFolding: boolean;
   updatedAt: string;
 }
 

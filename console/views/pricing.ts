@@ -79,6 +79,7 @@ const FIRST_PRICING: Omit<Pricing, "updatedAt" | "readOnly" | "basePricePer1000R
   pricePerMB: 0,
   pricePerSecond: 0,
   tablePrices: {},
+  allowRowFolding: false,
   maxRowsWrittenPerStatement: 1000,
   lockTimeoutMs: 5000,
   idleInTransactionTimeoutMs: 30000,
@@ -159,7 +160,7 @@ export function renderPricingForm(
     );
   };
 
-  const tables = tablePricesEditor(current.tablePrices);
+  const tables = tablePricesEditor(current.tablePrices, current.allowRowFolding);
   errors.push(tables.error);
   const form = h(
     "form",
@@ -206,6 +207,7 @@ export function renderPricingForm(
       [...inputs].map(([name, input]) => [name, typedValue(input)]),
     );
     body.tablePrices = tables.value();
+    body.allowRowFolding = tables.allowRowFolding();
     try {
       const updated = await providerApi<Pricing>(credentials, "pricing", { method: "POST", body });
       const when = `Saved at ${updated.updatedAt.replace("T", " ").slice(0, 19)} UTC.`;
@@ -232,7 +234,7 @@ export function renderPricingForm(
  * one. `value()` is the object the gateway takes (an empty row is left out; a half-filled one is sent as it is,
  * so the gateway says what is missing).
  */
-function tablePricesEditor(initial: Record<string, number>) {
+function tablePricesEditor(initial: Record<string, number>, allowRowFolding: boolean) {
   const list = h("div", { class: "table-prices", id: "table-prices-rows" });
   const error = h("p", { class: "error", id: "pricing-tablePrices-error", role: "alert" });
   const rows: TablePriceRow[] = [];
@@ -287,6 +289,12 @@ function tablePricesEditor(initial: Record<string, number>) {
     text: "Add a table",
   });
   addButton.addEventListener("click", () => add("", "").table.focus());
+  const folding = h("input", {
+    id: "pricing-allowRowFolding",
+    type: "checkbox",
+    "aria-describedby": "allow-row-folding-hint",
+  });
+  folding.checked = allowRowFolding;
   const fieldset = h(
     "fieldset",
     { id: "table-prices", "aria-describedby": "table-prices-hint pricing-tablePrices-error" },
@@ -298,12 +306,24 @@ function tablePricesEditor(initial: Record<string, number>) {
     }),
     list,
     addButton,
+    h(
+      "div",
+      { class: "field inline" },
+      folding,
+      h("label", { for: folding.id, text: "Allow folding a priced table's rows into one value" }),
+    ),
+    h("p", {
+      class: "hint",
+      id: "allow-row-folding-hint",
+      text: "string_agg, array_agg, json_agg, ARRAY(subquery) and the like over a priced table; off, they are refused, since one row would carry many rows' values at one row's price.",
+    }),
     error,
   );
   return {
     fieldset,
     error,
     rows: () => rows,
+    allowRowFolding: () => folding.checked,
     value: () =>
       Object.fromEntries(
         rows

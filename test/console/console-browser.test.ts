@@ -202,6 +202,7 @@ describe.skipIf(skipReason !== null)("the provider console in Chromium", () => {
     await page.getByRole("button", { name: "Add a table" }).click();
     await page.getByLabel("Table 2", { exact: true }).fill("public.orders");
     await page.getByLabel("Price of table 2 per 1000 rows (USDC)").fill("3");
+    await page.getByLabel("Allow folding a priced table's rows into one value").check();
     await page.getByRole("button", { name: "Save pricing" }).click();
     await expect.poll(() => page.locator("#pricing-status").textContent()).toMatch(/^Saved at /);
     expect(await apiPricing()).toMatchObject({
@@ -209,6 +210,7 @@ describe.skipIf(skipReason !== null)("the provider console in Chromium", () => {
       pricePerMB: 2,
       pricePerSecond: 0.01,
       tablePrices: { items: 7, "public.orders": 3 },
+      allowRowFolding: true,
     });
     await shoot("pricing-every-dimension", "#pricing");
 
