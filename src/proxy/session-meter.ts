@@ -13,6 +13,7 @@ import {
   rowsAffordable,
   statementCost,
 } from "../billing/cost.js";
+import type { LimitWatch } from "../billing/daily-limit-watch.js";
 import { type DailyLimit, dailyLimitRefusing, getDailyLimit } from "../billing/daily-limits.js";
 import type { Queryable } from "../billing/ledger.js";
 import type { WindowClock } from "../billing/window-clock.js";
@@ -41,6 +42,8 @@ export interface MeterOptions {
   sessionId: string;
   /** Fingerprints statements for the per-shape breakdown of an entry; shared by all sessions of a proxy. */
   shapes: StatementShapes;
+  /** Tells the session's hold when the agent's daily limit with the provider changes (in any process). */
+  limits?: LimitWatch;
   /** Called for every statement's charge, for metrics. */
   onCharge?: (costMicro: bigint) => void;
   /** Called for every window that closes with a charge: its statements, rows and cost, for metrics. */
@@ -122,6 +125,9 @@ export class SessionMeter {
       baseMicro: base > 0n ? base : 1n,
       maxMicro: costOfRows(Math.max(options.maxReserveRows, options.reserveRows), price),
       onHeldChanged: () => this.#updateLimit(),
+      ...(options.limits ? { limits: options.limits } : {}),
+      // The rows the running statement delivered are paid from the hold at its end: a new limit leaves them held.
+      promised: () => (this.#statementRows === 0 ? 0n : this.#costWith(0, 0)),
     });
     // Nothing is held yet: no row is paid for, unless the provider charges nothing (then none is ever limited).
     this.#updateLimit();

@@ -1,5 +1,6 @@
 import { AgentHold } from "../billing/agent-hold.js";
 import type { ChargeWriter } from "../billing/charge-writer.js";
+import type { LimitWatch } from "../billing/daily-limit-watch.js";
 import type { Queryable } from "../billing/ledger.js";
 
 export interface HeldFundsOptions {
@@ -7,6 +8,8 @@ export interface HeldFundsOptions {
   /** Group commit of the charges of requests that share a hold. */
   writer: ChargeWriter;
   reservationTtlSeconds: number;
+  /** Tells the holds of daily limit changes made in any process. */
+  limits?: LimitWatch;
   /** How long a shared hold outlives its last request, waiting for the agent's next one. Default 50 ms. */
   lingerMs?: number;
   /** Told about a failure to release a hold in the background (the reservation then expires on its own). */
@@ -78,6 +81,7 @@ export class HeldFunds {
           // Beyond what the request needs, a hold takes at most a quarter of what is available.
           fairShareAboveMicro: 0n,
           releasesInFlight: () => this.#releasesOf(key),
+          ...(this.options.limits ? { limits: this.options.limits } : {}),
         }),
         members: 0,
         // A busy agent (its last request ended just now): its requests share a hold over time, not only at once.
