@@ -85,9 +85,13 @@ export class UpstreamAnswers {
     this.#metering.failStatement(sqlOf(this.#queue.head));
   }
 
-  /** The session ended: the statement being answered is charged as far as it got (unless cut off, and charged). */
+  /**
+   * The session ended: the statement being answered is charged as far as it got (unless cut off, and charged);
+   * writes whose transaction the proxy had not committed are not.
+   */
   end(): void {
     if (!this.#cutOff) this.abandon();
+    void this.#metering.settleWrites(false);
   }
 
   /** Handles one upstream frame, `buffer[start, end)`; returns a promise when it has to wait for the ledger. */
@@ -281,7 +285,7 @@ export class UpstreamAnswers {
     ms: number | undefined,
   ): Promise<void> | undefined {
     if (this.#wire.closing() === "gone") return void this.#metering.failStatement(sql);
-    const paid = this.#metering.endWrite(written, sql, ms);
+    const paid = this.#metering.endWrite(written, sql, ms, head?.kind === "simple" && head.wrapped);
     if (paid === true) return void this.#relayComplete(head, buffer, start, end, last);
     if (Buffer.isBuffer(paid)) return void this.#failWrite(head, paid);
     return paid.then((verdict) =>
@@ -390,6 +394,7 @@ export class UpstreamAnswers {
       // The writes are paid for (or failed): the proxy ends its own transaction, or aborts the client's.
       if (closed.wrapped) {
         const failed = closed.failed || status === "E";
+        if (failed) void this.#metering.settleWrites(false);
         this.#inject(
           { kind: "injected", role: "end", held: closed.held },
           failed ? ROLLBACK_QUERY : COMMIT_QUERY,
@@ -422,6 +427,8 @@ export class UpstreamAnswers {
     now: number,
   ): void {
     if (unit.role === "begin") return;
+    // The proxy's COMMIT (or ROLLBACK, after which nothing is pending) ended the writes' transaction.
+    if (unit.role === "end") void this.#metering.settleWrites(unit.error === undefined);
     if (unit.error) this.#toClient.push(unit.error);
     else if (unit.held) this.#toClient.push(unit.held);
     this.#queue.status = status;

@@ -1,0 +1,129 @@
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
+import { SqlState } from "../../src/db/sql-state.js";
+import type { TestDatabase } from "../support/database.js";
+import {
+  createProviderDatabase,
+  registerPricedProvider,
+  startTestGateway,
+  type TestGateway,
+} from "../support/gateway.js";
+import {
+  connectAgent,
+  fundedTestAgent,
+  startTestProxy,
+  type TestAgent,
+  type TestProxy,
+} from "../support/proxy.js";
+import { waitForCharges } from "../support/real-clients.js";
+
+let gateway: TestGateway;
+let proxy: TestProxy;
+let providerDb: TestDatabase;
+let providerId: string;
+
+/** 1 USDC per 1000 rows: a row costs 1000 micro-USDC. */
+const ROW = 1000n;
+
+beforeAll(async () => {
+  gateway = await startTestGateway();
+  proxy = await startTestProxy(gateway);
+  providerDb = await createProviderDatabase(50);
+  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, {
+    basePricePer1000Rows: 1,
+    markupMultiplier: 1,
+    maxRowsWrittenPerStatement: 100,
+  }));
+});
+afterAll(async () => {
+  await proxy?.close();
+  await gateway?.close();
+  await providerDb?.drop();
+});
+
+/** `count` INSERTs of one row each, named `tag`, as one simple query. */
+function inserts(tag: string, count: number): string {
+  return Array.from({ length: count }, (_, i) => `INSERT INTO items (name) VALUES ('${tag}-${i}')`).join(
+    "; ",
+  );
+}
+
+async function rowsNamed(tag: string): Promise<number> {
+  const check = new pg.Client({ connectionString: providerDb.url });
+  await check.connect();
+  try {
+    const { rows } = await check.query("SELECT count(*)::int AS n FROM items WHERE name LIKE $1", [
+      `${tag}-%`,
+    ]);
+    return rows[0].n;
+  } finally {
+    await check.end();
+  }
+}
+
+/** The agent's query entries and balance once every charge of its ended sessions is written. */
+async function ledgerOf(agent: TestAgent) {
+  await waitForCharges(proxy);
+  const entries = await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId, limit: 1000 });
+  const queries = entries.filter((entry) => entry.type === "query");
+  return {
+    charged: queries.reduce((total, entry) => total - entry.amountMicro, 0n),
+    balance: (await getBalance(gateway.ctx.db, agent.wallet, providerId)).balanceMicro,
+  };
+}
+
+describe("writes pgtoll rolls back", () => {
+  it("are not charged: twenty INSERTs in one query, with funds for two and a half", async () => {
+    const funds = (5n * ROW) / 2n;
+    const agent = await fundedTestAgent(gateway, providerId, funds);
+    const tag = `undone-${randomBytes(4).toString("hex")}`;
+    const client = await connectAgent(proxy, agent, providerId);
+    const failure = await client.query(inserts(tag, 20)).catch((error: pg.DatabaseError) => error);
+    expect((failure as pg.DatabaseError).code).toBe(SqlState.insufficientFunds);
+    await client.end();
+    expect(await rowsNamed(tag)).toBe(0);
+    expect(await ledgerOf(agent)).toEqual({ charged: 0n, balance: funds });
+  });
+
+  it("charge the rows a read of the same query delivered, and no write", async () => {
+    const funds = (9n * ROW) / 2n;
+    const agent = await fundedTestAgent(gateway, providerId, funds);
+    const tag = `undone-${randomBytes(4).toString("hex")}`;
+    const client = await connectAgent(proxy, agent, providerId);
+    const failure = await client
+      .query(`SELECT id FROM items WHERE id <= 2; ${inserts(tag, 20)}`)
+      .catch((error: pg.DatabaseError) => error);
+    expect((failure as pg.DatabaseError).code).toBe(SqlState.insufficientFunds);
+    // The session goes on with what the undone writes gave back.
+    expect((await client.query("SELECT id FROM items WHERE id <= 2")).rowCount).toBe(2);
+    await client.end();
+    expect(await rowsNamed(tag)).toBe(0);
+    expect(await ledgerOf(agent)).toEqual({ charged: 4n * ROW, balance: funds - 4n * ROW });
+  });
+
+  it("are charged once committed, as the query's writes commit", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 100n * ROW);
+    const tag = `kept-${randomBytes(4).toString("hex")}`;
+    const client = await connectAgent(proxy, agent, providerId);
+    await client.query(inserts(tag, 3));
+    await client.end();
+    expect(await rowsNamed(tag)).toBe(3);
+    expect(await ledgerOf(agent)).toEqual({ charged: 3n * ROW, balance: 97n * ROW });
+  });
+
+  it("are not charged when the rows-written cap undoes the query", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1000n * ROW);
+    const tag = `capped-${randomBytes(4).toString("hex")}`;
+    const client = await connectAgent(proxy, agent, providerId);
+    const many = Array.from({ length: 200 }, (_, i) => `('${tag}-m${i}')`).join(", ");
+    const failure = await client
+      .query(`${inserts(tag, 2)}; INSERT INTO items (name) VALUES ${many}`)
+      .catch((error: pg.DatabaseError) => error);
+    expect((failure as pg.DatabaseError).message).toMatch(/100/);
+    await client.end();
+    expect(await rowsNamed(tag)).toBe(0);
+    expect(await ledgerOf(agent)).toEqual({ charged: 0n, balance: 1000n * ROW });
+  });
+});
