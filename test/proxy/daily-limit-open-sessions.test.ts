@@ -104,3 +104,39 @@ describe("a daily limit set while a wire session is open", () => {
     expect(await charged(agent)).toBe(110n * ROW);
   });
 });
+
+/** `POST /api/query` of the agent; its status and, answered, its cost. */
+async function restQuery(agent: TestAgent, sql: string) {
+  const response = await gateway.app.inject({
+    method: "POST",
+    url: "/api/query",
+    payload: { sql, agentWallet: agent.wallet, providerId },
+  });
+  return { status: response.statusCode, body: response.json() as { actualCost?: string; error?: string } };
+}
+
+describe("a daily limit lowered while an agent's REST requests share a hold", () => {
+  it("refuses with 422 the requests that start after the change, though the hold still has funds", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+    // A slow request keeps the agent's shared hold open through the change; quick ones beside it make it shared,
+    // topped up by a chunk of 1000 rows' worth.
+    const slow = restQuery(agent, "SELECT count(*) FROM generate_series(1, 3000000)");
+    const quick = "SELECT id FROM items ORDER BY id LIMIT 5";
+    const before = await Promise.all([
+      restQuery(agent, quick),
+      restQuery(agent, quick),
+      restQuery(agent, quick),
+    ]);
+    expect(before.map((answer) => answer.status)).toEqual([200, 200, 200]);
+    await putLimit(agent, "0.01");
+    const after: number[] = [];
+    for (let i = 0; i < 5; i++) after.push((await restQuery(agent, quick)).status);
+    expect(after).toEqual([422, 422, 422, 422, 422]);
+    const slowAnswer = await slow;
+    expect(slowAnswer.status, JSON.stringify(slowAnswer.body)).toBe(200);
+    await waitForCharges(proxy);
+    // The three quick requests and the slow one, all begun before the change: nothing after it.
+    const limit = await getDailyLimit(gateway.ctx.db, agent.wallet, providerId);
+    expect(limit.spentTodayMicro).toBe(16n * ROW);
+  });
+});

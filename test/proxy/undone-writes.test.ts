@@ -126,4 +126,18 @@ describe("writes pgtoll rolls back", () => {
     expect(await rowsNamed(tag)).toBe(0);
     expect(await ledgerOf(agent)).toEqual({ charged: 0n, balance: 1000n * ROW });
   });
+
+  it("are not charged on the REST path either: the request's transaction is rolled back, uncharged", async () => {
+    const funds = (5n * ROW) / 2n;
+    const agent = await fundedTestAgent(gateway, providerId, funds);
+    const tag = `undone-rest-${randomBytes(4).toString("hex")}`;
+    const response = await gateway.app.inject({
+      method: "POST",
+      url: "/api/query",
+      payload: { sql: inserts(tag, 20), agentWallet: agent.wallet, providerId },
+    });
+    expect(response.statusCode, response.body).toBe(402);
+    expect(await rowsNamed(tag)).toBe(0);
+    expect(await ledgerOf(agent)).toEqual({ charged: 0n, balance: funds });
+  });
 });
