@@ -119,9 +119,18 @@ export class AgentHold implements LimitBoundHold {
     return taken;
   }
 
-  /** Puts back what the holder took and did not spend. */
-  giveBack(micro: bigint): void {
-    this.#unspent += micro;
+  /** How many daily limit changes the hold was told of: a holder passes it back with what it gives back. */
+  get limitChanges(): number {
+    return this.#limitChanges;
+  }
+
+  /**
+   * Puts back what the holder took and did not spend. `takenAt`: `limitChanges` when it was taken; taken before
+   * a limit change, it goes back to the ledger instead, as it may be beyond the new limit.
+   */
+  giveBack(micro: bigint, takenAt = this.#limitChanges): void {
+    if (takenAt === this.#limitChanges) this.#unspent += micro;
+    else this.#giveBackToLedger(micro);
   }
 
   /**

@@ -69,6 +69,8 @@ interface PendingWrite {
   delivered: number;
   sql: string;
   used: CostBreakdown | null | undefined;
+  /** The hold's `limitChanges` when its cost was taken. */
+  takenAt?: number;
 }
 
 /** Why no more of a statement can be had: the balance, the agent's daily limit, or the session's budget. */
@@ -391,7 +393,7 @@ export class SessionMeter {
     if (this.#free) return true;
     const cost = this.#hold.take(write.costMicro);
     this.#sessionCostMicro += cost;
-    this.#pendingWrites.push({ ...write, costMicro: cost });
+    this.#pendingWrites.push({ ...write, costMicro: cost, takenAt: this.#hold.limitChanges });
     this.#updateLimit();
     return true;
   }
@@ -413,7 +415,7 @@ export class SessionMeter {
       }
       const readCost = write.delivered > 0 ? this.#costOf(write.delivered) : 0n;
       const read = readCost < write.costMicro ? readCost : write.costMicro;
-      this.#hold.giveBack(write.costMicro - read);
+      this.#hold.giveBack(write.costMicro - read, write.takenAt);
       this.#sessionCostMicro -= write.costMicro - read;
       if (read > 0n)
         waiting = this.#addToWindow(read, write.delivered, write.sql, "failed", undefined) ?? waiting;

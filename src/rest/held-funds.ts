@@ -190,6 +190,8 @@ export class HeldFunds {
 export class RequestFunds {
   /** Promised to this request and not charged yet. */
   #taken = 0n;
+  /** The hold's `limitChanges` when this request first took from it. */
+  #takenAt = 0;
   #finished = false;
 
   constructor(
@@ -205,13 +207,14 @@ export class RequestFunds {
    */
   async cover(totalMicro: bigint, wantMicro = totalMicro): Promise<boolean> {
     const funds = this.hold.funds;
+    if (this.#taken === 0n) this.#takenAt = funds.limitChanges;
     while (this.#taken < totalMicro) {
       this.#taken += funds.take(totalMicro - this.#taken);
       if (this.#taken >= totalMicro) break;
       const wanted = (wantMicro > totalMicro ? wantMicro : totalMicro) - this.#taken;
       if (!(await funds.cover(totalMicro - this.#taken, this.hold.shared ? this.chunkMicro : wanted))) {
         // What this request took goes back: a later request of the agent may be cheaper and payable.
-        funds.giveBack(this.#taken);
+        funds.giveBack(this.#taken, this.#takenAt);
         this.#taken = 0n;
         return false;
       }
@@ -228,7 +231,7 @@ export class RequestFunds {
     if (costMicro > this.#taken)
       throw new Error(`a charge of ${costMicro} exceeds the ${this.#taken} covered`);
     this.#finished = true;
-    this.hold.funds.giveBack(this.#taken - costMicro);
+    this.hold.funds.giveBack(this.#taken - costMicro, this.#takenAt);
     this.#taken = 0n;
     await this.funds.finish(this.hold, costMicro, metadata);
   }
