@@ -3,6 +3,8 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
 import { SqlState } from "../../src/db/sql-state.js";
+import { FrontendCode } from "../../src/proxy/message-codes.js";
+import { encodeFrame } from "../../src/proxy/serializer.js";
 import type { TestDatabase } from "../support/database.js";
 import {
   createProviderDatabase,
@@ -18,6 +20,7 @@ import {
   type TestProxy,
 } from "../support/proxy.js";
 import { waitForCharges } from "../support/real-clients.js";
+import { errorOf, frontend, WireClient } from "../support/wire-client.js";
 
 let gateway: TestGateway;
 let proxy: TestProxy;
@@ -139,5 +142,67 @@ describe("writes pgtoll rolls back", () => {
     expect(response.statusCode, response.body).toBe(402);
     expect(await rowsNamed(tag)).toBe(0);
     expect(await ledgerOf(agent)).toEqual({ charged: 0n, balance: funds });
+  });
+
+  it("are not charged when Executes pipelined before one Sync are rolled back together", async () => {
+    const funds = (5n * ROW) / 2n;
+    const agent = await fundedTestAgent(gateway, providerId, funds);
+    const tag = `undone-ext-${randomBytes(4).toString("hex")}`;
+    const client = await WireClient.connect(proxy.port);
+    await client.login({ user: agent.wallet, database: providerId }, await agent.token());
+    const executes = Array.from({ length: 20 }, (_, i) =>
+      Buffer.concat([frontend.bind("", "insert", [`${tag}-${i}`]), frontend.execute("")]),
+    );
+    client.send(
+      Buffer.concat([
+        frontend.parse("insert", "INSERT INTO items (name) VALUES ($1)"),
+        ...executes,
+        encodeFrame(FrontendCode.Sync),
+      ]),
+    );
+    const answers = await client.until("Z");
+    const error = answers.find((message) => message.type === "E");
+    expect(error && errorOf(error).code).toBe(SqlState.insufficientFunds);
+    // The implicit transaction of the Sync was rolled back with the write that could not be paid.
+    expect(answers.at(-1)!.payload.toString()).toBe("I");
+    client.destroy();
+    expect(await rowsNamed(tag)).toBe(0);
+    expect(await ledgerOf(agent)).toEqual({ charged: 0n, balance: funds });
+  });
+
+  it("are charged when pipelined Executes commit at their Sync, or past a COMMIT among them", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 100n * ROW);
+    const tag = `kept-ext-${randomBytes(4).toString("hex")}`;
+    const client = await WireClient.connect(proxy.port);
+    await client.login({ user: agent.wallet, database: providerId }, await agent.token());
+    const insert = (i: number) =>
+      Buffer.concat([frontend.bind("", "insert", [`${tag}-${i}`]), frontend.execute("")]);
+    const run = (sql: string) =>
+      Buffer.concat([frontend.parse("", sql), frontend.bind("", ""), frontend.execute("")]);
+    client.send(
+      Buffer.concat([
+        frontend.parse("insert", "INSERT INTO items (name) VALUES ($1)"),
+        insert(0),
+        insert(1),
+        encodeFrame(FrontendCode.Sync),
+      ]),
+    );
+    await client.until("Z");
+    // BEGIN, a write, COMMIT, then a statement that fails: the first write stays, and is charged.
+    client.send(
+      Buffer.concat([
+        run("BEGIN"),
+        insert(2),
+        run("COMMIT"),
+        run("SELECT 1/0"),
+        encodeFrame(FrontendCode.Sync),
+      ]),
+    );
+    await client.until("Z");
+    client.destroy();
+    expect(await rowsNamed(tag)).toBe(3);
+    const { charged } = await ledgerOf(agent);
+    // Three rows written; the failed division's error is charged as a row.
+    expect(charged).toBe(4n * ROW);
   });
 });
