@@ -88,12 +88,13 @@ export class UpstreamAnswers {
   }
 
   /**
-   * The session ended: the statement being answered is charged as far as it got (unless cut off, and charged);
-   * writes whose transaction the proxy had not committed are not.
+   * The session ended: the statement being answered is charged as far as it got (unless cut off, and charged).
+   * Writes whose transaction was not committed are not, unless what would commit them was sent already (a Sync,
+   * the proxy's COMMIT): its answer is not waited for, and a committed write is never free.
    */
   end(): void {
     if (!this.#cutOff) this.abandon();
-    void this.#metering.settleWrites(false);
+    void this.#metering.settleWrites(this.#queue.mayCommit);
   }
 
   /** Handles one upstream frame, `buffer[start, end)`; returns a promise when it has to wait for the ledger. */

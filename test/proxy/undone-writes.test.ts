@@ -205,4 +205,28 @@ describe("writes pgtoll rolls back", () => {
     // Three rows written; the failed division's error is charged as a row.
     expect(charged).toBe(4n * ROW);
   });
+
+  it("are charged when committed by a Sync whose client left before its answer", async () => {
+    // Each session holds 1000 rows' worth until its hold is given back after it ends.
+    const agent = await fundedTestAgent(gateway, providerId, 20_000n * ROW);
+    const tag = `left-${randomBytes(4).toString("hex")}`;
+    for (let session = 0; session < 10; session++) {
+      const client = await WireClient.connect(proxy.port);
+      await client.login({ user: agent.wallet, database: providerId }, await agent.token());
+      client.send(
+        Buffer.concat([
+          frontend.parse("", "INSERT INTO items (name) VALUES ($1), ($1)"),
+          frontend.bind("", "", [`${tag}-${session}`]),
+          frontend.execute(""),
+          encodeFrame(FrontendCode.Sync),
+        ]),
+      );
+      // Gone as soon as the write's count is in: the Sync that commits it may be on its way.
+      await client.until("C");
+      client.destroy();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const kept = await rowsNamed(tag);
+    expect((await ledgerOf(agent)).charged).toBe(BigInt(kept) * ROW);
+  });
 });
