@@ -5,6 +5,7 @@ import pg from "pg";
 import { startRefusalFlusher } from "./analytics/refusal-flusher.js";
 import { createChainVerifier } from "./billing/chain-verify.js";
 import { ChargeWriter } from "./billing/charge-writer.js";
+import { DailyLimitWatch } from "./billing/daily-limit-watch.js";
 import { releaseExpiredReservations } from "./billing/ledger.js";
 import { WindowClock } from "./billing/window-clock.js";
 import type { Config } from "./config.js";
@@ -168,6 +169,9 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         logger.error({ err: error, reservationId: charge.reservationId }, "a charge could not be written"),
     });
     metrics.ledger.watchWriter("proxy", chargeWriter);
+    const limits = new DailyLimitWatch({ connectionString: databaseUrl, logger });
+    await limits.start();
+    cleanups.push(() => limits.close());
     metrics.ledger.watchHolds(db);
     // The proxy's port is known once it listens, after the HTTP server: /mcp reads it per request.
     const mcpProxy = { ...loopbackOf(config.host), port: 0 };
@@ -180,6 +184,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       box,
       upstream,
       verifier,
+      limits,
       rateLimitStore,
       metrics,
       logger,
@@ -204,6 +209,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         box,
         slots,
         chargeWriter,
+        limits,
         registry: new SessionRegistry(),
         ...(config.trustedProxies.length > 0
           ? {

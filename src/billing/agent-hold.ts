@@ -1,4 +1,5 @@
 import type { ChargeWriter, ChargeWritten } from "./charge-writer.js";
+import type { LimitBoundHold, LimitWatch } from "./daily-limit-watch.js";
 import { getBalance, type Queryable, type ReservationCharge } from "./ledger.js";
 import { LedgerHold, type ReleaseCharge } from "./ledger-hold.js";
 import { QueuedCharges } from "./queued-charges.js";
@@ -25,6 +26,13 @@ export interface AgentHoldOptions {
   releasesInFlight?: () => Promise<unknown> | undefined;
   /** Told when a top-up lands or the hold is released: what is unspent changed without the holder taking it. */
   onHeldChanged?: () => void;
+  /** Tells the hold, while it holds something, that the agent's daily limit with the provider changed. */
+  limits?: LimitWatch;
+  /**
+   * What the holder has promised from the unspent funds without taking it yet (the rows of a running statement,
+   * taken at its end): kept when a new daily limit makes the hold give back the rest. Default 0.
+   */
+  promised?: () => bigint;
 }
 
 /** One charge against the hold: its ledger entry's amount and metadata. */
@@ -49,7 +57,7 @@ export type UnwrittenCharge = "void" | "retry";
  * need. Charges are queued on the group-committing charge writer against the hold, and the release waits for
  * them: released first, the hold would leave them to be taken from the available balance instead.
  */
-export class AgentHold {
+export class AgentHold implements LimitBoundHold {
   /** The reservation held now; a new, empty one once it is released. */
   #funds: LedgerHold;
   /** Micro-USDC held and not yet taken by the holder. */
@@ -64,6 +72,10 @@ export class AgentHold {
   /** A top-up with no minimum got nothing (the balance is spent): no top-up ahead until one gets funds. */
   #balanceSpent = false;
   readonly #charges: QueuedCharges;
+  /** Counts the daily limit changes heard: a top-up that started before the last one may exceed the limit. */
+  #limitChanges = 0;
+  /** What a daily limit change gives back to the ledger, in flight: the next top-up waits for it. */
+  #givingBack: Promise<unknown> | null = null;
 
   constructor(
     private readonly ledger: Queryable,
@@ -107,9 +119,18 @@ export class AgentHold {
     return taken;
   }
 
-  /** Puts back what the holder took and did not spend. */
-  giveBack(micro: bigint): void {
-    this.#unspent += micro;
+  /** How many daily limit changes the hold was told of: a holder passes it back with what it gives back. */
+  get limitChanges(): number {
+    return this.#limitChanges;
+  }
+
+  /**
+   * Puts back what the holder took and did not spend. `takenAt`: `limitChanges` when it was taken; taken before
+   * a limit change, it goes back to the ledger instead, as it may be beyond the new limit.
+   */
+  giveBack(micro: bigint, takenAt = this.#limitChanges): void {
+    if (takenAt === this.#limitChanges) this.#unspent += micro;
+    else this.#giveBackToLedger(micro);
   }
 
   /**
@@ -119,17 +140,23 @@ export class AgentHold {
    * rejects when the ledger cannot be reached.
    */
   async cover(needMicro: bigint, upToMicro?: bigint): Promise<boolean> {
-    while (this.#inFlight) {
-      await this.#inFlight.catch(() => 0n);
+    for (;;) {
+      while (this.#inFlight) {
+        await this.#inFlight.catch(() => 0n);
+        if (this.#unspent >= needMicro) return true;
+      }
+      const missing = needMicro > this.#unspent ? needMicro - this.#unspent : 0n;
+      let most = upToMicro;
+      if (most === undefined) {
+        this.#grow();
+        most = this.#size;
+      }
+      const changes = this.#limitChanges;
+      const added = await this.#topUp(missing, most > missing ? most : missing);
+      // A daily limit changed while it was reserved: that top-up was given back; hold again under the limit.
+      if (changes === this.#limitChanges) return added >= missing;
       if (this.#unspent >= needMicro) return true;
     }
-    const missing = needMicro > this.#unspent ? needMicro - this.#unspent : 0n;
-    let most = upToMicro;
-    if (most === undefined) {
-      this.#grow();
-      most = this.#size;
-    }
-    return (await this.#topUp(missing, most > missing ? most : missing)) >= missing;
   }
 
   /**
@@ -151,9 +178,16 @@ export class AgentHold {
 
   /** Adds between `minMicro` and `maxMicro` to the hold, as the balance allows; resolves to what it added. */
   #topUp(minMicro: bigint, maxMicro: bigint): Promise<bigint> {
+    const changes = this.#limitChanges;
     const call = this.#reserve(minMicro, maxMicro).then(
       (added) => {
         this.#inFlight = null;
+        if (added > 0n) this.options.limits?.watch(this);
+        if (changes !== this.#limitChanges) {
+          // Reserved, perhaps, before the limit changed: not spent from, in case it passes the new limit.
+          this.#giveBackToLedger(added);
+          return 0n;
+        }
         if (added > 0n) {
           this.#balanceSpent = false;
           this.#unspent += added;
@@ -173,12 +207,45 @@ export class AgentHold {
   }
 
   async #reserve(minMicro: bigint, maxMicro: bigint): Promise<bigint> {
+    // Until it is given back, what a limit change gave up still counts against the limit in the ledger.
+    if (this.#givingBack) await this.#givingBack;
     const added = await this.#funds.add(minMicro, maxMicro, this.#fairShareAbove);
     if (added >= minMicro) return added;
     const releases = this.options.releasesInFlight?.();
     if (!releases) return added;
     await releases;
     return this.#funds.add(minMicro, maxMicro, this.#fairShareAbove);
+  }
+
+  /**
+   * The agent's daily limit with the provider changed, or may have: what is held and neither spent nor promised
+   * to the holder is given back to the ledger, and what the holder needs next is held again, under the limit (the
+   * reservation statements enforce it). A top-up in flight is given back when it lands.
+   */
+  limitChanged(): void {
+    this.#limitChanges++;
+    this.#balanceSpent = false;
+    this.#size = this.#base;
+    const promised = this.options.promised?.() ?? 0n;
+    const kept = promised < this.#unspent ? promised : this.#unspent;
+    const back = this.#unspent - kept;
+    this.#unspent = kept;
+    this.options.onHeldChanged?.();
+    this.#giveBackToLedger(back);
+  }
+
+  #giveBackToLedger(micro: bigint): void {
+    if (micro <= 0n) return;
+    const funds = this.#funds;
+    const before = this.#givingBack;
+    // On failure the funds stay held until the hold is released or expires: unspendable, not spendable twice.
+    const giving: Promise<unknown> = (before ?? Promise.resolve())
+      .then(() => funds.giveBack(micro))
+      .catch(() => 0n)
+      .finally(() => {
+        if (this.#givingBack === giving) this.#givingBack = null;
+      });
+    this.#givingBack = giving;
   }
 
   /** Queues a charge against the hold on the charge writer; `written` is told once it is written or failed. */
@@ -226,6 +293,7 @@ export class AgentHold {
     }
     const charge = last?.() ?? undefined;
     const funds = this.#funds;
+    this.options.limits?.unwatch(this);
     const reservationId = funds.reservationId;
     this.#funds = this.#newFunds();
     this.#unspent = 0n;

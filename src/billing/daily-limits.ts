@@ -75,15 +75,34 @@ export async function getDailyLimit(
   return toDailyLimit(rows[0]);
 }
 
+/**
+ * The channel on which the ledger tells every pgtoll process that an agent's daily limit with a provider changed;
+ * the payload is `<agent wallet>/<provider id>`, both lower case (daily-limit-watch.ts).
+ */
+export const DAILY_LIMIT_CHANNEL = "pgtoll_daily_limit";
+
+/**
+ * NOTIFY in the statement that changes the limit: PostgreSQL delivers it when that transaction commits, and only
+ * then, so a process never acts on a limit that was not set.
+ */
+const NOTIFY_CHANGED = `SELECT pg_notify('${DAILY_LIMIT_CHANNEL}', lower(agent_wallet) || '/' || lower(provider_id::text))`;
+
 // The balance row is created when missing: an agent may set its limit before its first deposit.
 const SET_LIMIT = ledgerStatement(
   "set_daily_limit",
-  `INSERT INTO balances AS b (agent_wallet, provider_id, daily_limit_micro) VALUES ($1, $2, $3)
-   ON CONFLICT (agent_wallet, provider_id) DO UPDATE SET daily_limit_micro = excluded.daily_limit_micro
-   RETURNING ${LIMIT_COLUMNS}`,
+  `WITH changed AS (
+     INSERT INTO balances AS b (agent_wallet, provider_id, daily_limit_micro) VALUES ($1, $2, $3)
+     ON CONFLICT (agent_wallet, provider_id) DO UPDATE SET daily_limit_micro = excluded.daily_limit_micro
+     RETURNING b.agent_wallet, b.provider_id, ${LIMIT_COLUMNS}),
+   notified AS (${NOTIFY_CHANGED} FROM changed)
+   SELECT daily_limit_micro, spent_today_micro, resets_at FROM changed, notified`,
 );
 
-/** Sets (or replaces) the agent's daily limit with a provider; it applies to holds taken from now on. */
+/**
+ * Sets (or replaces) the agent's daily limit with a provider. It binds new holds at once, and the holds already
+ * open in every pgtoll process on this ledger as soon as they are told (DAILY_LIMIT_CHANNEL): they give back
+ * what they hold and have not spent, and hold again within the limit.
+ */
 export async function setDailyLimit(
   db: Queryable,
   agentWallet: string,
@@ -96,9 +115,12 @@ export async function setDailyLimit(
 
 const CLEAR_LIMIT = ledgerStatement(
   "clear_daily_limit",
-  `UPDATE balances b SET daily_limit_micro = NULL
-    WHERE b.agent_wallet = $1 AND b.provider_id = $2 AND b.daily_limit_micro IS NOT NULL
-   RETURNING 1`,
+  `WITH changed AS (
+     UPDATE balances b SET daily_limit_micro = NULL
+      WHERE b.agent_wallet = $1 AND b.provider_id = $2 AND b.daily_limit_micro IS NOT NULL
+     RETURNING b.agent_wallet, b.provider_id),
+   notified AS (${NOTIFY_CHANGED} FROM changed)
+   SELECT 1 FROM changed, notified`,
 );
 
 /** Removes the agent's daily limit with a provider; false when there was none. */

@@ -4,6 +4,7 @@ import {
   type Reservation,
   releaseWithCharge,
   reserveFunds,
+  shrinkReservation,
   voidReservation,
 } from "./ledger.js";
 
@@ -65,6 +66,12 @@ export class LedgerHold {
     if (!reservation) return 0n;
     this.#reservation = reservation;
     return reservation.amountMicro;
+  }
+
+  /** Gives back up to `micro` of what is held, keeping the hold open; resolves to what was given back. */
+  async giveBack(micro: bigint): Promise<bigint> {
+    if (!this.#reservation || micro <= 0n) return 0n;
+    return shrinkReservation(this.ledger, this.#reservation, micro);
   }
 
   /**

@@ -434,6 +434,34 @@ export async function voidReservation(db: Queryable, reservation: Reservation): 
   await runStatement(db, VOID, [reservation.id]);
 }
 
+const SHRINK = ledgerStatement(
+  "shrink",
+  `WITH held AS (
+       SELECT id, agent_wallet, provider_id, LEAST(amount_micro, $2::bigint) AS back
+         FROM reservations WHERE id = $1 FOR UPDATE),
+     shrunk AS (
+       UPDATE reservations r SET amount_micro = r.amount_micro - held.back FROM held WHERE r.id = held.id
+       RETURNING held.agent_wallet, held.provider_id, held.back)
+     UPDATE balances b SET reserved_micro = b.reserved_micro - shrunk.back
+       FROM shrunk WHERE b.agent_wallet = shrunk.agent_wallet AND b.provider_id = shrunk.provider_id
+     RETURNING shrunk.back`,
+);
+
+/**
+ * Gives back up to `micro` of a held reservation without releasing it (what its holder will not spend); the rest
+ * stays held for the charges still queued against it. Returns what was given back (0n when it no longer exists).
+ */
+export async function shrinkReservation(
+  db: Queryable,
+  reservation: Reservation,
+  micro: bigint,
+): Promise<bigint> {
+  const { rows } = await runStatement<{ back: bigint }>(db, SHRINK, [reservation.id, micro]);
+  const back = rows[0]?.back ?? 0n;
+  reservation.amountMicro -= back;
+  return back;
+}
+
 const RELEASE_EXPIRED = ledgerStatement(
   "release_expired",
   `WITH expired AS (

@@ -153,6 +153,7 @@ function startMeteredRelay(
     windowMaxCostMicro: ctx.windowMaxCostMicro,
     sessionId,
     shapes: statementShapesOf(ctx),
+    ...(ctx.limits ? { limits: ctx.limits } : {}),
     onCharge: (cost) => ctx.metrics.chargedMicro.inc(Number(cost)),
     onWindowClosed: (statements, rows, cost) => ctx.earnings.add(providerId, "proxy", statements, rows, cost),
   });

@@ -112,6 +112,13 @@ export class AnswerQueue {
     return this.#units.some(mayWrite);
   }
 
+  /** Whether what was sent may still commit writes: a Sync, or the proxy's COMMIT of a wrapped query. */
+  get mayCommit(): boolean {
+    return this.#units.some(
+      (unit) => unit.kind === "sync" || (unit.kind === "injected" && unit.role === "end"),
+    );
+  }
+
   push(unit: Unit): void {
     this.#units.push(unit);
   }

@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import type { EarningsTally } from "../analytics/earnings-tally.js";
 import type { RefusalTally } from "../analytics/refusal-tally.js";
 import type { ChargeWriter } from "../billing/charge-writer.js";
+import type { LimitWatch } from "../billing/daily-limit-watch.js";
 import type { WindowClock } from "../billing/window-clock.js";
 import type { GuardPolicy, GuardVerdict } from "../guard/index.js";
 import type { SecretBox } from "../providers/secret-box.js";
@@ -35,6 +36,8 @@ export interface ProxyContext {
   box: SecretBox;
   slots: UpstreamSlots;
   chargeWriter: ChargeWriter;
+  /** Tells the sessions' holds of daily limit changes made in any process; unset: limits bind new holds only. */
+  limits?: LimitWatch;
   registry: SessionRegistry;
   metrics: ProxyMetrics;
   logger: Logger;

@@ -13,6 +13,7 @@ import {
   rowsAffordable,
   statementCost,
 } from "../billing/cost.js";
+import type { LimitWatch } from "../billing/daily-limit-watch.js";
 import { type DailyLimit, dailyLimitRefusing, getDailyLimit } from "../billing/daily-limits.js";
 import type { Queryable } from "../billing/ledger.js";
 import type { WindowClock } from "../billing/window-clock.js";
@@ -41,6 +42,8 @@ export interface MeterOptions {
   sessionId: string;
   /** Fingerprints statements for the per-shape breakdown of an entry; shared by all sessions of a proxy. */
   shapes: StatementShapes;
+  /** Tells the session's hold when the agent's daily limit with the provider changes (in any process). */
+  limits?: LimitWatch;
   /** Called for every statement's charge, for metrics. */
   onCharge?: (costMicro: bigint) => void;
   /** Called for every window that closes with a charge: its statements, rows and cost, for metrics. */
@@ -56,6 +59,18 @@ export interface StatementTime {
   ms?: number;
   /** A later batch of a portal read in several Executes: the statement's minimum was charged with its first. */
   continued?: boolean;
+}
+
+/** A write's charge that waits for the commit of the transaction the proxy opened around it. */
+interface PendingWrite {
+  costMicro: bigint;
+  rows: number;
+  /** Its RETURNING rows the client received: charged as read even when the write is undone. */
+  delivered: number;
+  sql: string;
+  used: CostBreakdown | null | undefined;
+  /** The hold's `limitChanges` when its cost was taken. */
+  takenAt?: number;
 }
 
 /** Why no more of a statement can be had: the balance, the agent's daily limit, or the session's budget. */
@@ -103,6 +118,8 @@ export class SessionMeter {
   #window: ChargeWindow | null = null;
   #windowsClosed = 0;
   #sessionCostMicro = 0n;
+  /** Charges of writes taken from the hold whose transaction has not committed yet (`settleWrites`). */
+  #pendingWrites: PendingWrite[] = [];
 
   constructor(
     ledger: Queryable,
@@ -122,6 +139,9 @@ export class SessionMeter {
       baseMicro: base > 0n ? base : 1n,
       maxMicro: costOfRows(Math.max(options.maxReserveRows, options.reserveRows), price),
       onHeldChanged: () => this.#updateLimit(),
+      ...(options.limits ? { limits: options.limits } : {}),
+      // The rows the running statement delivered are paid from the hold at its end: a new limit leaves them held.
+      promised: () => (this.#statementRows === 0 ? 0n : this.#costWith(0, 0)),
     });
     // Nothing is held yet: no row is paid for, unless the provider charges nothing (then none is ever limited).
     this.#updateLimit();
@@ -344,16 +364,64 @@ export class SessionMeter {
    * balance cannot pay, nothing of the write is charged (only `delivered`, the RETURNING rows the client already
    * received within the hold) and the answer is false: the caller rolls the write back. A ledger that cannot be
    * reached rejects the promise; the caller rolls back then too. Synchronous (`true`) when the hold covers it.
+   * `pending`: the write commits only with a transaction the proxy ends later; its charge is taken from the hold
+   * but waits for `settleWrites`.
    */
-  endWrite(rowCount: number, delivered: number, sql: string, time?: StatementTime): true | Promise<boolean> {
+  endWrite(
+    rowCount: number,
+    delivered: number,
+    sql: string,
+    time?: StatementTime,
+    pending = false,
+  ): true | Promise<boolean> {
     const byRows = this.#byRows && !this.#lastCost;
     const cost = byRows ? this.#costOf(rowCount) : this.#priced(rowCount, time);
     const used = byRows ? undefined : this.#lastCost;
     if (cost <= this.#hold.unspent) {
+      if (pending) return this.#holdPending({ costMicro: cost, rows: rowCount, delivered, sql, used });
       const waiting = this.#charge(cost, rowCount, sql, undefined, used);
       return waiting ? waiting.then(() => true) : true;
     }
-    return this.#endCostlyWrite(cost, rowCount, delivered, sql, used);
+    return this.#endCostlyWrite(cost, rowCount, delivered, sql, used, pending);
+  }
+
+  /** Takes a write's cost from the hold and keeps its charge until its transaction ends. */
+  #holdPending(write: PendingWrite): true {
+    this.#statementRows = 0;
+    this.#statementBytes = 0;
+    this.#statementPrice = this.price;
+    if (this.#free) return true;
+    const cost = this.#hold.take(write.costMicro);
+    this.#sessionCostMicro += cost;
+    this.#pendingWrites.push({ ...write, costMicro: cost, takenAt: this.#hold.limitChanges });
+    this.#updateLimit();
+    return true;
+  }
+
+  /**
+   * The transaction the proxy opened around the pending writes ended: committed, their charges go to the window;
+   * rolled back, what they cost goes back to the hold (the agent keeps nothing of them), but for the RETURNING
+   * rows the client received, which are charged as read. A promise when the session must wait (see `#charge`).
+   */
+  settleWrites(committed: boolean): Promise<void> | undefined {
+    const writes = this.#pendingWrites;
+    if (writes.length === 0) return;
+    this.#pendingWrites = [];
+    let waiting: Promise<void> | undefined;
+    for (const write of writes) {
+      if (committed) {
+        waiting = this.#addToWindow(write.costMicro, write.rows, write.sql, undefined, write.used) ?? waiting;
+        continue;
+      }
+      const readCost = write.delivered > 0 ? this.#costOf(write.delivered) : 0n;
+      const read = readCost < write.costMicro ? readCost : write.costMicro;
+      this.#hold.giveBack(write.costMicro - read, write.takenAt);
+      this.#sessionCostMicro -= write.costMicro - read;
+      if (read > 0n)
+        waiting = this.#addToWindow(read, write.delivered, write.sql, "failed", undefined) ?? waiting;
+    }
+    this.#updateLimit();
+    return waiting;
   }
 
   async #endCostlyWrite(
@@ -362,11 +430,13 @@ export class SessionMeter {
     delivered: number,
     sql: string,
     used: CostBreakdown | null | undefined,
+    pending: boolean,
   ): Promise<boolean> {
     if (!(await this.#hold.cover(cost, 0n))) {
       await this.endStatement(delivered, sql, "failed");
       return false;
     }
+    if (pending) return this.#holdPending({ costMicro: cost, rows: rowCount, delivered, sql, used });
     await this.#charge(cost, rowCount, sql, undefined, used);
     return true;
   }
@@ -391,6 +461,18 @@ export class SessionMeter {
     // Every row was allowed from the hold; a larger count would be a bug, and is not charged beyond the hold.
     const cost = this.#hold.take(costMicro);
     this.#sessionCostMicro += cost;
+    return this.#addToWindow(cost, rows, sql, outcome, used, shape);
+  }
+
+  /** Adds a cost already taken from the hold to the window (see `#charge` for the promise). */
+  #addToWindow(
+    cost: bigint,
+    rows: number,
+    sql: string,
+    outcome?: StatementOutcome,
+    used?: CostBreakdown | null,
+    shape?: string,
+  ): Promise<void> | undefined {
     if (!this.#window) {
       this.#window = new ChargeWindow();
       this.options.clock.atNextTick(this.#closeOnTick);
@@ -453,6 +535,8 @@ export class SessionMeter {
    * the ledger cannot be reached, the last window is left to the charge writer, which retries it.
    */
   release(): Promise<void> {
+    // A write whose transaction was still open is not committed: the session ended or went idle without it.
+    void this.settleWrites(false);
     return this.#hold.release(() => this.#takeWindow(), "retry");
   }
 }

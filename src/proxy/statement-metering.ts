@@ -27,6 +27,7 @@ export type RelayMeter = Pick<
   | "topUp"
   | "endStatement"
   | "endWrite"
+  | "settleWrites"
   | "release"
   | "budgetStops"
   | "shortfall"
@@ -93,9 +94,20 @@ export interface StatementMetering {
   ): Promise<void> | CutOffReason | undefined;
   /**
    * A write completed, uncommitted, having written `written` rows: true when it is paid for (and charged), so the
-   * relay lets it commit; otherwise the ErrorResponse the client gets while the relay rolls it back.
+   * relay lets it commit; otherwise the ErrorResponse the client gets while the relay rolls it back. `wrapped`:
+   * it commits only with the transaction the proxy opened around its query, which `settleWrites` reports.
    */
-  endWrite(written: number, sql: string, ms: number | undefined): true | Buffer | Promise<true | Buffer>;
+  endWrite(
+    written: number,
+    sql: string,
+    ms: number | undefined,
+    wrapped?: boolean,
+  ): true | Buffer | Promise<true | Buffer>;
+  /**
+   * The transaction the proxy opened around a query's writes committed, or was rolled back (pgtoll undid it, or
+   * the session ended before its COMMIT): the writes are charged, or not at all.
+   */
+  settleWrites(committed: boolean): Promise<void> | undefined;
   /** The price has table prices: the relay names each statement before its rows and end (`priceStatement`). */
   readonly pricesTables: boolean;
   /** The price counts statement time: the relay measures each statement's (its `ms`). */
@@ -251,7 +263,12 @@ class RowMetering implements StatementMetering {
    * Charged if the balance pays for its rows (its count, or its RETURNING rows if more) and it wrote no more than
    * the provider allows. When it is not, only the RETURNING rows the client already received are charged.
    */
-  endWrite(written: number, sql: string, ms: number | undefined): true | Buffer | Promise<true | Buffer> {
+  endWrite(
+    written: number,
+    sql: string,
+    ms: number | undefined,
+    wrapped = false,
+  ): true | Buffer | Promise<true | Buffer> {
     const delivered = this.#meter.statementRows;
     const rows = written > delivered ? written : delivered;
     if (rows > this.options.maxRowsWritten) {
@@ -264,7 +281,7 @@ class RowMetering implements StatementMetering {
       this.options.countRefusal("funds", "session-budget");
       return sessionBudgetError(this.#meter.budgetMicro ?? 0n, this.#meter.sessionCostMicro);
     }
-    const paid = this.#meter.endWrite(rows, delivered, sql, ms === undefined ? undefined : { ms });
+    const paid = this.#meter.endWrite(rows, delivered, sql, ms === undefined ? undefined : { ms }, wrapped);
     if (paid === true) return true;
     return paid.then(
       (ok) => ok || unpaidWriteError(rows),
@@ -275,6 +292,10 @@ class RowMetering implements StatementMetering {
         return ledgerUnavailable();
       },
     );
+  }
+
+  settleWrites(committed: boolean): Promise<void> | undefined {
+    return this.#meter.settleWrites(committed);
   }
 
   failStatement(sql: string): void {

@@ -66,6 +66,8 @@ export class UpstreamAnswers {
   /** When the last statement answered ended, and the relay's client wait by then: where the next one's time starts. */
   #lastEndAt = 0;
   #clientWaitAtLastEnd = 0;
+  /** An error ended a statement since the last ReadyForQuery: an implicit transaction was not committed. */
+  #failedSinceReady = false;
 
   constructor(options: UpstreamAnswersOptions) {
     this.#queue = options.queue;
@@ -89,9 +91,14 @@ export class UpstreamAnswers {
     this.#metering.failStatement(sqlOf(this.#queue.head));
   }
 
-  /** The session ended: the statement being answered is charged as far as it got (unless cut off, and charged). */
+  /**
+   * The session ended: the statement being answered is charged as far as it got (unless cut off, and charged).
+   * Writes whose transaction was not committed are not, unless what would commit them was sent already (a Sync,
+   * the proxy's COMMIT): its answer is not waited for, and a committed write is never free.
+   */
   end(): void {
     if (!this.#cutOff) this.abandon();
+    void this.#metering.settleWrites(this.#queue.mayCommit);
   }
 
   /** Handles one upstream frame, `buffer[start, end)`; returns a promise when it has to wait for the ledger. */
@@ -283,6 +290,9 @@ export class UpstreamAnswers {
       this.#queue.shift();
     }
     if (written !== null) return this.#endWrite(head, written, sql, buffer, start, end, last, ms);
+    // Outside a block, Executes share an implicit transaction: past a statement that is not a write (a COMMIT,
+    // a SAVEPOINT, a read), the writes before it are charged, whatever the pipeline's end.
+    if (head?.kind === "execute") void this.#metering.settleWrites(true);
     // A portal read in several Executes is one statement: its minimum is charged with its first batch only.
     const continued = head?.kind === "execute" && head.continued;
     const ended = this.#metering.endStatement(sql, buffer, start, ms, continued, shape);
@@ -337,12 +347,22 @@ export class UpstreamAnswers {
     ms: number | undefined,
   ): Promise<void> | undefined {
     if (this.#wire.closing() === "gone") return void this.#metering.failStatement(sql);
-    const paid = this.#metering.endWrite(written, sql, ms);
+    const paid = this.#metering.endWrite(written, sql, ms, this.#commitsLater(head));
     if (paid === true) return void this.#relayComplete(head, buffer, start, end, last);
     if (Buffer.isBuffer(paid)) return void this.#failWrite(head, paid);
     return paid.then((verdict) =>
       verdict === true ? this.#relayComplete(head, buffer, start, end, last) : this.#failWrite(head, verdict),
     );
+  }
+
+  /**
+   * Whether the write `head` answers commits only later, with a transaction its query did not open: the one the
+   * proxy wraps around a simple query, or the implicit transaction of Executes outside a block, which their
+   * Sync commits (unless a statement fails first).
+   */
+  #commitsLater(head: Unit | undefined): boolean {
+    if (head?.kind === "simple") return head.wrapped;
+    return head?.kind === "execute" && this.#queue.status === "I";
   }
 
   /**
@@ -383,6 +403,7 @@ export class UpstreamAnswers {
    */
   #onError(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
     const head = this.#queue.head;
+    if (head?.kind !== "injected") this.#failedSinceReady = true;
     if (head?.kind === "refused") {
       this.#queue.shift();
       if (head.error) this.#toClient.push(head.error);
@@ -445,10 +466,13 @@ export class UpstreamAnswers {
       this.#queue.keptPortals.clear();
     }
     this.#cutOff = false;
+    const statementFailed = this.#failedSinceReady;
+    this.#failedSinceReady = false;
     if (closed?.writes && !this.#wire.closing()) {
       // The writes are paid for (or failed): the proxy ends its own transaction, or aborts the client's.
       if (closed.wrapped) {
         const failed = closed.failed || status === "E";
+        if (failed) void this.#metering.settleWrites(false);
         this.#inject(
           { kind: "injected", role: "end", held: closed.held, statements: closed.statements },
           failed ? ROLLBACK_QUERY : COMMIT_QUERY,
@@ -460,6 +484,10 @@ export class UpstreamAnswers {
         return;
       }
     }
+    // Executes' writes: committed at this Sync unless a statement failed outside a block; inside one (the
+    // pipeline opened it) they are charged as the agent's block's writes are. A wrapped query's writes wait for
+    // the proxy's COMMIT, which a client that is gone never gets.
+    if (!closed?.wrapped) void this.#metering.settleWrites(status !== "I" || !statementFailed);
     this.#toClient.pushRange(buffer, start, end);
     if (status === "I" && this.#queue.empty) this.#wire.becameIdle(now);
   }
@@ -481,6 +509,8 @@ export class UpstreamAnswers {
     now: number,
   ): void {
     if (unit.role === "begin") return;
+    // The proxy's COMMIT (or ROLLBACK, after which nothing is pending) ended the writes' transaction.
+    if (unit.role === "end") void this.#metering.settleWrites(unit.error === undefined);
     if (unit.error) this.#toClient.push(unit.error);
     else if (unit.held) this.#toClient.push(unit.held);
     this.#queue.status = status;

@@ -1,6 +1,7 @@
 import type pg from "pg";
 import type { Logger } from "pino";
 import type { DepositVerifier } from "../billing/chain-verify.js";
+import type { LimitWatch } from "../billing/daily-limit-watch.js";
 import type { Config } from "../config.js";
 import type { ControlSettings } from "../control/settings.js";
 import type { GuardPolicy } from "../guard/index.js";
@@ -47,6 +48,8 @@ export interface GatewayContext {
   metrics: Metrics;
   logger: Logger;
   policy?: GuardPolicy;
+  /** Tells the REST holds of daily limit changes made in any process; unset: limits bind new holds only. */
+  limits?: LimitWatch;
   /** Unset: the process never drains (tests that build the app alone). */
   lifecycle?: Lifecycle;
   /** This process's wire proxy, for the remote MCP endpoint (/mcp); without it /mcp is not served. */

@@ -1,5 +1,6 @@
 import { AgentHold } from "../billing/agent-hold.js";
 import type { ChargeWriter } from "../billing/charge-writer.js";
+import type { LimitWatch } from "../billing/daily-limit-watch.js";
 import type { Queryable } from "../billing/ledger.js";
 
 export interface HeldFundsOptions {
@@ -7,6 +8,8 @@ export interface HeldFundsOptions {
   /** Group commit of the charges of requests that share a hold. */
   writer: ChargeWriter;
   reservationTtlSeconds: number;
+  /** Tells the holds of daily limit changes made in any process. */
+  limits?: LimitWatch;
   /** How long a shared hold outlives its last request, waiting for the agent's next one. Default 50 ms. */
   lingerMs?: number;
   /** Told about a failure to release a hold in the background (the reservation then expires on its own). */
@@ -78,6 +81,7 @@ export class HeldFunds {
           // Beyond what the request needs, a hold takes at most a quarter of what is available.
           fairShareAboveMicro: 0n,
           releasesInFlight: () => this.#releasesOf(key),
+          ...(this.options.limits ? { limits: this.options.limits } : {}),
         }),
         members: 0,
         // A busy agent (its last request ended just now): its requests share a hold over time, not only at once.
@@ -186,6 +190,8 @@ export class HeldFunds {
 export class RequestFunds {
   /** Promised to this request and not charged yet. */
   #taken = 0n;
+  /** The hold's `limitChanges` when this request first took from it. */
+  #takenAt = 0;
   #finished = false;
 
   constructor(
@@ -201,13 +207,14 @@ export class RequestFunds {
    */
   async cover(totalMicro: bigint, wantMicro = totalMicro): Promise<boolean> {
     const funds = this.hold.funds;
+    if (this.#taken === 0n) this.#takenAt = funds.limitChanges;
     while (this.#taken < totalMicro) {
       this.#taken += funds.take(totalMicro - this.#taken);
       if (this.#taken >= totalMicro) break;
       const wanted = (wantMicro > totalMicro ? wantMicro : totalMicro) - this.#taken;
       if (!(await funds.cover(totalMicro - this.#taken, this.hold.shared ? this.chunkMicro : wanted))) {
         // What this request took goes back: a later request of the agent may be cheaper and payable.
-        funds.giveBack(this.#taken);
+        funds.giveBack(this.#taken, this.#takenAt);
         this.#taken = 0n;
         return false;
       }
@@ -224,7 +231,7 @@ export class RequestFunds {
     if (costMicro > this.#taken)
       throw new Error(`a charge of ${costMicro} exceeds the ${this.#taken} covered`);
     this.#finished = true;
-    this.hold.funds.giveBack(this.#taken - costMicro);
+    this.hold.funds.giveBack(this.#taken - costMicro, this.#takenAt);
     this.#taken = 0n;
     await this.funds.finish(this.hold, costMicro, metadata);
   }

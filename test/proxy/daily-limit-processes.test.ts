@@ -264,4 +264,56 @@ describe("an agent's daily limit, on two pgtoll processes on one ledger", () => 
     }
     expect(await chargedToday(agent)).toBe(charged);
   }, 180_000);
+
+  it("binds a wire session open on one process when it is set on the other", async () => {
+    const providerId = await registerProviderOver(processes[0]!.httpUrl, fleet.providerUrl, {
+      basePricePer1000Rows: 1,
+      markupMultiplier: 1,
+    });
+    const key = generatePrivateKey();
+    const agent: Agent = {
+      wallet: privateKeyToAddress(key).toLowerCase(),
+      providerId,
+      token: await createAgentToken(key, providerId),
+    };
+    await creditAgent(fleet.ledgerUrl, agent.wallet, providerId, FUNDED);
+    const client = new pg.Client({
+      host: "127.0.0.1",
+      port: processes[0]!.proxyPort,
+      user: agent.wallet,
+      database: providerId,
+      password: agent.token,
+    });
+    await client.connect();
+    try {
+      // The session's hold is 50 rows' worth or more: 45 rows or more are left in it after this.
+      expect((await client.query("SELECT id FROM items ORDER BY id LIMIT 5")).rowCount).toBe(5);
+      const set = await fetch(limitsUrl(processes[1]!, agent), {
+        method: "PUT",
+        headers: { "content-type": "application/json", authorization: `Bearer ${agent.token}` },
+        body: JSON.stringify({ dailyLimit: "0.01" }),
+      });
+      expect(set.status, await set.clone().text()).toBe(200);
+      // The other process hears of it through the ledger's notification, in milliseconds.
+      await sleep(500);
+      const failure = await client.query("SELECT id FROM items ORDER BY id").then(
+        (result) => new Error(`all ${result.rowCount} rows were delivered past the limit`),
+        (error: pg.DatabaseError) => error,
+      );
+      expect((failure as pg.DatabaseError).code, failure.message).toBe(SqlState.budgetExceeded);
+      const delivered = Number(/cut off after (\d+) rows/.exec(failure.message)?.[1] ?? 0);
+      expect(delivered).toBeLessThanOrEqual(5);
+    } finally {
+      await client.end();
+    }
+    await waitFor(
+      async () => (await ledgerStateOf(fleet.ledgerUrl, agent.wallet, providerId)).reservations === 0,
+      10_000,
+      "the agent's holds to be given back",
+    );
+    expect(await chargedToday(agent)).toBeLessThanOrEqual(10_000n);
+    const state = await ledgerStateOf(fleet.ledgerUrl, agent.wallet, providerId);
+    expect(state).toMatchObject({ reservedMicro: 0n, chained: true });
+    expect(state.balanceMicro).toBe(FUNDED - (await chargedToday(agent)));
+  }, 60_000);
 });

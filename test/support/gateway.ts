@@ -3,6 +3,7 @@ import type { FastifyInstance } from "fastify";
 import pg from "pg";
 import { pino } from "pino";
 import type { DepositVerifier } from "../../src/billing/chain-verify.js";
+import { DailyLimitWatch } from "../../src/billing/daily-limit-watch.js";
 import { loadConfig } from "../../src/config.js";
 import { loadGuard } from "../../src/guard/index.js";
 import { providerLookup } from "../../src/providers/checked-connect.js";
@@ -79,12 +80,15 @@ export async function startTestGateway(
   const rateLimitStore = createMemoryStore();
   const verifier = overrides.verifier ?? unusedVerifier;
   const x402 = x402Gateway(config, meta.pool, verifier);
+  const limits = new DailyLimitWatch({ connectionString: meta.db.url });
+  await limits.start();
   const ctx: GatewayContext = {
     config,
     db: meta.pool,
     box,
     upstream,
     verifier,
+    limits,
     ...(x402 ? { x402 } : {}),
     rateLimitStore,
     metrics: createMetrics(),
@@ -98,6 +102,7 @@ export async function startTestGateway(
     metaUrl: meta.db.url,
     async close() {
       await app.close();
+      await limits.close();
       await upstream.closeAll();
       await rateLimitStore.close();
       await meta.close();

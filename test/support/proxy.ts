@@ -36,6 +36,7 @@ export async function startTestProxy(
     box: gateway.ctx.box,
     slots,
     chargeWriter,
+    ...(gateway.ctx.limits ? { limits: gateway.ctx.limits } : {}),
     registry: new SessionRegistry(),
     // A second proxy on one gateway passes the first one's metrics: a registry takes each name once.
     metrics: overrides.metrics ?? createProxyMetrics(gateway.ctx.metrics.registry, slots),

@@ -66,7 +66,9 @@ export async function agentLimitRoutes(app: FastifyInstance, { ctx }: { ctx: Gat
           400,
           'invalid dailyLimit: expected a USDC amount from "0" to "1000000000" with at most 6 decimals, e.g. "5"',
         );
-      return present(wallet, providerId, await setDailyLimit(ctx.db, wallet, providerId, micro));
+      const limit = await setDailyLimit(ctx.db, wallet, providerId, micro);
+      ctx.limits?.changed(wallet, providerId);
+      return present(wallet, providerId, limit);
     },
   );
 
@@ -100,6 +102,7 @@ export async function agentLimitRoutes(app: FastifyInstance, { ctx }: { ctx: Gat
       const { wallet, providerId } = await target(request);
       if (!(await clearDailyLimit(ctx.db, wallet, providerId)))
         throw new HttpError(404, "no daily limit is set for this agent and provider");
+      ctx.limits?.changed(wallet, providerId);
       return reply.code(204).send();
     },
   );

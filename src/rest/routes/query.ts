@@ -78,6 +78,7 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     ledger: ctx.db,
     writer,
     reservationTtlSeconds: ctx.config.reservationTtlSeconds,
+    ...(ctx.limits ? { limits: ctx.limits } : {}),
     onReleaseError: (error) =>
       ctx.logger.warn({ err: error }, "a held reservation could not be released; it will expire"),
   });
