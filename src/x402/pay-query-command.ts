@@ -21,17 +21,18 @@ Prints the status, the decoded PAYMENT-RESPONSE (the settlement transaction) and
  * to print. Warning: it signs payments with the key in PGTOLL_AGENT_KEY, up to --max-payment each.
  */
 export async function payQueryCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<string> {
-  const { values, rest } = takeFlags(argv, {
+  const flags = {
     provider: "value",
     sql: "value",
     url: "value",
     "max-payment": "value",
     help: "boolean",
-  });
+  } as const;
+  const { values, rest } = takeFlags(argv, flags);
   if (values.help) return PAY_QUERY_USAGE.trimEnd();
+  const config = loadConfig(env, rest, Object.keys(flags));
   if (typeof values.provider !== "string" || typeof values.sql !== "string")
     throw new UsageError(`--provider and --sql are required\n\n${PAY_QUERY_USAGE}`);
-  const config = loadConfig(env, rest);
   const maxPaymentMicro = parseMicro(typeof values["max-payment"] === "string" ? values["max-payment"] : "1");
   if (maxPaymentMicro === null || maxPaymentMicro <= 0n)
     throw new UsageError(`--max-payment must be a positive USDC amount, got "${values["max-payment"]}"`);
