@@ -166,6 +166,7 @@ export async function startDevStack(
           privateKey: x402Agent.privateKey,
           accountIndex: DEV_ACCOUNT.x402Agent,
           onChainMicro: X402_AGENT_FUNDS_MICRO,
+          minTopupMicro: config.x402MinTopupMicro,
         },
         deposit: { txHash: deposit.txHash, amountMicro: DEMO_DEPOSIT_MICRO, balance: deposit.balance },
         agentToken,
