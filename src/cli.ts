@@ -1,10 +1,19 @@
 #!/usr/bin/env node
 import { readFileSync } from "node:fs";
-import { UsageError } from "./command-flags.js";
+import { asksForHelp, UsageError } from "./command-flags.js";
 import { ConfigError, flagName, loadConfig, optionSpecs } from "./config.js";
 import { runAdminCommand } from "./control/admin-cli.js";
 import { createLogger } from "./log.js";
 import { takeOverStopSignals } from "./stop-signals.js";
+
+const OPTIONS_USAGE = `Options (each also an environment variable):
+${(Object.values(optionSpecs) as { env: string; defaultText?: string }[])
+  .map(
+    (spec) =>
+      `  --${flagName(spec.env).padEnd(22)} ${spec.env}${spec.defaultText ? ` (default ${spec.defaultText})` : ""}`,
+  )
+  .join("\n")}
+`;
 
 const USAGE = `pgtoll: metered SQL access to PostgreSQL for agents
 
@@ -25,17 +34,47 @@ Usage:
                            send dev USDC from the demo agent of a running pgtoll dev; print the tx hash
   pgtoll admin bootstrap --email EMAIL [--org NAME]
                            create a management API user (and organization); prints its first API key once
-  pgtoll help              this text
+  pgtoll help [COMMAND]    this text, or COMMAND's (as does pgtoll COMMAND --help, or -h)
   pgtoll version           the version
 
-Options (each also an environment variable):
-${(Object.values(optionSpecs) as { env: string; defaultText?: string }[])
-  .map(
-    (spec) =>
-      `  --${flagName(spec.env).padEnd(22)} ${spec.env}${spec.defaultText ? ` (default ${spec.defaultText})` : ""}`,
-  )
-  .join("\n")}
-`;
+${OPTIONS_USAGE}`;
+
+const START_USAGE = `Usage: pgtoll start [options]
+
+Runs pgtoll: the REST API, the wire proxy and the management API, on the metadata database of DATABASE_URL
+or, when it is unset, on an embedded PostgreSQL in the data directory. Prints "pgtoll ready HTTP_URL
+PROXY_URL" once it serves; SIGINT or SIGTERM drain the sessions and stop it.
+
+${OPTIONS_USAGE}`;
+
+const DEV_USAGE = `Usage: pgtoll dev [options]
+
+Starts the local dev stack: an embedded PostgreSQL, a local chain with a dev USDC contract, pgtoll, a
+sample provider and a funded demo agent; prints a line per step, then psql, agent-token and curl commands
+that work as printed. Runs until SIGINT or SIGTERM. The chain, token and confirmations are the stack's
+own; logs go to stderr at warn unless LOG_LEVEL or --log-level says otherwise.
+
+${OPTIONS_USAGE}`;
+
+/** Each command's usage, its module loaded only when it is asked for. */
+const COMMAND_USAGE: Record<string, () => Promise<string>> = {
+  start: async () => START_USAGE,
+  dev: async () => DEV_USAGE,
+  "agent-token": async () => (await import("./proxy/agent-token-command.js")).AGENT_TOKEN_USAGE,
+  mcp: async () => (await import("./mcp/stdio-command.js")).MCP_USAGE,
+  "pay-query": async () => (await import("./x402/pay-query-command.js")).PAY_QUERY_USAGE,
+  "dev-transfer": async () => (await import("./dev/dev-transfer-command.js")).DEV_TRANSFER_USAGE,
+  admin: async () => `${(await import("./control/admin-cli.js")).ADMIN_USAGE}\n\n${OPTIONS_USAGE}`,
+  help: async () => USAGE,
+  version: async () => "Usage: pgtoll version\n\nPrints the version of pgtoll.\n",
+};
+
+/** Prints `command`'s usage (the overview when there is no such command). */
+async function printUsage(command: string | undefined): Promise<void> {
+  const usage = command && Object.hasOwn(COMMAND_USAGE, command) ? COMMAND_USAGE[command] : undefined;
+  const text = usage ? await usage() : USAGE;
+  process.stdout.write(text.endsWith("\n") ? text : `${text}\n`);
+}
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
@@ -73,6 +112,7 @@ async function start(argv: string[]): Promise<void> {
 // start, dev, agent-token, mcp, pay-query and dev-transfer import their modules when run: a small command does not load the server.
 async function main(args: string[]): Promise<void> {
   const [command = "help", ...rest] = args;
+  if (Object.hasOwn(COMMAND_USAGE, command) && asksForHelp(rest)) return printUsage(command);
   switch (command) {
     case "start":
       return start(rest);
@@ -107,9 +147,14 @@ async function main(args: string[]): Promise<void> {
       process.stdout.write(`${version()}\n`);
       return;
     case "help":
+      if (rest[0] && !Object.hasOwn(COMMAND_USAGE, rest[0])) {
+        process.stderr.write(`pgtoll: unknown command "${rest[0]}"\n\n${USAGE}`);
+        process.exit(2);
+      }
+      return printUsage(rest[0]);
     case "--help":
-      process.stdout.write(USAGE);
-      return;
+    case "-h":
+      return printUsage(undefined);
     default:
       process.stderr.write(`pgtoll: unknown command "${command}"\n\n${USAGE}`);
       process.exit(2);

@@ -31,6 +31,14 @@ describe("configuration", () => {
     expect(config.logLevel).toBe("debug");
   });
 
+  it("names the nearest known flag for a typo, the calling command's own flags among them", () => {
+    expect(() => loadConfig({}, ["--htp-port", "1"])).toThrow(
+      "invalid configuration: --htp-port is not a known option (did you mean --http-port?)",
+    );
+    expect(() => loadConfig({}, ["--amout", "1"], ["amount"])).toThrow(/did you mean --amount\?/);
+    expect(() => loadConfig({}, ["--verbose"])).toThrow(/--verbose is not a known option$/);
+  });
+
   it("reads the charge window's options from their other names too, the current name winning", () => {
     const older = loadConfig({ PGTOLL_SETTLE_INTERVAL_MS: "100", PGTOLL_SETTLE_MAX_COST: "0.5" });
     expect(older).toMatchObject({ windowIntervalMs: 100, windowMaxCostMicro: 500_000n });

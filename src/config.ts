@@ -1,5 +1,6 @@
 import { resolve } from "node:path";
 import { formatMicro, parseMicro } from "./billing/money.js";
+import { unknownFlagReason } from "./command-flags.js";
 import { type ProviderHostPolicy, parseProviderHosts } from "./providers/provider-hosts.js";
 import { parseCidrList } from "./proxy/trusted-proxies.js";
 
@@ -526,9 +527,14 @@ export function flagName(env: string): string {
 
 /**
  * Reads every option from `env`, letting `--flag value` / `--flag=value` in `argv` win.
- * Throws a {@link ConfigError} naming the first bad variable or an unknown flag.
+ * Throws a {@link ConfigError} naming the first bad variable or an unknown flag (and the known flag nearest to
+ * it, among the options and `commandFlags`, the calling command's own flags, already taken out of `argv`).
  */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly string[] = []): Config {
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  argv: readonly string[] = [],
+  commandFlags: readonly string[] = [],
+): Config {
   const byFlag = new Map(Object.values(optionSpecs).map((spec) => [flagName(spec.env), spec.env]));
   const values: Record<string, string | undefined> = {};
   for (let i = 0; i < argv.length; i++) {
@@ -537,7 +543,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
       throw new ConfigError(arg, "is not an option (options look like --http-port 3000)");
     const [name = "", inline] = arg.slice(2).split(/=(.*)/s, 2);
     const envName = byFlag.get(name);
-    if (!envName) throw new ConfigError(`--${name}`, "is not a known option");
+    if (!envName)
+      throw new ConfigError(`--${name}`, unknownFlagReason(name, [...commandFlags, ...byFlag.keys()]));
     const value = inline ?? argv[++i];
     if (value === undefined) throw new ConfigError(`--${name}`, "needs a value");
     values[envName] = value;

@@ -131,9 +131,52 @@ describe("pgtoll start", () => {
     expect(cli.stderr()).toMatch(message);
   });
 
-  it("refuses an unknown flag and names it", async () => {
+  it("refuses an unknown flag, names it and the known flag nearest to it", async () => {
     const cli = runCli(["start", "--htp-port", "1"]);
     expect(await cli.exited).toBe(1);
-    expect(cli.stderr()).toMatch(/--htp-port is not a known option/);
+    expect(cli.stderr()).toMatch(/--htp-port is not a known option \(did you mean --http-port\?\)/);
+  });
+});
+
+describe("pgtoll COMMAND --help", () => {
+  it.each([
+    ["start", /^Usage: pgtoll start \[options\][\s\S]*--http-port/],
+    ["dev", /^Usage: pgtoll dev \[options\][\s\S]*--data-dir/],
+    ["agent-token", /pgtoll agent-token --provider ID/],
+    ["mcp", /pgtoll mcp --provider ID/],
+    ["pay-query", /pgtoll pay-query --provider ID --sql SQL/],
+    ["dev-transfer", /^Usage: pgtoll dev-transfer --amount USDC/],
+    ["admin", /pgtoll admin bootstrap --email EMAIL/],
+    ["version", /^Usage: pgtoll version/],
+    ["help", /^pgtoll: metered SQL access/],
+  ])("pgtoll %s answers --help and -h with its usage and exits 0", async (command, usage) => {
+    for (const flag of ["--help", "-h"]) {
+      // Required flags missing and another option given: the request for usage wins.
+      const cli = runCli([command, "--http-port", "1", flag], { PGTOLL_AGENT_KEY: "" });
+      expect(await cli.exited, `${command} ${flag}: ${cli.stderr()}`).toBe(0);
+      expect(cli.stdout()).toMatch(usage);
+      expect(cli.stderr()).toBe("");
+    }
+  });
+
+  it("answers pgtoll help COMMAND with the command's usage, and an unknown command with status 2", async () => {
+    const known = runCli(["help", "dev-transfer"]);
+    expect(await known.exited).toBe(0);
+    expect(known.stdout()).toMatch(/^Usage: pgtoll dev-transfer/);
+    const unknown = runCli(["help", "constructor"]);
+    expect(await unknown.exited).toBe(2);
+    expect(unknown.stderr()).toMatch(/unknown command "constructor"/);
+  });
+
+  it("names the nearest flag of a command that has its own flags", async () => {
+    const payQuery = runCli(["pay-query", "--provder", "x", "--sql", "SELECT 1"]);
+    expect(await payQuery.exited).toBe(1);
+    expect(payQuery.stderr()).toMatch(/--provder is not a known option \(did you mean --provider\?\)/);
+    const admin = runCli(["admin", "bootstrap", "--emial", "a@b.c"]);
+    expect(await admin.exited).toBe(1);
+    expect(admin.stderr()).toMatch(/did you mean --email\?/);
+    const token = runCli(["agent-token", "--url", "postgres://x", "--provder", "x"]);
+    expect(await token.exited).toBe(2);
+    expect(token.stderr()).toMatch(/did you mean --provider\?/);
   });
 });

@@ -78,7 +78,11 @@ function parse(output: string) {
     agentToken: find((l) => l.startsWith("PGTOLL_AGENT_KEY=") && l.includes(" agent-token "), "agent-token"),
     payQuery: find((l) => l.startsWith("PGTOLL_AGENT_KEY=") && l.includes(" pay-query "), "pay-query"),
     balance: curl("/api/balance/"),
-    query: curl("/api/query"),
+    query: find((l) => l.startsWith("curl ") && l.includes("/api/query") && !l.includes("maxCost"), "query"),
+    maxCost: find((l) => l.startsWith("curl ") && l.includes('"maxCost"'), "maxCost"),
+    maxCostCaption: find((l) => l.startsWith("maxCost "), "maxCost caption"),
+    dailyLimit: find((l) => l.startsWith("TOKEN=$(") && l.includes("-X PUT"), "daily limit"),
+    payQueryCaption: find((l) => l.startsWith("It pays the minimum top-up"), "x402 payment caption"),
     transactions: curl("/api/transactions/"),
     deposit: curl("/api/deposit"),
     providerId: /dbname=([0-9a-f-]{36})/.exec(psql)?.[1] ?? "",
@@ -191,6 +195,8 @@ describe("pgtoll dev", () => {
     // The printed x402 line: a wallet with no balance pays for its query in the same exchange.
     const paid = (await json(run.payQuery)) as {
       status: number;
+      paid: string;
+      balance: string;
       paymentResponse: { success: boolean; transaction: string; network: string };
       body: { rowCount: number; actualCost: string; costBreakdown: { bytes: number } };
     };
@@ -198,6 +204,10 @@ describe("pgtoll dev", () => {
     expect(paid.paymentResponse).toMatchObject({ success: true, network: "eip155:8453" });
     expect(paid.body.rowCount).toBeGreaterThan(0);
     expect(paid.body.actualCost).toBe(formatMicro(cost(paid.body.rowCount, paid.body.costBreakdown.bytes)));
+    // As its caption says: it paid the minimum top-up, and what the query did not spend is its balance.
+    expect(run.payQueryCaption).toContain("1.000000 USDC");
+    expect(paid.paid).toBe("1.000000");
+    expect(paid.balance).toBe(formatMicro(1_000_000n - (parseMicro(paid.body.actualCost) ?? 0n)));
 
     // The ledger lists all of it, newest first.
     const ledger = (await json(run.transactions)).transactions as {
@@ -266,7 +276,25 @@ describe("pgtoll dev", () => {
     } finally {
       await host.close();
     }
-    const afterMcp = afterDeposit - countCost("5210");
+    // The printed maxCost example does what its caption says: estimated within the budget, cut at it.
+    expect(run.maxCostCaption).toContain("truncated: true");
+    const budgeted = (await json(run.maxCost)) as {
+      rowCount: number;
+      truncated: boolean;
+      estimatedCost: string;
+      actualCost: string;
+      costBreakdown: { bytes: number };
+    };
+    expect(budgeted.truncated).toBe(true);
+    expect(parseMicro(budgeted.estimatedCost)!).toBeLessThanOrEqual(20_000n);
+    expect(parseMicro(budgeted.actualCost)!).toBeLessThanOrEqual(20_000n);
+    expect(budgeted.rowCount).toBeGreaterThan(0);
+    expect(budgeted.rowCount).toBeLessThan(873);
+    expect(budgeted.actualCost).toBe(formatMicro(cost(budgeted.rowCount, budgeted.costBreakdown.bytes)));
+    // The daily-limit line is one shell line (its -w '\n' escaped) and sets the limit.
+    const limit = await json(run.dailyLimit);
+    expect(limit).toMatchObject({ dailyLimit: "1.000000", spentToday: expect.any(String) });
+    const afterMcp = afterDeposit - countCost("5210") - (parseMicro(budgeted.actualCost) ?? 0n);
 
     expect(await stopped(first, "SIGTERM")).toBe(0);
     for (const file of ["dev-stack.json", "pgtoll.pid", "postgres/postmaster.pid"]) {

@@ -1,14 +1,10 @@
-import { normalizeSync } from "libpg-query";
+import { cutForDisplay, normalizedShapeText } from "../guard/statement-shape.js";
 
 /**
- * A statement's text with its constants replaced by `$1, $2, …` (libpg-query's normalisation, the parser
- * loaded by the guard); the sample itself when it cannot be parsed (a sample cut at 200 characters, or a text
- * the guard refused).
+ * What a shape's `normalized` shows: the text with its constants replaced by `$1, $2, …`, normalised whole and
+ * then cut for display; the text itself, cut, when it cannot be parsed (a sample cut before it was normalised, or
+ * a text the guard refused), and never the parser's message.
  */
-export function shapeText(sample: string): string {
-  try {
-    return normalizeSync(sample);
-  } catch {
-    return sample;
-  }
+export function shapeText(text: string): string {
+  return normalizedShapeText(text) ?? cutForDisplay(text);
 }

@@ -7,6 +7,11 @@ import type { TimeRange } from "./time-range.js";
 export interface ShapeEarnings {
   fingerprint: string;
   sample: string;
+  /**
+   * The text to normalise for display: the window's own normalised sample, or a REST entry's whole statement
+   * (normalised whole, then cut); `null` for windows written without one, whose cut sample is all there is.
+   */
+  text: string | null;
   calls: number;
   rows: number;
   revenueMicro: bigint;
@@ -28,19 +33,21 @@ const SHAPE_LINES = `WITH charges AS (
   SELECT e.metadata, e.amount_micro FROM ledger_entries e
    WHERE ${PROVIDER_CHARGES_IN_RANGE}),
 lines AS (
-  SELECT s->>'fingerprint' AS fingerprint, s->>'sample' AS sample, (s->>'calls')::bigint AS calls,
+  SELECT s->>'fingerprint' AS fingerprint, s->>'sample' AS sample, s->>'normalized' AS text,
+         (s->>'calls')::bigint AS calls,
          (s->>'rows')::bigint AS rows, (s->>'cost')::numeric AS revenue
     FROM charges c CROSS JOIN LATERAL jsonb_array_elements(c.metadata->'shapes') s
    WHERE jsonb_typeof(c.metadata->'shapes') = 'array'
   UNION ALL
-  SELECT COALESCE(c.metadata->>'fingerprint', 'text:' || md5(c.metadata->>'sql')), left(c.metadata->>'sql', 200), 1,
+  SELECT COALESCE(c.metadata->>'fingerprint', 'text:' || md5(c.metadata->>'sql')), left(c.metadata->>'sql', 200),
+         c.metadata->>'sql', 1,
          COALESCE((c.metadata->>'rowCount')::bigint, 0), (-c.amount_micro)::numeric / 1000000
     FROM charges c
    WHERE c.metadata ? 'sql')`;
 
 /** The shapes of the range summed by fingerprint, most revenue first, `$4` of them. */
 export const TOP_SHAPES_SQL = `${SHAPE_LINES}
-SELECT fingerprint, min(sample) AS sample, sum(calls)::text AS calls, sum(rows)::text AS rows,
+SELECT fingerprint, min(sample) AS sample, min(text) AS text, sum(calls)::text AS calls, sum(rows)::text AS rows,
        round(sum(revenue), 6)::text AS revenue
   FROM lines GROUP BY fingerprint
  ORDER BY sum(revenue) DESC, sum(calls) DESC, fingerprint
@@ -76,7 +83,10 @@ export async function topStatements(
 ): Promise<{ shapes: ShapeEarnings[]; unlisted: UnlistedShapes }> {
   const params = [providerId, range.from, range.to];
   const [top, unlisted] = await Promise.all([
-    db.query<SumsRow & { fingerprint: string; sample: string }>(TOP_SHAPES_SQL, [...params, limit]),
+    db.query<SumsRow & { fingerprint: string; sample: string; text: string | null }>(TOP_SHAPES_SQL, [
+      ...params,
+      limit,
+    ]),
     db.query<SumsRow>(UNLISTED_SQL, params),
   ]);
   const folded = unlisted.rows[0] ?? { calls: "0", rows: "0", revenue: "0" };
@@ -84,6 +94,7 @@ export async function topStatements(
     shapes: top.rows.map((row) => ({
       fingerprint: row.fingerprint,
       sample: row.sample,
+      text: row.text,
       calls: Number(row.calls),
       rows: Number(row.rows),
       revenueMicro: microOf(row.revenue),

@@ -33,10 +33,18 @@ describe("ChargeWindow", () => {
     const shapes = new StatementShapes();
     const metadata = window.metadata("session", 1, shapes) as { shapes: Record<string, unknown>[] };
     expect(metadata.shapes).toEqual([
-      { fingerprint: shapes.fingerprint(point(1)), sample: point(1), calls: 4, rows: 4, cost: "0.000040" },
+      {
+        fingerprint: shapes.fingerprint(point(1)),
+        sample: point(1),
+        normalized: "SELECT abalance FROM pgbench_accounts WHERE aid = $1",
+        calls: 4,
+        rows: 4,
+        cost: "0.000040",
+      },
       {
         fingerprint: shapes.fingerprint(byName("a")),
         sample: byName("a"),
+        normalized: "SELECT id FROM items WHERE name = $1",
         calls: 2,
         rows: 2,
         cost: "0.000020",
@@ -56,6 +64,16 @@ describe("ChargeWindow", () => {
     const breakdown = (w: ChargeWindow) => (w.metadata("s", 1, shapes) as { shapes: unknown }).shapes;
     expect(breakdown(byShape)).toEqual(breakdown(byText));
     expect(byText.distinctTexts).toBe(5);
+  });
+
+  it("normalises a long statement whole before cutting its sample, so a cut inside a literal shows no parser error", () => {
+    const sql = `SELECT id FROM items WHERE note = '${"x".repeat(190)} foreign trade' AND id > 5`;
+    const window = new ChargeWindow();
+    window.add(sql, 1, 1n);
+    const [shape] = (window.metadata("s", 1, new StatementShapes()) as { shapes: Record<string, string>[] })
+      .shapes;
+    expect(shape?.sample).toHaveLength(200);
+    expect(shape?.normalized).toBe("SELECT id FROM items WHERE note = $1 AND id > $2");
   });
 
   it("samples only the texts of its own session, whoever taught the shape", () => {

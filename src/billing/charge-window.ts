@@ -1,4 +1,4 @@
-import type { StatementShapes } from "../guard/statement-shape.js";
+import { cutForDisplay, normalizedShapeText, type StatementShapes } from "../guard/statement-shape.js";
 import { formatMicro } from "./money.js";
 
 /** How a statement ended, when not plainly: it failed after delivering rows, or the balance cut it off. */
@@ -6,9 +6,6 @@ export type StatementOutcome = "failed" | "cutOff";
 
 /** Most statement shapes listed by name in one entry; the rest are folded into `otherShapes`. */
 export const MAX_LISTED_SHAPES = 20;
-
-/** Longest sample text kept for a shape. */
-const MAX_SAMPLE_LENGTH = 200;
 
 interface Tally {
   calls: number;
@@ -27,6 +24,8 @@ interface TextTally extends Tally {
 interface ShapeTally extends Tally {
   fingerprint: string;
   sample: string;
+  /** The whole sample text normalised, then cut; absent when it does not parse. */
+  normalized: string | undefined;
 }
 
 /**
@@ -98,7 +97,12 @@ export class ChargeWindow {
         shape.bytes += tally.bytes;
         shape.ms += tally.ms;
       } else {
-        byShape.set(fingerprint, { fingerprint, sample: sampleOf(sql), ...tally });
+        byShape.set(fingerprint, {
+          fingerprint,
+          sample: cutForDisplay(sql.trim()),
+          normalized: normalizedShapeText(sql),
+          ...tally,
+        });
       }
     }
     const ranked = [...byShape.values()].sort((a, b) =>
@@ -117,6 +121,7 @@ export class ChargeWindow {
       shapes: listed.map((shape) => ({
         fingerprint: shape.fingerprint,
         sample: shape.sample,
+        ...(shape.normalized !== undefined ? { normalized: shape.normalized } : {}),
         calls: shape.calls,
         rows: shape.rows,
         // Only for a price that counts them: a rows-only entry is as it always was.
@@ -145,9 +150,4 @@ export class ChargeWindow {
     if (this.cutOff) metadata.cutOff = true;
     return metadata;
   }
-}
-
-function sampleOf(sql: string): string {
-  const text = sql.trim();
-  return text.length <= MAX_SAMPLE_LENGTH ? text : `${text.slice(0, MAX_SAMPLE_LENGTH - 1)}…`;
 }

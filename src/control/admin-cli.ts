@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
-import { loadConfig } from "../config.js";
+import { type Config, loadConfig } from "../config.js";
 import { lockDataDir } from "../db/data-dir-lock.js";
 import { startEmbeddedCluster } from "../db/embedded.js";
 import { migrate } from "../db/migrate.js";
@@ -13,7 +13,10 @@ const EMBEDDED_DATABASE = "pgtoll";
 
 export const ADMIN_USAGE = `Usage:
   pgtoll admin bootstrap --email EMAIL [--org NAME] [options]
-      create a user (and an organization it administers) and print its first personal API key, once`;
+      create a user (and an organization it administers) and print its first personal API key, once.
+      It writes to the metadata database of DATABASE_URL (--database-url), or else to the embedded
+      PostgreSQL of the data directory (--data-dir, default .pgtoll), running or not; the options are
+      those of pgtoll start.`;
 
 interface Output {
   out(line: string): void;
@@ -59,8 +62,7 @@ function runningEmbeddedUrl(dataDir: string): string {
  * Runs `work` on the metadata database: DATABASE_URL's; else the embedded cluster of the data directory,
  * reached while `pgtoll start` runs on it, or started for the occasion when it does not.
  */
-async function withMetadata<T>(args: string[], work: (db: pg.Pool) => Promise<T>): Promise<T> {
-  const config = loadConfig(process.env, args);
+async function withMetadata<T>(config: Config, work: (db: pg.Pool) => Promise<T>): Promise<T> {
   let url = config.databaseUrl;
   let cleanup = async () => {};
   if (!url) {
@@ -106,11 +108,12 @@ export async function runAdminCommand(argv: readonly string[], output: Output): 
   const args = [...rest];
   const email = takeFlag(args, "email");
   const orgName = takeFlag(args, "org");
+  const config = loadConfig(process.env, args, ["email", "org"]);
   if (!email) {
     output.err(`pgtoll admin bootstrap: --email is required\n${ADMIN_USAGE}`);
     return 2;
   }
-  const result = await withMetadata(args, (db) => bootstrapAccount(db, email, orgName));
+  const result = await withMetadata(config, (db) => bootstrapAccount(db, email, orgName));
   output.out(`created user ${result.user.email} (id ${result.user.id})`);
   if (result.organization)
     output.out(`created organization ${result.organization.name} (id ${result.organization.id})`);

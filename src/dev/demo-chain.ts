@@ -1,5 +1,6 @@
 import { type Address, getContractAddress, type Hex, parseEther } from "viem";
 import { generatePrivateKey, privateKeyToAddress } from "viem/accounts";
+import { formatMicro } from "../billing/money.js";
 import { freePort } from "../db/embedded.js";
 import {
   compileTestUsdc,
@@ -51,9 +52,15 @@ export interface DemoChain {
  * Starts the planned local chain, gives the deployer gas, deploys the 6-decimal dev USDC at the planned
  * address and mints the demo agent's tokens. The compiler loads while the node boots.
  */
-export async function startDemoChain(plan: DemoChainPlan): Promise<DemoChain> {
+export async function startDemoChain(
+  plan: DemoChainPlan,
+  progress: (step: string) => void = () => {},
+): Promise<DemoChain> {
   const [chain] = await Promise.all([
-    startLocalChain({ chainId: plan.chainId, port: plan.port }),
+    startLocalChain({ chainId: plan.chainId, port: plan.port }).then((started) => {
+      progress(`local chain (hardhat) up at ${started.rpcUrl}, chain id ${plan.chainId}`);
+      return started;
+    }),
     compileTestUsdc(),
   ]);
   try {
@@ -76,6 +83,9 @@ export async function startDemoChain(plan: DemoChainPlan): Promise<DemoChain> {
     const receipt = await publicClient.waitForTransactionReceipt({ hash: minted });
     if (receipt.status !== "success")
       throw new Error(`minting the demo agent's tokens failed (tx ${minted})`);
+    progress(
+      `dev USDC contract deployed at ${token.address.toLowerCase()}; ${formatMicro(DEMO_MINT_MICRO)} dev USDC minted to the demo agent`,
+    );
     return { chain, token, provider, agent };
   } catch (error) {
     await chain.stop();

@@ -33,7 +33,12 @@ export async function devCommand(argv: string[], env: NodeJS.ProcessEnv = proces
   takeOverStopSignals(onSignal);
   logger.debug("starting the dev stack");
   try {
-    stack = await startDevStack(config, logger, () => stopRequested);
+    stack = await startDevStack(
+      config,
+      logger,
+      () => stopRequested,
+      (line) => process.stdout.write(`${line}\n`),
+    );
   } catch (error) {
     if (error instanceof DevStackInterrupted) process.exit(0);
     throw error;

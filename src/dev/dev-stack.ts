@@ -1,3 +1,5 @@
+import { performance } from "node:perf_hooks";
+import { formatMicro } from "../billing/money.js";
 import type { Config } from "../config.js";
 import { deriveDevAccounts, mintTokens } from "../devchain/index.js";
 import type { Logger } from "../log.js";
@@ -39,13 +41,18 @@ export interface DevStack {
  * deposits against that chain and token (1 confirmation), the sample database, the sample provider (registered
  * and priced through pgtoll's REST API), and a real on-chain deposit for the demo agent, credited through
  * `POST /api/deposit`. `stopRequested` is polled between steps; when it turns true the steps already done are
- * undone and {@link DevStackInterrupted} is thrown. A failed step undoes the earlier ones too.
+ * undone and {@link DevStackInterrupted} is thrown. A failed step undoes the earlier ones too. `progress` is
+ * told each step as it ends, with the seconds since the start (starting takes 10 to 20 s).
  */
 export async function startDevStack(
   config: Config,
   logger: Logger,
   stopRequested: () => boolean,
+  progress: (line: string) => void = () => {},
 ): Promise<DevStack> {
+  const started = performance.now();
+  const done = (step: string) =>
+    progress(`  ${step} (${((performance.now() - started) / 1000).toFixed(1)} s)`);
   const cleanups: (() => Promise<void>)[] = [];
   let stopping: Promise<void> | undefined;
   const stop = () => {
@@ -66,6 +73,9 @@ export async function startDevStack(
 
   try {
     // The chain and pgtoll start side by side: the plan tells pgtoll the chain's URL and token beforehand.
+    progress(
+      "Starting a local chain with a dev USDC contract, and pgtoll with its embedded PostgreSQL (10 to 20 s):",
+    );
     const plan = await planDemoChain(config.chainId);
     const accounts = deriveDevAccounts(DEV_ACCOUNT.x402Agent + 1);
     const x402Agent = accounts[DEV_ACCOUNT.x402Agent]!;
@@ -74,7 +84,7 @@ export async function startDevStack(
       ? {}
       : { x402SettlerKey: config.x402SettlerKey ?? accounts[DEV_ACCOUNT.x402Settler]!.privateKey };
     const [chainStart, serverStart] = await Promise.allSettled([
-      startDemoChain(plan),
+      startDemoChain(plan, done),
       startServer(
         {
           ...config,
@@ -86,7 +96,10 @@ export async function startDevStack(
           ...x402,
         },
         logger,
-      ),
+      ).then((server) => {
+        done(`pgtoll up: embedded PostgreSQL, REST API ${server.httpUrl}, wire proxy ${server.proxyUrl}`);
+        return server;
+      }),
     ]);
     if (chainStart.status === "fulfilled") cleanups.push(() => chainStart.value.chain.stop());
     if (serverStart.status === "fulfilled") cleanups.push(() => serverStart.value.stop());
@@ -103,9 +116,13 @@ export async function startDevStack(
       x402Agent.address,
       X402_AGENT_FUNDS_MICRO,
     );
+    done(`${formatMicro(X402_AGENT_FUNDS_MICRO)} dev USDC minted to the x402 demo agent`);
     step();
 
     const sample = await prepareSampleDatabase(server.embedded?.adminUrl ?? server.databaseUrl);
+    done(
+      `sample database ${sample.database} loaded: ${sample.tables.map((t) => `${t.table} (${t.rows} rows)`).join(", ")}`,
+    );
     step();
     const httpUrl = dialUrl(server.httpUrl).origin;
     const provider = await ensureSampleProvider({
@@ -115,6 +132,9 @@ export async function startDevStack(
       walletAddress: demo.provider.address.toLowerCase(),
       connectionString: sample.connectionString,
     });
+    done(
+      `sample provider ${provider.registered ? "registered and priced" : "of an earlier run reused and priced"}`,
+    );
     step();
 
     const agentWallet = demo.agent.address.toLowerCase();
@@ -131,6 +151,9 @@ export async function startDevStack(
       httpUrl,
       headers: restAuth ? { authorization: `Bearer ${agentToken}` } : {},
     });
+    done(
+      `demo agent funded: ${formatMicro(DEMO_DEPOSIT_MICRO)} USDC sent on chain to the provider and credited (POST /api/deposit)`,
+    );
     step();
 
     await writeDevState(config.dataDir, {
@@ -166,6 +189,7 @@ export async function startDevStack(
           privateKey: x402Agent.privateKey,
           accountIndex: DEV_ACCOUNT.x402Agent,
           onChainMicro: X402_AGENT_FUNDS_MICRO,
+          minTopupMicro: config.x402MinTopupMicro,
         },
         deposit: { txHash: deposit.txHash, amountMicro: DEMO_DEPOSIT_MICRO, balance: deposit.balance },
         agentToken,

@@ -17,9 +17,10 @@ transaction hash, ready for POST /api/deposit.
  * sample provider. Returns the transaction hash. Throws when no `pgtoll dev` runs on the data directory.
  */
 export async function devTransferCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<string> {
-  const { values, rest } = takeFlags(argv, { amount: "value", help: "boolean" });
+  const flags = { amount: "value", help: "boolean" } as const;
+  const { values, rest } = takeFlags(argv, flags);
   if (values.help) return DEV_TRANSFER_USAGE.trimEnd();
-  const config = loadConfig(env, rest);
+  const config = loadConfig(env, rest, Object.keys(flags));
   if (typeof values.amount !== "string")
     throw new UsageError(`--amount is required\n\n${DEV_TRANSFER_USAGE}`);
   const amountMicro = parseMicro(values.amount);

@@ -28,6 +28,7 @@ const info: DevStackInfo = {
     privateKey: "0xpayer",
     accountIndex: 4,
     onChainMicro: 10_000_000n,
+    minTopupMicro: 1_000_000n,
   },
   agentToken: "pgtoll1.1.0xsig",
   tokenLifetimeMinutes: 60,
@@ -92,11 +93,17 @@ describe("formatDevInstructions", () => {
 
   it("prints a budget example of each kind", () => {
     const text = formatDevInstructions(info);
-    expect(text).toContain('"maxCost":"0.01"');
+    expect(text).toContain('"maxCost":"0.02"');
     expect(text).toContain("SET pgtoll.max_session_cost = '0.05'");
-    expect(lines(text).find((line) => line.includes("-X PUT"))).toContain(
-      `/api/agents/${WALLET}/limits/${PROVIDER} -H "Authorization: Bearer $TOKEN"`,
-    );
+    const put = lines(text).find((line) => line.includes("-X PUT"));
+    expect(put).toContain(`/api/agents/${WALLET}/limits/${PROVIDER} -H "Authorization: Bearer $TOKEN"`);
+    // One line, as pasted into a shell: curl's -w '\n' is written escaped, not as a line break.
+    expect(put).toMatch(/^TOKEN=\$\(.*\) && curl -s -w '\\n' -X PUT /);
+    expect(put).toMatch(/"dailyLimit":"1"}'$/);
+  });
+
+  it("says what the x402 agent pays: the minimum top-up", () => {
+    expect(formatDevInstructions(info)).toContain("It pays the minimum top-up, 1.000000 USDC");
   });
 
   it("makes the deposit line send a transfer with the data directory, and curl carry a token only in signature mode", () => {

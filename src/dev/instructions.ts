@@ -27,8 +27,17 @@ export interface DevStackInfo {
   tables: TableCount[];
   agent: { wallet: string; privateKey: string; accountIndex: number };
   deposit: { txHash: string; amountMicro: bigint; balance: string };
-  /** A second demo wallet with dev USDC on chain and no balance with the provider: it pays with x402. */
-  x402Agent: { wallet: string; privateKey: string; accountIndex: number; onChainMicro: bigint };
+  /**
+   * A second demo wallet with dev USDC on chain and no balance with the provider: it pays with x402, at least
+   * `minTopupMicro` (PGTOLL_X402_MIN_TOPUP) a payment.
+   */
+  x402Agent: {
+    wallet: string;
+    privateKey: string;
+    accountIndex: number;
+    onChainMicro: bigint;
+    minTopupMicro: bigint;
+  };
   /** An agent token made at start, for the psql line. */
   agentToken: string;
   tokenLifetimeMinutes: number;
@@ -41,6 +50,16 @@ export interface DevStackInfo {
   /** Set when the REST gateway wants agent tokens (PGTOLL_REST_AGENT_AUTH=signature). */
   restBearer?: string;
 }
+
+/**
+ * The maxCost example: a statement the planner underestimates (it multiplies the selectivities of two
+ * correlated conditions: about 150 rows expected, 873 come), so its estimate is within maxCost and its rows pass it.
+ */
+export const MAX_COST_EXAMPLE = {
+  sql: "SELECT iata_code, name FROM airports WHERE iso_country = 'US' AND iso_region LIKE 'US-%' ORDER BY name",
+  maxCost: "0.02",
+  caption: "about 150 of the 873 US airports (0.009 USDC)",
+} as const;
 
 /** The text `pgtoll dev` prints after its ready line: a summary, then commands that work as printed. */
 export function formatDevInstructions(info: DevStackInfo): string {
@@ -89,16 +108,19 @@ export function formatDevInstructions(info: DevStackInfo): string {
     `  ${curl} ${http}/api/query ${json({ sql: "SELECT iata_code, name, elevation_ft FROM airports ORDER BY elevation_ft DESC NULLS LAST LIMIT 5", agentWallet: wallet, providerId })}`,
     `  ${curl} '${http}/api/transactions/${wallet}?providerId=${providerId}&limit=10'`,
     "",
-    "Budgets the agent sets: a ceiling per query (maxCost: the rows it pays for, truncated: true), per psql",
-    "session (SET pgtoll.max_session_cost = '0.05'; SHOW pgtoll.session_cost;), and per day with this provider:",
-    `  ${curl} ${http}/api/query ${json({ sql: "SELECT iata_code, name FROM airports ORDER BY iata_code", agentWallet: wallet, providerId, maxCost: "0.01" })}`,
-    `  TOKEN=$(${tokenCommand}) && curl -s -w '\n' -X PUT ${http}/api/agents/${wallet}/limits/${providerId} -H "Authorization: Bearer $TOKEN" ${json({ dailyLimit: "1" })}`,
+    "Budgets the agent sets: a ceiling per query, per psql session and per day with this provider.",
+    `maxCost ${MAX_COST_EXAMPLE.maxCost} (truncated: true): the planner expects ${MAX_COST_EXAMPLE.caption}, so the query`,
+    `runs and is cut at the rows ${MAX_COST_EXAMPLE.maxCost} USDC pays for (actualCost at most that); an estimate above maxCost is 422, nothing run:`,
+    `  ${curl} ${http}/api/query ${json({ sql: MAX_COST_EXAMPLE.sql, agentWallet: wallet, providerId, maxCost: MAX_COST_EXAMPLE.maxCost })}`,
+    "In psql: SET pgtoll.max_session_cost = '0.05'; then SHOW pgtoll.session_cost; a daily limit of 1 USDC:",
+    `  TOKEN=$(${tokenCommand}) && ${curl} -X PUT ${http}/api/agents/${wallet}/limits/${providerId} -H "Authorization: Bearer $TOKEN" ${json({ dailyLimit: "1" })}`,
     "",
     "MCP: add pgtoll to an agent host (Claude Desktop, Cursor, VS Code ...): this goes in its mcpServers configuration",
     ...mcpConfiguration(info).map((line) => `  ${line}`),
     "",
     `Pay as you query (x402): a second demo agent, ${info.x402Agent.wallet} (dev account #${info.x402Agent.accountIndex}), holds ${formatMicro(info.x402Agent.onChainMicro)} dev USDC`,
-    "on chain and no balance here; its query is answered 402, signed for with its key, settled on chain and run:",
+    "on chain and no balance here; its query is answered 402, signed for with its key, settled on chain and run.",
+    `It pays the minimum top-up, ${formatMicro(info.x402Agent.minTopupMicro)} USDC (PGTOLL_X402_MIN_TOPUP); what the query does not spend stays as its balance:`,
     `  PGTOLL_AGENT_KEY=${info.x402Agent.privateKey} ${info.cli} pay-query --provider ${providerId} --sql ${shellQuote("SELECT iata_code, name FROM airports WHERE iso_country = 'IS' ORDER BY iata_code")} --url ${http} --chain-id ${info.chainId} --token-address ${info.tokenAddress}`,
     "",
     "Provider console: the sample provider's earnings, agents, statements and refusals; the demo agent's",

@@ -1,4 +1,4 @@
-import { fingerprintSync } from "libpg-query";
+import { fingerprintSync, normalizeSync, parseSync } from "libpg-query";
 import { maskLiterals } from "./literal-mask.js";
 
 /** Texts longer than this are fingerprinted every time rather than remembered (as the verdict cache does). */
@@ -46,4 +46,27 @@ function fingerprintOf(sql: string): string {
 function remember(map: Map<string, string>, key: string, value: string, maxEntries: number): void {
   if (map.size >= maxEntries) map.clear();
   map.set(key, value);
+}
+
+/** Longest statement text shown for a shape (ledger samples, the console's Top statements). */
+export const MAX_SHAPE_TEXT = 200;
+
+/** `text` cut to at most `max` characters, an ellipsis marking the cut. */
+export function cutForDisplay(text: string, max = MAX_SHAPE_TEXT): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+/**
+ * `sql` with its constants replaced by `$1, $2, …` (libpg-query's normalisation), the whole text normalised and
+ * only then cut to `max` characters; `undefined` when the text does not parse. The text is parsed first because
+ * for some broken texts (a string literal left open) the normaliser returns the parser's error message as if it
+ * were the statement rather than throwing.
+ */
+export function normalizedShapeText(sql: string, max = MAX_SHAPE_TEXT): string | undefined {
+  try {
+    parseSync(sql);
+    return cutForDisplay(normalizeSync(sql).trim(), max);
+  } catch {
+    return undefined;
+  }
 }

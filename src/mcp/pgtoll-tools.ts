@@ -5,7 +5,7 @@ import { formatPrice, formatPricePer1000Rows, isRowsOnly } from "../billing/cost
 import { formatMicro, parseMicro } from "../billing/money.js";
 import { queryWithinBudget } from "./budgeted-query.js";
 import { describeTable, listTables } from "./schema-catalog.js";
-import { type AgentBackend, estimateStatement, queryFailure } from "./tool-runs.js";
+import { type AgentBackend, commandOf, estimateStatement, queryFailure } from "./tool-runs.js";
 
 /** Rows a `query` call returns when it does not say. */
 export const DEFAULT_MAX_ROWS = 100;
@@ -81,7 +81,7 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
         rows: z.array(Row),
         rowCount: z.number().describe("rows returned, or rows changed by a write"),
         truncated: z.boolean().describe("the statement had more rows than max_rows"),
-        command: z.string(),
+        command: z.string().describe('the command that ran, as PostgreSQL tags it: "SELECT", "INSERT" ...'),
         cost: Usdc.describe("USDC charged for this call, the estimate max_cost runs first included"),
         balance: Usdc.describe("your balance with the provider after this call"),
         note: z.string().optional().describe("present when the result was cut at max_rows or max_cost"),
@@ -112,7 +112,7 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
             rows: result.rows,
             rowCount: result.rowCount,
             truncated: result.truncated,
-            command: result.command,
+            command: result.command || (await commandOf(sql)),
             cost: formatMicro(costMicro),
             balance: formatMicro(balanceMicro),
             ...(note ? { note } : {}),

@@ -19,7 +19,7 @@ const USER_RELATIONS = `c.relkind IN ('r', 'p', 'v', 'm', 'f')
   AND has_table_privilege(c.oid, 'SELECT')`;
 
 const LIST_TABLES = `SELECT n.nspname AS schema, c.relname AS name, ${KIND} AS kind,
-  obj_description(c.oid, 'pg_class') AS comment, ${ROW_ESTIMATE} AS row_estimate,
+  obj_description(c.oid, 'pg_class') AS comment, ${ROW_ESTIMATE} AS "rowEstimate",
   (SELECT json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod))
      ORDER BY a.attnum)
    FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns
@@ -28,7 +28,7 @@ WHERE ${USER_RELATIONS}
 ORDER BY 1, 2`;
 
 const DESCRIBE_TABLE = `SELECT n.nspname AS schema, c.relname AS name, ${KIND} AS kind,
-  obj_description(c.oid, 'pg_class') AS comment, ${ROW_ESTIMATE} AS row_estimate,
+  obj_description(c.oid, 'pg_class') AS comment, ${ROW_ESTIMATE} AS "rowEstimate",
   (SELECT json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod),
        'nullable', NOT a.attnotnull, 'default', pg_get_expr(d.adbin, d.adrelid),
        'comment', col_description(c.oid, a.attnum)) ORDER BY a.attnum)
@@ -53,7 +53,7 @@ export interface TableSummary {
   name: string;
   kind: string;
   comment: string | null;
-  row_estimate: number | null;
+  rowEstimate: number | null;
   columns: { name: string; type: string }[] | null;
 }
 

@@ -4,7 +4,7 @@ import type { ClientConfig } from "pg";
 import type { Address } from "viem";
 import { privateKeyToAddress } from "viem/accounts";
 import { parseMicro } from "../billing/money.js";
-import { takeFlags, UsageError } from "../command-flags.js";
+import { takeFlags, UsageError, unexpectedArgument } from "../command-flags.js";
 import { optionSpecs } from "../config.js";
 import { getJson } from "../dev/rest-client.js";
 import { readAgentKey } from "../proxy/agent-token-command.js";
@@ -64,8 +64,9 @@ function httpBase(raw: string): string {
 
 /** The stdio server's tools, wired to the proxy and REST API named on the command line. */
 export function stdioBackend(argv: readonly string[], env: NodeJS.ProcessEnv): AgentBackend {
-  const { values, rest } = takeFlags(argv, { provider: "value", url: "value", proxy: "value" });
-  if (rest.length > 0) throw new UsageError(`unexpected argument "${rest[0]}"\n\n${MCP_USAGE}`);
+  const flags = { provider: "value", url: "value", proxy: "value" } as const;
+  const { values, rest } = takeFlags(argv, flags);
+  if (rest.length > 0) throw unexpectedArgument(rest, Object.keys(flags), MCP_USAGE);
   const providerId = String(values.provider ?? "");
   if (!UUID.test(providerId))
     throw new UsageError(`--provider must be a provider id (a UUID)\n\n${MCP_USAGE}`);

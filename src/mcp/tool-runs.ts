@@ -52,6 +52,16 @@ async function relationsOf(sql: string): Promise<string[] | undefined> {
 }
 
 /**
+ * The command tag PostgreSQL would report for `sql` ("SELECT", "INSERT" ...), for a result cut before its
+ * CommandComplete (at max_rows or max_cost); "" when the guard cannot tell.
+ */
+export async function commandOf(sql: string): Promise<string> {
+  await loadGuard();
+  const verdict = checkSql(sql);
+  return verdict.kind === "allow" && verdict.statements.length === 1 ? verdict.statements[0]!.command : "";
+}
+
+/**
  * The planner's estimate of a statement (rows, and bytes as rows x row width; time is not estimated) and what
  * that would cost by the provider's price, with its parts; the EXPLAIN itself is charged as a statement (with
  * `budgetMicro`, within it: `cutOff` when even the EXPLAIN's row did not fit, and then nothing is estimated).

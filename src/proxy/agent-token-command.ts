@@ -1,6 +1,6 @@
 import type { Hex } from "viem";
 import { privateKeyToAddress } from "viem/accounts";
-import { takeFlags, UsageError } from "../command-flags.js";
+import { takeFlags, UsageError, unexpectedArgument } from "../command-flags.js";
 import { AGENT_TOKEN_LIFETIME_S, createAgentToken } from "./agent-token.js";
 
 /** The environment variable `pgtoll agent-token` reads the agent's wallet key from. */
@@ -63,9 +63,10 @@ export async function agentTokenCommand(
   env: NodeJS.ProcessEnv,
   now = Date.now(),
 ): Promise<string> {
-  const { values, rest } = takeFlags(argv, { provider: "value", url: "value", help: "boolean" });
+  const flags = { provider: "value", url: "value", help: "boolean" } as const;
+  const { values, rest } = takeFlags(argv, flags);
   if (values.help) return AGENT_TOKEN_USAGE.trimEnd();
-  if (rest.length > 0) throw new UsageError(`unexpected argument "${rest[0]}"\n\n${AGENT_TOKEN_USAGE}`);
+  if (rest.length > 0) throw unexpectedArgument(rest, Object.keys(flags), AGENT_TOKEN_USAGE);
   const provider = values.provider;
   if (typeof provider !== "string") throw new UsageError(`--provider is required\n\n${AGENT_TOKEN_USAGE}`);
   if (!UUID.test(provider))

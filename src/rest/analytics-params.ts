@@ -10,11 +10,41 @@ export const MAX_RANGE_DAYS = 366;
 export const MAX_BUCKETS = 744;
 
 /** A date (`2026-05-01`, midnight UTC) or a date and time with a zone (`2026-05-01T12:00:00Z`, `…+02:00`). */
-const ISO_TIME = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
+const ISO_TIME =
+  /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):(\d{2})))?$/;
+
+/** Days in `month` (1-12) of `year`, leap years counted. */
+function daysIn(year: number, month: number): number {
+  return new Date(Date.UTC(year, month, 0)).getUTCDate();
+}
+
+/**
+ * True when every field names a real calendar date and clock time: `Date` would roll 2026-02-30 over to
+ * 2 March and 24:00 to the next day rather than refuse them.
+ */
+function isRealTime(match: RegExpExecArray): boolean {
+  const [, year, month, day, hour = "0", minute = "0", second = "0", zoneHour = "0", zoneMinute = "0"] =
+    match.map((field) => field ?? undefined);
+  const m = Number(month);
+  return (
+    m >= 1 &&
+    m <= 12 &&
+    Number(day) >= 1 &&
+    Number(day) <= daysIn(Number(year), m) &&
+    Number(hour) <= 23 &&
+    Number(minute) <= 59 &&
+    Number(second) <= 59 &&
+    Number(zoneHour) <= 23 &&
+    Number(zoneMinute) <= 59
+  );
+}
 
 function timeParam(value: string | undefined, name: string): Date | undefined {
   if (value === undefined) return undefined;
-  const time = ISO_TIME.test(value) ? new Date(value) : undefined;
+  const match = ISO_TIME.exec(value);
+  if (match && !isRealTime(match))
+    throw new HttpError(400, `invalid ${name}: ${value} is not a real date and time`);
+  const time = match ? new Date(value) : undefined;
   if (!time || Number.isNaN(time.getTime()))
     throw new HttpError(
       400,

@@ -9,6 +9,8 @@ export interface PayingFetchOptions {
   tokenAddress: string;
   /** Most one payment may carry, in micro-USDC: the client refuses to sign more. */
   maxPaymentMicro: bigint;
+  /** The `fetch` the requests go through (default: the global one), e.g. to see what was signed. */
+  fetch?: typeof fetch;
 }
 
 /**
@@ -25,5 +27,5 @@ export function payingFetch(account: LocalAccount, options: PayingFetchOptions):
       ],
     },
   });
-  return wrapFetchWithPayment(fetch, client) as typeof fetch;
+  return wrapFetchWithPayment(options.fetch ?? fetch, client) as typeof fetch;
 }

@@ -275,6 +275,13 @@ describe("observability", () => {
       "agentWallet",
       "providerId",
     ]);
+    // Prices are public (agents read them before paying): no key in the document, and none refused.
+    const readPricing = doc.paths["/api/providers/{id}/pricing"].get;
+    const headerNames = (operation: { parameters?: { in: string; name: string }[] }) =>
+      (operation.parameters ?? []).filter((p) => p.in === "header").map((p) => p.name.toLowerCase());
+    expect(headerNames(readPricing)).not.toContain("x-api-key");
+    expect(Object.keys(readPricing.responses)).not.toContain("401");
+    expect(headerNames(doc.paths["/api/providers/{id}/pricing"].post)).toContain("x-api-key");
     const page = await gateway.app.inject({ method: "GET", url: "/docs/" });
     expect(page.statusCode).toBe(200);
     expect(page.body).toMatch(/swagger/i);

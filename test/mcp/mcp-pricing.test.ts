@@ -294,7 +294,11 @@ describe("MCP query with max_cost", () => {
     const { client, end } = await remote(agent);
     const maxCost = 20_000n;
     const answer = await query(client, { sql: UNDERESTIMATED, max_cost: formatMicro(maxCost) });
-    expect(answer).toMatchObject({ truncated: true, note: expect.stringMatching(/max_cost/) });
+    expect(answer).toMatchObject({
+      truncated: true,
+      command: "SELECT",
+      note: expect.stringMatching(/max_cost/),
+    });
     expect(micro(answer.cost)).toBeLessThanOrEqual(maxCost);
     // The estimate, then the rows kept with their bytes and the statement's time, no more than what is left.
     const kept = answer.rows.length;

@@ -150,9 +150,11 @@ describe("the pgtoll MCP server", () => {
 
       // Capped at max_rows: only the rows returned are charged.
       const capped = (await call(client, "query", { sql: "SELECT id FROM items", max_rows: 3 }))
-        .structuredContent as { rows: unknown[]; truncated: boolean; cost: string };
+        .structuredContent as { rows: unknown[]; truncated: boolean; command: string; cost: string };
       expect(capped.rows).toHaveLength(3);
       expect(capped.truncated).toBe(true);
+      // Cut before its CommandComplete, the answer still names the command that ran.
+      expect(capped.command).toBe("SELECT");
       expect(capped.cost).toBe(formatMicro(costOfRows(3, PRICE)));
       const defaultCap = (await call(client, "query", { sql: "SELECT id FROM items" })).structuredContent as {
         rows: unknown[];
@@ -171,10 +173,19 @@ describe("the pgtoll MCP server", () => {
       expect(estimate.cost).toBe(formatMicro(costOfRows(1, PRICE)));
 
       const listed = (await call(client, "list_tables")).structuredContent as {
-        tables: { name: string; columns: { name: string; type: string }[] }[];
+        tables: (Record<string, unknown> & { name: string; columns: { name: string; type: string }[] })[];
         cost: string;
       };
       expect(listed.tables.map((table) => table.name)).toEqual(["items", "orders"]);
+      // One case style for the answer's field names: camelCase, as everywhere else in the answers.
+      expect(Object.keys(listed.tables[0]!).sort()).toEqual([
+        "columns",
+        "comment",
+        "kind",
+        "name",
+        "rowEstimate",
+        "schema",
+      ]);
       expect(listed.tables[0]?.columns).toContainEqual({
         name: "created_at",
         type: "timestamp with time zone",
@@ -182,7 +193,7 @@ describe("the pgtoll MCP server", () => {
       expect(listed.cost).toBe(formatMicro(costOfRows(2, PRICE)));
 
       const described = (await call(client, "describe_table", { table: "items" })).structuredContent as {
-        table: {
+        table: Record<string, unknown> & {
           columns: { name: string; nullable: boolean }[];
           constraints: { type: string }[];
           indexes: { primary: boolean }[];
@@ -190,6 +201,8 @@ describe("the pgtoll MCP server", () => {
         cost: string;
       };
       expect(described.table.columns.map((column) => column.name)).toEqual(["id", "name", "created_at"]);
+      expect(described.table).toHaveProperty("rowEstimate");
+      expect(described.table).not.toHaveProperty("row_estimate");
       expect(described.table.constraints.map((constraint) => constraint.type)).toContain("primary key");
       expect(described.table.indexes.some((index) => index.primary)).toBe(true);
       expect(described.cost).toBe(formatMicro(costOfRows(1, PRICE)));

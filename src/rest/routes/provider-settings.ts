@@ -30,7 +30,8 @@ export async function providerSettingsRoutes(app: FastifyInstance, { ctx }: { ct
         summary: "A provider's pricing and the limits it sets on agents (no key needed)",
         tags: ["providers"],
         params: ProviderParams,
-        response: { 200: Pricing, ...errors },
+        // Public: no key is asked for, so none is refused.
+        response: { 200: Pricing, 400: ErrorBody, 404: ErrorBody },
       },
     },
     async (request) => {

@@ -85,7 +85,7 @@ export async function rankingRoutes(app: FastifyInstance, { ctx }: { ctx: Gatewa
         to: range.to.toISOString(),
         statements: shapes.map((shape) => ({
           fingerprint: shape.fingerprint,
-          normalized: shapeText(shape.sample),
+          normalized: shapeText(shape.text ?? shape.sample),
           sample: shape.sample,
           calls: shape.calls,
           rows: shape.rows,
