@@ -174,6 +174,7 @@ function startMeteredRelay(
       maxRowsWritten: price.maxRowsWrittenPerStatement,
       logger: log,
       countRefusal,
+      ...(ctx.maxRowBytes === undefined ? {} : { maxRowBytes: ctx.maxRowBytes }),
     }),
     settings,
     metrics: ctx.metrics,

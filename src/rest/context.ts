@@ -23,6 +23,7 @@ export interface GatewayContext {
     Config,
     | "chainId"
     | "rowCap"
+    | "maxResultBytes"
     | "statementTimeoutMs"
     | "reservationTtlSeconds"
     | "httpRequestTimeoutMs"
