@@ -411,7 +411,7 @@ export const optionSpecs = {
   maxRowBytes: {
     env: "PGTOLL_MAX_ROW_BYTES",
     description:
-      "Largest row (a DataRow or COPY TO STDOUT data message, in bytes) pgtoll reads from a provider's database, on every surface; a statement with a larger row is cut off from the row's length word, before it is read (SQLSTATE 54000 on the wire and in MCP tools, 422 `row_too_large` on REST). Other messages from the database above it end the wire session.",
+      "Largest row (a DataRow or COPY TO STDOUT data message, in bytes) pgtoll reads from a provider's database, on every surface; a statement with a larger row is cut off from the row's length word, before it is read (SQLSTATE 54000 on the wire and in MCP tools, 422 `row_too_large` on REST). Other messages from the database above it (at least 1 MiB) end the wire session.",
     defaultText: "16777216",
     parse: integer("PGTOLL_MAX_ROW_BYTES", DEFAULT_MAX_ROW_BYTES, 1024, 1024 * 1024 * 1024),
   },
