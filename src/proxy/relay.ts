@@ -230,7 +230,7 @@ export class Relay {
       this.#close("gone", "client protocol violation");
       return;
     }
-    const message = "invalid message from the provider's database";
+    const message = `invalid message from the provider's database: ${error.message}`;
     this.deps.client.write(errorFrame(SqlState.connectionFailure, message, { fatal: true }));
     this.end("upstream protocol violation");
   }
