@@ -302,4 +302,30 @@ describe("FrameReader with admitRowsAbove", () => {
       new FrameReader({ maxOtherFrameLength: 100 }).feedInto(large, new FrameBatch()),
     ).not.toThrow();
   });
+
+  it("assembles a large row in one buffer of its size as it arrives, split anywhere, header included", () => {
+    const big = encodeDataRow(["y".repeat(200_000)]);
+    const admittedRow = encodeDataRow(["z".repeat(2_000_000)]);
+    const bytes = Buffer.concat([small, big, admittedRow, ...after]);
+    const reader = new FrameReader({ admitRowsAbove: 1_000_000 });
+    const batch = new FrameBatch();
+    const frames: string[] = [];
+    for (const size of [3, 65_536, 100_000, 1_000_003]) {
+      frames.length = 0;
+      for (let at = 0; at < bytes.length; at += size) {
+        reader.feedInto(bytes.subarray(at, at + size), batch);
+        for (; batch.head < batch.length; batch.head++) {
+          const entry = batch.head;
+          if (batch.codes[entry]! >= ROW_HEADER) reader.admitRow(batch);
+          else
+            frames.push(
+              batch.buffers[entry]!.subarray(batch.starts[entry], batch.ends[entry]).toString("hex"),
+            );
+        }
+        batch.clear();
+      }
+      expect(frames).toEqual([small, big, admittedRow, ...after].map((message) => message.toString("hex")));
+      expect(reader.bufferedBytes).toBe(0);
+    }
+  });
 });

@@ -20,6 +20,9 @@ export const BACKEND_MAX_FRAME_LENGTH = 1024 * 1024 * 1024;
 /** A generous cap for client traffic: bigger Query/Bind/CopyData messages are refused. */
 export const FRONTEND_MAX_FRAME_LENGTH = 64 * 1024 * 1024;
 
+/** A straddling frame longer than this is assembled in one buffer of its size as it arrives (see `#assembles`). */
+const ASSEMBLED_FRAME_BYTES = 64 * 1024;
+
 /** One complete typed message. */
 export interface Frame {
   /** Type byte, compare with `FrontendCode` / `BackendCode`. */
@@ -146,7 +149,7 @@ export interface FrameReaderOptions {
  * Frames that lie inside one chunk are handed out as views of that chunk (no copy). Only a frame
  * straddling chunks is assembled, with one allocation of its exact size once its last byte is in;
  * until then the pieces are kept as views, so memory tracks the bytes received, not the length a
- * peer claims. At most one partial frame is buffered.
+ * peer claims (a reader with `admitRowsAbove`, whose lengths are bounded, copies a large one in as it arrives). At most one partial frame is buffered.
  *
  * Warning: frames are views of the caller's chunks; do not reuse or mutate a chunk after feeding it.
  * After a {@link ProtocolViolationError} the reader is failed and every later `feed` rethrows.
@@ -161,6 +164,8 @@ export class FrameReader {
   private failure: ProtocolViolationError | undefined;
   private readonly admitRowsAbove: number;
   private readonly maxOtherFrameLength: number;
+  /** The straddling frame, copied in as it arrives (see `#assembles`); its first `pendingBytes` are in. */
+  private assembly: Buffer | undefined;
   /** Chunks that arrived after a large row's header, unread until the row is admitted or skipped. */
   private parked: Buffer[] | undefined;
   /** The row whose header was handed out; its total length, header included. */
@@ -269,9 +274,21 @@ export class FrameReader {
       offset += total;
     }
     if (offset < end) {
-      this.pieces.push(chunk.subarray(offset));
       this.pendingBytes = end - offset;
+      if (this.#assembles(this.pendingTotal)) {
+        this.assembly = Buffer.allocUnsafe(this.pendingTotal);
+        chunk.copy(this.assembly, 0, offset);
+      } else this.pieces.push(chunk.subarray(offset));
     }
+  }
+
+  /**
+   * Whether a frame of `total` bytes straddling chunks is copied into one buffer of its size as it arrives,
+   * rather than kept as views of its chunks and joined at its end (which holds it twice at that moment). Only a
+   * reader that decides on large rows from their header does: its frames' lengths are bounded by what it admits.
+   */
+  #assembles(total: number): boolean {
+    return total > ASSEMBLED_FRAME_BYTES && this.admitRowsAbove !== Number.POSITIVE_INFINITY;
   }
 
   /** Hands out the header of the large row at `chunk[offset]` and keeps the chunk from there unread. */
@@ -329,16 +346,26 @@ export class FrameReader {
         return -1;
       }
       this.pendingTotal = total;
-      this.pieces = [header];
       this.pendingBytes = FRAME_HEADER_LENGTH;
+      if (this.#assembles(total)) {
+        this.assembly = Buffer.allocUnsafe(total);
+        header.copy(this.assembly);
+        this.pieces = [];
+      } else this.pieces = [header];
     }
     const take = Math.min(this.pendingTotal - this.pendingBytes, chunk.length - used);
-    if (take > 0) this.pieces.push(chunk.subarray(used, used + take));
+    if (take > 0) {
+      if (this.assembly) chunk.copy(this.assembly, this.pendingBytes, used, used + take);
+      else this.pieces.push(chunk.subarray(used, used + take));
+    }
     this.pendingBytes += take;
     used += take;
     if (this.pendingBytes < this.pendingTotal) return -1;
 
-    const frame = this.pieces.length === 1 ? this.pieces[0]! : Buffer.concat(this.pieces, this.pendingTotal);
+    const frame =
+      this.assembly ??
+      (this.pieces.length === 1 ? this.pieces[0]! : Buffer.concat(this.pieces, this.pendingTotal));
+    this.assembly = undefined;
     this.pieces = [];
     this.pendingBytes = 0;
     this.pendingTotal = -1;
@@ -359,6 +386,7 @@ export class FrameReader {
           : `message type ${type} of ${length} bytes exceeds the limit of ${max}`,
       );
       this.pieces = [];
+      this.assembly = undefined;
       this.pendingBytes = 0;
       throw this.failure;
     }
