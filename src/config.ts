@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import { formatMicro, parseMicro } from "./billing/money.js";
 import { unknownFlagReason } from "./command-flags.js";
+import { DEFAULT_MAX_ROW_BYTES } from "./providers/message-gate.js";
 import { type ProviderHostPolicy, parseProviderHosts } from "./providers/provider-hosts.js";
 import { parseCidrList } from "./proxy/trusted-proxies.js";
 
@@ -407,6 +408,20 @@ export const optionSpecs = {
     description: "Largest result `POST /api/query` returns; larger results are refused uncharged.",
     defaultText: "10000",
     parse: integer("PGTOLL_ROW_CAP", 10_000, 1, 10_000_000),
+  },
+  maxRowBytes: {
+    env: "PGTOLL_MAX_ROW_BYTES",
+    description:
+      "Largest row (a DataRow or COPY TO STDOUT data message, in bytes) pgtoll reads from a provider's database, on every surface; a statement with a larger row is cut off from the row's length word, before it is read (SQLSTATE 54000 on the wire and in MCP tools, 422 `row_too_large` on REST). Other messages from the database above it (at least 1 MiB) end the wire session.",
+    defaultText: "16777216",
+    parse: integer("PGTOLL_MAX_ROW_BYTES", DEFAULT_MAX_ROW_BYTES, 1024, 1024 * 1024 * 1024),
+  },
+  maxResultBytes: {
+    env: "PGTOLL_MAX_RESULT_BYTES",
+    description:
+      "Largest result `POST /api/query` reads, in bytes of its rows (summed as they arrive); larger results are refused uncharged (422 `result_too_large`).",
+    defaultText: "33554432",
+    parse: integer("PGTOLL_MAX_RESULT_BYTES", 32 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
   },
   statementTimeoutMs: {
     env: "PGTOLL_STATEMENT_TIMEOUT_MS",

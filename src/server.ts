@@ -133,6 +133,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       size: config.providerPoolSize,
       statementTimeoutMs: config.statementTimeoutMs,
       refuseSuperuser: !config.allowPrivilegedProviderRoles,
+      maxMessageBytes: config.maxRowBytes,
       ...(providerLookupFn ? { lookup: providerLookupFn } : {}),
     });
     cleanups.push(() => upstream.closeAll());
@@ -245,6 +246,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
         maxConnections: config.proxyMaxConnections,
         sessionsPerAddress: config.proxySessionsPerIp,
         idleReleaseMs: 30_000,
+        maxRowBytes: config.maxRowBytes,
         releases: new Set(),
         refusals: metrics.refusals,
         earnings: metrics.earnings,

@@ -1,8 +1,10 @@
 import type { LookupFunction } from "node:net";
+import type { Duplex } from "node:stream";
 import pg from "pg";
 import { providerSocket } from "./checked-connect.js";
 import { parseProviderConnection, sessionOptions } from "./connection-string.js";
 import { jsonSafeTypes } from "./json-safe-types.js";
+import { DEFAULT_MAX_ROW_BYTES, gatedMessages } from "./message-gate.js";
 import { SUPERUSER_UPSTREAM_REFUSAL } from "./provider-role.js";
 import type { ProviderWithSecrets } from "./registry.js";
 import type { SecretBox } from "./secret-box.js";
@@ -25,6 +27,17 @@ export interface UpstreamPoolOptions {
    * resolves the name and checks the address it connects to. Unset: the system resolver, no check.
    */
   lookup?: LookupFunction;
+  /**
+   * Largest message read from a provider's database, in bytes of its body (PGTOLL_MAX_ROW_BYTES): a larger one
+   * (a row, or an error quoting a large value) fails its query and ends the connection, unread (message-gate.ts).
+   * Default {@link DEFAULT_MAX_ROW_BYTES}.
+   */
+  maxMessageBytes?: number;
+}
+
+/** What the pool gives each of its clients: node-postgres's config, and pgtoll's cap on a message. */
+interface ProviderClientConfig extends pg.ClientConfig {
+  maxMessageBytes?: number;
 }
 
 /** Thrown by `pool.connect()` when the provider's role is a superuser and such sessions are refused. */
@@ -32,12 +45,27 @@ export class PrivilegedUpstreamError extends Error {
   override name = "PrivilegedUpstreamError";
 }
 
-/** A node-postgres client that remembers what the server said of its role in the startup's ParameterStatus. */
+/**
+ * A node-postgres client that remembers what the server said of its role in the startup's ParameterStatus, and
+ * whose parser reads only messages within `maxMessageBytes`.
+ */
 class ProviderClient extends pg.Client {
   isSuperuser = false;
 
-  constructor(config?: pg.ClientConfig) {
+  constructor(config?: ProviderClientConfig) {
     super(config);
+    // The pool listens for errors only while a client is idle: a checked-out client's connection error (the
+    // provider's database restarting, a refused message) would be an unhandled 'error' event, which ends the
+    // process. The running query already fails with it, and its request releases the client as broken.
+    this.on("error", () => {});
+    const maxMessageBytes = config?.maxMessageBytes;
+    if (maxMessageBytes !== undefined) {
+      // attachListeners(stream) hands the socket (or its TLS layer) to the parser: it gets the gate instead.
+      const connection = this.connection as unknown as { attachListeners(stream: Duplex): void };
+      const attach = connection.attachListeners.bind(connection);
+      connection.attachListeners = (stream) =>
+        attach(gatedMessages(stream, maxMessageBytes) as unknown as Duplex);
+    }
     this.connection.on("parameterStatus", (message: { parameterName: string; parameterValue: string }) => {
       if (message.parameterName === "is_superuser") this.isSuperuser = message.parameterValue === "on";
     });
@@ -77,7 +105,8 @@ export class UpstreamPools {
     const { host, port, user, password, database, ssl, sslnegotiation, options } = parseProviderConnection(
       this.options.box.open(provider.connectionSecret),
     );
-    const pool = new pg.Pool({
+    const config: pg.PoolConfig & ProviderClientConfig = {
+      maxMessageBytes: this.options.maxMessageBytes ?? DEFAULT_MAX_ROW_BYTES,
       host,
       port,
       user,
@@ -102,7 +131,8 @@ export class UpstreamPools {
         if (this.options.refuseSuperuser && (client as ProviderClient).isSuperuser)
           throw new PrivilegedUpstreamError(SUPERUSER_UPSTREAM_REFUSAL);
       },
-    });
+    };
+    const pool = new pg.Pool(config);
     pool.on("error", () => {});
     this.#pools.set(key, { providerId: provider.id, readOnly, pool });
     return pool;

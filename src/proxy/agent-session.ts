@@ -176,6 +176,7 @@ function startMeteredRelay(
       maxRowsWritten: price.maxRowsWrittenPerStatement,
       logger: log,
       countRefusal,
+      ...(ctx.maxRowBytes === undefined ? {} : { maxRowBytes: ctx.maxRowBytes }),
     }),
     settings,
     metrics: ctx.metrics,

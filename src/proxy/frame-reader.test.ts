@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { FRONTEND_MAX_FRAME_LENGTH, type Frame, FrameBatch, FrameReader } from "./frame-reader.js";
+import {
+  FRONTEND_MAX_FRAME_LENGTH,
+  type Frame,
+  FrameBatch,
+  FrameReader,
+  ROW_HEADER,
+} from "./frame-reader.js";
 import { ProtocolViolationError } from "./protocol-violation-error.js";
 import {
   encodeCommandComplete,
@@ -203,5 +209,123 @@ describe("FrameReader", () => {
       new FrameReader().feedInto(Buffer.concat([rows[0]!, rows[1]!]), batch);
       expect(batch.rows.slice(0, batch.length)).toEqual([1, 1]);
     });
+  });
+});
+
+describe("FrameReader with admitRowsAbove", () => {
+  const small = encodeDataRow(["a"]);
+  const large = encodeDataRow(["x".repeat(1000)]);
+  const after = [encodeCommandComplete("SELECT 2"), encodeReadyForQuery("I")];
+  const result = Buffer.concat([small, large, ...after]);
+
+  /** Feeds `chunks`, deciding each large row's header with `decide`; returns the entries as type letters (H: a header). */
+  function read(
+    chunks: Buffer[],
+    decide: "admit" | "skip",
+  ): { codes: string[]; lengths: number[]; reader: FrameReader } {
+    const reader = new FrameReader({ dataRowRuns: true, admitRowsAbove: 100 });
+    const batch = new FrameBatch();
+    const codes: string[] = [];
+    const lengths: number[] = [];
+    const drain = () => {
+      while (batch.head < batch.length) {
+        const at = batch.head++;
+        const code = batch.codes[at]!;
+        lengths.push(batch.ends[at]! - batch.starts[at]!);
+        if (code >= ROW_HEADER) {
+          codes.push("H");
+          if (decide === "admit") reader.admitRow(batch);
+          else reader.skipRow(batch);
+        } else codes.push(String.fromCharCode(code).repeat(batch.rows[at]!));
+      }
+      batch.clear();
+    };
+    for (const chunk of chunks) {
+      reader.feedInto(chunk, batch);
+      drain();
+    }
+    return { codes, lengths, reader };
+  }
+
+  const splits = (bytes: Buffer) =>
+    [1, 3, small.length + 2, small.length + 5, small.length + 500, bytes.length - 3].map((cut) => [
+      bytes.subarray(0, cut),
+      bytes.subarray(cut),
+    ]);
+
+  it("hands out a large row's header before its body, in one chunk or split anywhere", () => {
+    for (const chunks of [[result], ...splits(result)]) {
+      const { codes, lengths } = read(chunks, "admit");
+      expect(codes).toEqual(["D", "H", "D", "C", "Z"]);
+      expect(lengths.slice(1, 3)).toEqual([5, large.length]);
+    }
+  });
+
+  it("skips a refused row's bytes as they arrive, never holding them, and frames what follows", () => {
+    for (const chunks of [[result], ...splits(result)]) {
+      const { codes, reader } = read(chunks, "skip");
+      expect(codes).toEqual(["D", "H", "C", "Z"]);
+      expect(reader.skippedBytes).toBe(large.length);
+      expect(reader.bufferedBytes).toBe(0);
+    }
+    // Byte by byte: nothing of the skipped row is ever buffered.
+    const reader = new FrameReader({ admitRowsAbove: 100 });
+    const batch = new FrameBatch();
+    let most = 0;
+    for (let i = 0; i < result.length; i++) {
+      reader.feedInto(result.subarray(i, i + 1), batch);
+      for (; batch.head < batch.length; batch.head++)
+        if (batch.codes[batch.head]! >= ROW_HEADER) reader.skipRow(batch);
+      most = Math.max(most, reader.bufferedBytes);
+    }
+    expect(most).toBeLessThan(100);
+    expect(reader.skippedBytes).toBe(large.length);
+  });
+
+  it("parks what arrives before the decision, unread", () => {
+    const reader = new FrameReader({ admitRowsAbove: 100 });
+    const batch = new FrameBatch();
+    reader.feedInto(Buffer.concat([small, large.subarray(0, 10)]), batch);
+    expect(batch.length).toBe(2);
+    reader.feedInto(large.subarray(10), batch);
+    reader.feedInto(Buffer.concat(after), batch);
+    expect(batch.length).toBe(2);
+    reader.skipRow(batch);
+    expect(batch.codes.slice(2, batch.length).map((code) => String.fromCharCode(code))).toEqual(["C", "Z"]);
+  });
+
+  it("refuses any other message above maxOtherFrameLength, from its header", () => {
+    const reader = new FrameReader({ maxOtherFrameLength: 100 });
+    const notice = encodeCommandComplete("x".repeat(200));
+    expect(() => reader.feedInto(notice.subarray(0, 5), new FrameBatch())).toThrow(ProtocolViolationError);
+    expect(() =>
+      new FrameReader({ maxOtherFrameLength: 100 }).feedInto(large, new FrameBatch()),
+    ).not.toThrow();
+  });
+
+  it("assembles a large row in one buffer of its size as it arrives, split anywhere, header included", () => {
+    const big = encodeDataRow(["y".repeat(200_000)]);
+    const admittedRow = encodeDataRow(["z".repeat(2_000_000)]);
+    const bytes = Buffer.concat([small, big, admittedRow, ...after]);
+    const reader = new FrameReader({ admitRowsAbove: 1_000_000 });
+    const batch = new FrameBatch();
+    const frames: string[] = [];
+    for (const size of [3, 65_536, 100_000, 1_000_003]) {
+      frames.length = 0;
+      for (let at = 0; at < bytes.length; at += size) {
+        reader.feedInto(bytes.subarray(at, at + size), batch);
+        for (; batch.head < batch.length; batch.head++) {
+          const entry = batch.head;
+          if (batch.codes[entry]! >= ROW_HEADER) reader.admitRow(batch);
+          else
+            frames.push(
+              batch.buffers[entry]!.subarray(batch.starts[entry], batch.ends[entry]).toString("hex"),
+            );
+        }
+        batch.clear();
+      }
+      expect(frames).toEqual([small, big, admittedRow, ...after].map((message) => message.toString("hex")));
+      expect(reader.bufferedBytes).toBe(0);
+    }
   });
 });

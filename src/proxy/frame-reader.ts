@@ -5,12 +5,23 @@ export const FRAME_HEADER_LENGTH = 5;
 
 /** DataRow's type byte ('D' from the server; the same letter is Describe from a client). */
 const DATA_ROW = 0x44;
+/** CopyData's type byte: a row of COPY TO STDOUT from the server. */
+const COPY_DATA = 0x64;
+
+/**
+ * Batch entry code of a row's header read ahead of its body (see `FrameReaderOptions.admitRowsAbove`): this bit
+ * with the row's own type byte. The entry is the header's 5 bytes; the row's length is its length word.
+ */
+export const ROW_HEADER = 0x100;
 
 /** PostgreSQL's own cap on one message (MaxAllocSize): the right limit for backend traffic. */
 export const BACKEND_MAX_FRAME_LENGTH = 1024 * 1024 * 1024;
 
 /** A generous cap for client traffic: bigger Query/Bind/CopyData messages are refused. */
 export const FRONTEND_MAX_FRAME_LENGTH = 64 * 1024 * 1024;
+
+/** A straddling frame longer than this is assembled in one buffer of its size as it arrives (see `#assembles`). */
+const ASSEMBLED_FRAME_BYTES = 64 * 1024;
 
 /** One complete typed message. */
 export interface Frame {
@@ -118,6 +129,18 @@ export interface FrameReaderOptions {
    * walking their length words in a tight loop. Warning: for backend traffic only; a client's 'D' is Describe.
    */
   dataRowRuns?: boolean;
+  /**
+   * A DataRow or CopyData whose length word is above this is not read on: `feedInto` appends its header alone
+   * (an entry of code {@link ROW_HEADER} | its type) and parks what follows, unread, until the caller decides
+   * with {@link FrameReader.admitRow} or {@link FrameReader.skipRow} (which discards its body as it arrives, never
+   * holding it). Backend traffic only; unset: every row is read whole.
+   */
+  admitRowsAbove?: number;
+  /**
+   * Largest accepted length word of a message other than DataRow and CopyData (those are bounded by
+   * `maxFrameLength` and `admitRowsAbove`). Default `maxFrameLength`.
+   */
+  maxOtherFrameLength?: number;
 }
 
 /**
@@ -126,7 +149,7 @@ export interface FrameReaderOptions {
  * Frames that lie inside one chunk are handed out as views of that chunk (no copy). Only a frame
  * straddling chunks is assembled, with one allocation of its exact size once its last byte is in;
  * until then the pieces are kept as views, so memory tracks the bytes received, not the length a
- * peer claims. At most one partial frame is buffered.
+ * peer claims (a reader with `admitRowsAbove`, whose lengths are bounded, copies a large one in as it arrives). At most one partial frame is buffered.
  *
  * Warning: frames are views of the caller's chunks; do not reuse or mutate a chunk after feeding it.
  * After a {@link ProtocolViolationError} the reader is failed and every later `feed` rethrows.
@@ -139,11 +162,28 @@ export class FrameReader {
   /** Total bytes of the straddling frame, or -1 while its header is still incomplete. */
   private pendingTotal = -1;
   private failure: ProtocolViolationError | undefined;
+  private readonly admitRowsAbove: number;
+  private readonly maxOtherFrameLength: number;
+  /** The straddling frame, copied in as it arrives (see `#assembles`); its first `pendingBytes` are in. */
+  private assembly: Buffer | undefined;
+  /** Chunks that arrived after a large row's header, unread until the row is admitted or skipped. */
+  private parked: Buffer[] | undefined;
+  /** The row whose header was handed out; its total length, header included. */
+  private parkedTotal = 0;
+  /** The next large row's header is not handed out again: it was admitted. */
+  private admitted = false;
+  /** Bytes of a skipped row still to come, dropped as they arrive. */
+  private skipping = 0;
 
   constructor(options: FrameReaderOptions = {}) {
     this.maxFrameLength = options.maxFrameLength ?? BACKEND_MAX_FRAME_LENGTH;
     this.dataRowRuns = options.dataRowRuns ?? false;
+    this.admitRowsAbove = options.admitRowsAbove ?? Number.POSITIVE_INFINITY;
+    this.maxOtherFrameLength = options.maxOtherFrameLength ?? this.maxFrameLength;
   }
+
+  /** Bytes of a skipped row discarded so far, over the reader's life. */
+  skippedBytes = 0;
 
   /** Bytes held for an incomplete frame (0 at a message boundary). */
   get bufferedBytes(): number {
@@ -168,13 +208,46 @@ export class FrameReader {
    * is seen before anything of the chunk is acted on.
    */
   feedInto(chunk: Buffer, batch: FrameBatch): void {
+    if (this.parked) {
+      if (this.failure) throw this.failure;
+      this.parked.push(chunk);
+      return;
+    }
     this.#scan(chunk, batch.add, this.dataRowRuns ? batch : undefined);
+  }
+
+  /** The large row whose header was handed out is read whole; what arrived after its header is framed into `batch`. */
+  admitRow(batch: FrameBatch): void {
+    this.admitted = true;
+    this.#unpark(batch);
+  }
+
+  /**
+   * The large row whose header was handed out is not read: its bytes are dropped as they arrive, and framing
+   * goes on after it. What arrived after its header is framed into `batch`.
+   */
+  skipRow(batch: FrameBatch): void {
+    this.skipping = this.parkedTotal;
+    this.#unpark(batch);
+  }
+
+  #unpark(batch: FrameBatch): void {
+    const parked = this.parked;
+    if (!parked) return;
+    this.parked = undefined;
+    // A chunk may hold the header of the next large row: feedInto parks the chunks after it again.
+    for (const chunk of parked) this.feedInto(chunk, batch);
   }
 
   #scan(chunk: Buffer, onFrame: FrameSink, runs?: FrameBatch): void {
     if (this.failure) throw this.failure;
     let offset = 0;
-    if (this.pendingBytes > 0) {
+    if (this.skipping > 0) {
+      offset = Math.min(this.skipping, chunk.length);
+      this.skipping -= offset;
+      this.skippedBytes += offset;
+      if (offset === chunk.length) return;
+    } else if (this.pendingBytes > 0) {
       offset = this.continuePending(chunk, onFrame);
       if (offset < 0) return;
     }
@@ -182,6 +255,13 @@ export class FrameReader {
     while (end - offset >= FRAME_HEADER_LENGTH) {
       const code = chunk[offset]!;
       const total = this.frameTotal(chunk.readInt32BE(offset + 1), code);
+      if (total > this.admitRowsAbove && (code === DATA_ROW || code === COPY_DATA)) {
+        if (!this.admitted) {
+          this.#park(chunk, offset, total, onFrame);
+          return;
+        }
+        this.admitted = false;
+      }
       if (end - offset < total) {
         this.pendingTotal = total;
         break;
@@ -194,9 +274,28 @@ export class FrameReader {
       offset += total;
     }
     if (offset < end) {
-      this.pieces.push(chunk.subarray(offset));
       this.pendingBytes = end - offset;
+      if (this.#assembles(this.pendingTotal)) {
+        this.assembly = Buffer.allocUnsafe(this.pendingTotal);
+        chunk.copy(this.assembly, 0, offset);
+      } else this.pieces.push(chunk.subarray(offset));
     }
+  }
+
+  /**
+   * Whether a frame of `total` bytes straddling chunks is copied into one buffer of its size as it arrives,
+   * rather than kept as views of its chunks and joined at its end (which holds it twice at that moment). Only a
+   * reader that decides on large rows from their header does: its frames' lengths are bounded by what it admits.
+   */
+  #assembles(total: number): boolean {
+    return total > ASSEMBLED_FRAME_BYTES && this.admitRowsAbove !== Number.POSITIVE_INFINITY;
+  }
+
+  /** Hands out the header of the large row at `chunk[offset]` and keeps the chunk from there unread. */
+  #park(chunk: Buffer, offset: number, total: number, onFrame: FrameSink): void {
+    this.parked = [offset === 0 ? chunk : chunk.subarray(offset)];
+    this.parkedTotal = total;
+    onFrame(ROW_HEADER | chunk[offset]!, chunk, offset, offset + FRAME_HEADER_LENGTH);
   }
 
   /**
@@ -215,7 +314,7 @@ export class FrameReader {
         (chunk[offset + 3]! << 8) |
         chunk[offset + 4]!;
       const total = this.frameTotal(length, DATA_ROW);
-      if (end - offset < total) break;
+      if (end - offset < total || total > this.admitRowsAbove) break;
       offset += total;
       count++;
     }
@@ -236,17 +335,37 @@ export class FrameReader {
       // The header itself straddles chunks: join its few bytes to read the length.
       used = missing;
       const header = Buffer.concat([...this.pieces, chunk.subarray(0, used)], FRAME_HEADER_LENGTH);
-      this.pendingTotal = this.frameTotal(header.readInt32BE(1), header[0]!);
-      this.pieces = [header];
+      const code = header[0]!;
+      const total = this.frameTotal(header.readInt32BE(1), code);
+      if (total > this.admitRowsAbove && (code === DATA_ROW || code === COPY_DATA) && !this.admitted) {
+        // The header is read again from the parked bytes once the row is admitted.
+        this.pieces = [];
+        this.pendingBytes = 0;
+        this.#park(header, 0, total, onFrame);
+        this.parked!.push(chunk.subarray(used));
+        return -1;
+      }
+      this.pendingTotal = total;
       this.pendingBytes = FRAME_HEADER_LENGTH;
+      if (this.#assembles(total)) {
+        this.assembly = Buffer.allocUnsafe(total);
+        header.copy(this.assembly);
+        this.pieces = [];
+      } else this.pieces = [header];
     }
     const take = Math.min(this.pendingTotal - this.pendingBytes, chunk.length - used);
-    if (take > 0) this.pieces.push(chunk.subarray(used, used + take));
+    if (take > 0) {
+      if (this.assembly) chunk.copy(this.assembly, this.pendingBytes, used, used + take);
+      else this.pieces.push(chunk.subarray(used, used + take));
+    }
     this.pendingBytes += take;
     used += take;
     if (this.pendingBytes < this.pendingTotal) return -1;
 
-    const frame = this.pieces.length === 1 ? this.pieces[0]! : Buffer.concat(this.pieces, this.pendingTotal);
+    const frame =
+      this.assembly ??
+      (this.pieces.length === 1 ? this.pieces[0]! : Buffer.concat(this.pieces, this.pendingTotal));
+    this.assembly = undefined;
     this.pieces = [];
     this.pendingBytes = 0;
     this.pendingTotal = -1;
@@ -255,14 +374,19 @@ export class FrameReader {
   }
 
   private frameTotal(length: number, code: number): number {
-    if (length < 4 || length > this.maxFrameLength) {
+    const max =
+      code === DATA_ROW || code === COPY_DATA || length <= this.maxOtherFrameLength
+        ? this.maxFrameLength
+        : this.maxOtherFrameLength;
+    if (length < 4 || length > max) {
       const type = JSON.stringify(String.fromCharCode(code));
       this.failure = new ProtocolViolationError(
         length < 4
           ? `invalid message length ${length} for message type ${type}`
-          : `message type ${type} of ${length} bytes exceeds the limit of ${this.maxFrameLength}`,
+          : `message type ${type} of ${length} bytes exceeds the limit of ${max}`,
       );
       this.pieces = [];
+      this.assembly = undefined;
       this.pendingBytes = 0;
       throw this.failure;
     }

@@ -29,6 +29,20 @@ export function ledgerUnavailable(rowsDelivered?: number): Buffer {
   );
 }
 
+/**
+ * A row larger than pgtoll reads (PGTOLL_MAX_ROW_BYTES): refused from its length word, unread and not charged;
+ * the rows before it were delivered and charged.
+ */
+export function rowTooLarge(maxRowBytes: number, rowsDelivered: number): Buffer {
+  return errorFrame(
+    SqlState.programLimitExceeded,
+    `a row of the result is larger than pgtoll's limit of ${maxRowBytes} bytes (PGTOLL_MAX_ROW_BYTES): the result was cut off after ${rowsDelivered} rows, which were charged; the large row was not`,
+    {
+      hint: "select less of the large value (substring, length), or ask the operator to raise PGTOLL_MAX_ROW_BYTES",
+    },
+  );
+}
+
 /** A write above the provider's bound on rows written per statement: it is rolled back. */
 export function writeLimitError(rows: number, limit: number): Buffer {
   return errorFrame(

@@ -81,6 +81,8 @@ export interface ProxyContext {
   exemptFromAddressLimit?(address: string): boolean;
   /** An idle session gives its unspent reservation back after this long. */
   idleReleaseMs: number;
+  /** Largest row relayed, in bytes (PGTOLL_MAX_ROW_BYTES); default 16 MiB. A larger one cuts its result off unread. */
+  maxRowBytes?: number;
   /** PROXY protocol headers from trusted load balancers (PGTOLL_TRUSTED_PROXIES); unset: none is read. */
   proxyProtocol?: ProxiedAddressSettings;
   /** The open agent sessions, ended one by one as they finish their work when the server stops gracefully. */

@@ -5,7 +5,14 @@ import { SqlState } from "../db/sql-state.js";
 import { AnswerQueue } from "./answer-queue.js";
 import type { TransactionStatus } from "./backend-messages.js";
 import { ClientForwarding } from "./client-forwarding.js";
-import { FRONTEND_MAX_FRAME_LENGTH, type Frame, FrameBatch, FrameReader } from "./frame-reader.js";
+import {
+  FRAME_HEADER_LENGTH,
+  FRONTEND_MAX_FRAME_LENGTH,
+  type Frame,
+  FrameBatch,
+  FrameReader,
+  ROW_HEADER,
+} from "./frame-reader.js";
 import type { SessionSettings } from "./in-band-settings.js";
 import { BackendCode, FrontendCode } from "./message-codes.js";
 import { OutputBatch } from "./output-batch.js";
@@ -37,6 +44,14 @@ export interface RelayDeps {
   onEnd(reason: string): void;
 }
 
+/**
+ * Rows longer than this (or than the row cap, when lower) are decided on from their header before their body is
+ * read: a result of rows this size or smaller is read and metered as it arrives, with a chunk or so buffered.
+ */
+const ADMITTED_ROW_BYTES = 256 * 1024;
+/** Messages other than rows are refused above the row cap, but never below this: a RowDescription of many columns. */
+const MIN_MESSAGE_CAP = 1024 * 1024;
+
 /** One direction of the relay: frames read from its socket, handled strictly in order. */
 interface Direction {
   readonly side: "client" | "upstream";
@@ -63,12 +78,7 @@ export class Relay {
     frames: new FrameBatch(),
     busy: false,
   };
-  readonly #upstream: Direction = {
-    side: "upstream",
-    reader: new FrameReader({ dataRowRuns: true }),
-    frames: new FrameBatch(),
-    busy: false,
-  };
+  readonly #upstream: Direction;
   readonly #toClient = new OutputBatch();
   readonly #toUpstream = new OutputBatch();
   readonly #tally: ProxyTally;
@@ -97,6 +107,17 @@ export class Relay {
   #farewell: { frame: Buffer; reason: string } | undefined;
 
   constructor(private readonly deps: RelayDeps) {
+    const { maxRowBytes } = deps.metering;
+    this.#upstream = {
+      side: "upstream",
+      reader: new FrameReader({
+        dataRowRuns: true,
+        admitRowsAbove: Math.min(maxRowBytes, ADMITTED_ROW_BYTES) + FRAME_HEADER_LENGTH,
+        maxOtherFrameLength: Math.max(maxRowBytes, MIN_MESSAGE_CAP) + 4,
+      }),
+      frames: new FrameBatch(),
+      busy: false,
+    };
     this.#tally = deps.metrics.tally;
     const wire: RelayWire = {
       toClient: this.#toClient,
@@ -209,7 +230,7 @@ export class Relay {
       this.#close("gone", "client protocol violation");
       return;
     }
-    const message = "invalid message from the provider's database";
+    const message = `invalid message from the provider's database: ${error.message}`;
     this.deps.client.write(errorFrame(SqlState.connectionFailure, message, { fatal: true }));
     this.end("upstream protocol violation");
   }
@@ -288,6 +309,21 @@ export class Relay {
         const code = frames.codes[at]!;
         const buffer = frames.buffers[at]!;
         let end = frames.ends[at]!;
+        if (code >= ROW_HEADER) {
+          // The header of a large row (frame-reader.ts's ROW_HEADER): read it or skip it, from its length word.
+          frames.head++;
+          const bytes = buffer.readInt32BE(frames.starts[at]! + 1) - 4;
+          const admitted = this.#answers.admitRow(bytes);
+          if (typeof admitted === "string") {
+            this.#readRow(admitted);
+            continue;
+          }
+          this.#wait(
+            direction,
+            admitted.then((decision) => this.#readRow(decision)),
+          );
+          return;
+        }
         if (code === BackendCode.DataRow && !fromClient) {
           // A run of DataRows (or one): relayed at once as far as the reservation pays, the rest one by one.
           if (this.#answers.relayRows(frames, at)) {
@@ -318,6 +354,18 @@ export class Relay {
       this.#protocolFailure(direction.side, error as Error);
     }
     direction.busy = false;
+  }
+
+  /** Reads the large row whose header was handled, or skips it unread; framing goes on after it. */
+  #readRow(decision: "relay" | "skip"): void {
+    const { reader, frames } = this.#upstream;
+    try {
+      if (decision === "relay") reader.admitRow(frames);
+      else reader.skipRow(frames);
+    } catch (error) {
+      // What arrived after the row breaks the protocol: the session ends (the pass sees it ended).
+      this.#protocolFailure("upstream", error as Error);
+    }
   }
 
   /** Pauses the direction's socket until `waiting` settles, then carries on with its next frame. */

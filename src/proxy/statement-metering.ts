@@ -3,11 +3,13 @@ import type { RefusalKind } from "../analytics/refusal-tally.js";
 import { isLedgerUnavailable } from "../billing/ledger-availability.js";
 import { withholdsDatabaseText } from "../billing/priced-text.js";
 import type { GuardedStatement } from "../guard/index.js";
+import { DEFAULT_MAX_ROW_BYTES } from "../providers/message-gate.js";
 import { boundedNotice, pricedTableNotice, withheldError } from "./database-notices.js";
 import {
   dailyLimitError,
   insufficientFunds,
   ledgerUnavailable,
+  rowTooLarge,
   sessionBudgetError,
   unpaidWriteError,
   writeLimitError,
@@ -42,7 +44,7 @@ export type RelayMeter = Pick<
  * Why a result ends before its last row: the balance does not pay for the next one, the agent's daily limit or
  * the session's budget (`pgtoll.max_session_cost`) stops it, or the ledger is out of reach.
  */
-export type CutOffReason = "unfunded" | "daily-limit" | "budget" | "ledger-unavailable";
+export type CutOffReason = "unfunded" | "daily-limit" | "budget" | "ledger-unavailable" | "row-too-large";
 
 /**
  * The money side of a statement's path through the relay, as events the relay reports in the order the upstream
@@ -112,6 +114,8 @@ export interface StatementMetering {
   readonly pricesTables: boolean;
   /** The price counts statement time: the relay measures each statement's (its `ms`). */
   readonly pricesTime: boolean;
+  /** Largest row relayed, in bytes of its payload (PGTOLL_MAX_ROW_BYTES): a larger one cuts the result off. */
+  readonly maxRowBytes: number;
   /** The statement being answered (undefined when the relay does not know it): its rows are charged at its price. */
   priceStatement(statement: GuardedStatement | undefined): void;
   /** The running statement failed, or the session ends in its middle: the rows it delivered are charged. */
@@ -151,6 +155,8 @@ export interface StatementMeteringOptions {
   logger: Logger;
   /** Counts a refused statement of this session's provider (analytics/refusal-tally.ts). */
   countRefusal(kind: RefusalKind, rule: string): void;
+  /** Largest row relayed, in bytes (PGTOLL_MAX_ROW_BYTES); default {@link DEFAULT_MAX_ROW_BYTES}. */
+  maxRowBytes?: number;
 }
 
 /** Statements metered by rows, from the session's hold. */
@@ -162,6 +168,7 @@ class RowMetering implements StatementMetering {
   readonly #meter: RelayMeter;
   readonly pricesTables: boolean;
   readonly pricesTime: boolean;
+  readonly maxRowBytes: number;
   /** The daily limit that cut the running statement off, for its error. */
   #limit: Shortfall | undefined;
 
@@ -169,6 +176,7 @@ class RowMetering implements StatementMetering {
     this.#meter = options.meter;
     this.pricesTables = options.meter.pricesTables;
     this.pricesTime = options.meter.pricesTime;
+    this.maxRowBytes = options.maxRowBytes ?? DEFAULT_MAX_ROW_BYTES;
   }
 
   priceStatement(statement: GuardedStatement | undefined): void {
@@ -226,6 +234,7 @@ class RowMetering implements StatementMetering {
     const delivered = this.#meter.statementRows;
     await this.#meter.endStatement(delivered, sql, "cutOff", { ms });
     if (reason === "ledger-unavailable") return ledgerUnavailable(delivered);
+    if (reason === "row-too-large") return rowTooLarge(this.maxRowBytes, delivered);
     if (reason === "budget") {
       this.options.countRefusal("funds", "session-budget");
       return sessionBudgetError(this.#meter.budgetMicro ?? 0n, this.#meter.sessionCostMicro, delivered);

@@ -63,6 +63,8 @@ export class UpstreamAnswers {
   /** Set when a result was cut off (or a write undone): upstream answers are dropped until ReadyForQuery. */
   #cutOff = false;
   #fatalRelayed = false;
+  /** A large row was admitted from its header (and counted): its DataRow or CopyData is relayed unmetered. */
+  #admitted = false;
   /** When the last statement answered ended, and the relay's client wait by then: where the next one's time starts. */
   #lastEndAt = 0;
   #clientWaitAtLastEnd = 0;
@@ -108,6 +110,7 @@ export class UpstreamAnswers {
         return this.#onRow(buffer, start, end);
       case BackendCode.CopyData:
         if (this.#copy?.isFraming(buffer, start, end)) {
+          this.#admitted = false;
           if (!this.#dropsRows()) this.#toClient.pushRange(buffer, start, end);
           return;
         }
@@ -149,7 +152,7 @@ export class UpstreamAnswers {
    * dropped).
    */
   relayRows(frames: FrameBatch, at: number): boolean {
-    if (this.#dropsRows()) return false;
+    if (this.#dropsRows() || this.#admitted) return false;
     const count = frames.rows[at]!;
     const buffer = frames.buffers[at]!;
     const start = frames.starts[at]!;
@@ -184,7 +187,36 @@ export class UpstreamAnswers {
     return this.#cutOff || this.#wire.closing() === "gone" || this.#queue.head?.kind === "setting";
   }
 
+  /**
+   * A row longer than the frame reader reads unasked, seen by its header alone (`bytes` its payload): whether it
+   * is read and relayed ("relay", counted now as `#onRow` would) or skipped unread ("skip"): a row over the cap,
+   * or one the agent cannot pay for, cuts the result off (nothing charged for it), and a row that is dropped
+   * anyway is not read either.
+   */
+  admitRow(bytes: number): "relay" | "skip" | Promise<"relay" | "skip"> {
+    if (this.#dropsRows()) return "skip";
+    if (bytes > this.#metering.maxRowBytes) return this.#cutOffResult("row-too-large").then(() => "skip");
+    if (this.#metering.pricesTables) this.#metering.priceStatement(this.#runningStatement());
+    if (this.#metering.allowRows(1, bytes) === 1) {
+      this.#admitted = true;
+      return "relay";
+    }
+    return this.#metering.fundRow(bytes).then(async (cutOff) => {
+      if (cutOff) {
+        await this.#cutOffResult(cutOff);
+        return "skip";
+      }
+      this.#admitted = true;
+      return "relay";
+    });
+  }
+
   #onRow(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
+    if (this.#admitted) {
+      this.#admitted = false;
+      if (!this.#dropsRows()) this.#relayRow(buffer, start, end);
+      return;
+    }
     if (this.#dropsRows()) return;
     if (this.#metering.pricesTables) this.#metering.priceStatement(this.#runningStatement());
     const bytes = end - start - FRAME_HEADER_LENGTH;

@@ -24,6 +24,7 @@ export interface GatewayContext {
     Config,
     | "chainId"
     | "rowCap"
+    | "maxResultBytes"
     | "statementTimeoutMs"
     | "reservationTtlSeconds"
     | "httpRequestTimeoutMs"

@@ -65,6 +65,8 @@ export interface MeteredQueryDeps {
    */
   reader: pg.Pool;
   rowCap: number;
+  /** Largest result read, in bytes of its rows (PGTOLL_MAX_RESULT_BYTES). */
+  maxResultBytes: number;
   statementTimeoutMs: number;
   /** Where refused statements are counted (by rule, or the agent's funds) for the provider's analytics. */
   refusals: RefusalTally;

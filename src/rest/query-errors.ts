@@ -1,6 +1,8 @@
 import { boundText } from "../billing/message-bounds.js";
 import { withheldDatabaseText } from "../billing/priced-text.js";
 import { SqlState } from "../db/sql-state.js";
+import { OversizedMessageError } from "../providers/message-gate.js";
+import { ResultTooLargeError } from "./upstream-pipeline.js";
 
 /** Failures of a metered query, each with the HTTP status the gateway answers it with. */
 export class QueryError extends Error {
@@ -18,6 +20,11 @@ export class QueryError extends Error {
     this.name = "QueryError";
   }
 }
+
+/** `code` of a result with a row above PGTOLL_MAX_ROW_BYTES. */
+export const ROW_TOO_LARGE = "row_too_large";
+/** `code` of a result above PGTOLL_MAX_RESULT_BYTES. */
+export const RESULT_TOO_LARGE = "result_too_large";
 
 /** `code` of an answer refused or cut off by a budget the agent set (never 402: paying would not help). */
 export const BUDGET_EXCEEDED = "budget_exceeded";
@@ -60,6 +67,18 @@ export function statusForSqlState(code: string): RefusalStatus {
  * database's text is replaced by billing/priced-text.ts's, which holds no value.
  */
 export function upstreamQueryError(error: unknown, statementTimeoutMs: number, withheld = false): QueryError {
+  if (error instanceof OversizedMessageError)
+    return new QueryError(
+      422,
+      `result too large: a row (or the database's message) of ${error.bytes} bytes is above the limit of ${error.maxBytes} bytes (PGTOLL_MAX_ROW_BYTES); select less of the large value. Nothing was charged`,
+      ROW_TOO_LARGE,
+    );
+  if (error instanceof ResultTooLargeError)
+    return new QueryError(
+      422,
+      `result too large: more than ${error.maxBytes} bytes of rows (PGTOLL_MAX_RESULT_BYTES); add a LIMIT or select fewer columns. Nothing was charged`,
+      RESULT_TOO_LARGE,
+    );
   const pgError = error as { code?: string; message?: string };
   const code =
     typeof pgError.code === "string" && /^[0-9A-Z]{5}$/.test(pgError.code) ? pgError.code : undefined;

@@ -10,6 +10,8 @@ import { type PipelineError, type PipelineStep, runPipeline } from "./upstream-p
 
 export interface ReadOnlyRunSettings {
   rowCap: number;
+  /** Largest result read, in bytes of its rows (PGTOLL_MAX_RESULT_BYTES): past it the run fails, unread. */
+  maxResultBytes: number;
   /** The price counts statement time: each statement's time is measured apart (see runPipeline). */
   timed?: boolean;
   statementTimeoutMs: number;
@@ -62,7 +64,7 @@ async function runOnce(
     results = await withStatementTimer(
       client,
       settings.statementTimeoutMs,
-      runPipeline(client, steps, settings.timed),
+      runPipeline(client, steps, settings.timed, settings.maxResultBytes),
     );
   } catch (error) {
     const failed = error as PipelineError;

@@ -9,6 +9,8 @@ import { type PipelineStep, runPipeline } from "./upstream-pipeline.js";
 
 export interface TransactionRunSettings {
   rowCap: number;
+  /** Largest result read, in bytes of its rows (PGTOLL_MAX_RESULT_BYTES): past it the run fails, unread. */
+  maxResultBytes: number;
   /** The price counts statement time: each statement's time is measured apart (see runPipeline). */
   timed?: boolean;
   statementTimeoutMs: number;
@@ -59,7 +61,7 @@ export async function executeInTransaction(
     const results = await withStatementTimer(
       client,
       settings.statementTimeoutMs,
-      runPipeline(client, steps, settings.timed),
+      runPipeline(client, steps, settings.timed, settings.maxResultBytes),
     );
     const result = results[steps.length - 1]!;
     if (result.rows.length > remaining) {

@@ -44,6 +44,15 @@ export interface StepResult {
   ms: number;
 }
 
+/** A result whose rows passed `maxResultBytes` (PGTOLL_MAX_RESULT_BYTES): its connection is ended, unread. */
+export class ResultTooLargeError extends Error {
+  override name = "ResultTooLargeError";
+
+  constructor(readonly maxBytes: number) {
+    super(`the result is larger than ${maxBytes} bytes`);
+  }
+}
+
 /** An error of the server, with the index of the step it answered. */
 export type PipelineError = Error & { code?: string; failedStep?: number };
 
@@ -64,12 +73,16 @@ class Pipeline implements pg.Submittable {
   /** performance.now() when the pipeline was sent, then when its last step completed. */
   #stepStarted = 0;
   #rowError: Error | undefined;
+  /** Bytes of the rows read so far, against `maxResultBytes`. */
+  #resultBytes = 0;
+  #stream: { destroy(error: Error): void } | undefined;
   readonly done: Promise<StepResult[]>;
   #settle!: { resolve(results: StepResult[]): void; reject(error: PipelineError): void };
 
   constructor(
     private readonly steps: readonly PipelineStep[],
     private readonly timed: boolean,
+    private readonly maxResultBytes: number,
   ) {
     this.results = steps.map(() => ({
       rows: [],
@@ -86,6 +99,7 @@ class Pipeline implements pg.Submittable {
 
   submit(connection: pg.Connection): void {
     const con = connection as unknown as WireConnection;
+    this.#stream = con.stream;
     this.#stepStarted = performance.now();
     con.stream.cork?.();
     try {
@@ -119,6 +133,14 @@ class Pipeline implements pg.Submittable {
 
   handleDataRow(message: { fields: unknown[]; length: number }): void {
     if (this.#rowError) return;
+    this.#resultBytes += message.length - 4;
+    if (this.#resultBytes > this.maxResultBytes) {
+      // The rest of the result is not read: the connection ends (the pool replaces it), and with it the statement.
+      this.#rowError = new ResultTooLargeError(this.maxResultBytes);
+      for (const result of this.results) result.rows.length = 0;
+      this.#stream?.destroy(this.#rowError);
+      return;
+    }
     try {
       const result = this.results[this.#current];
       result?.rows.push(this.#builder().parseRow(message.fields));
@@ -179,7 +201,7 @@ class Pipeline implements pg.Submittable {
 
 /** The parts of pg's Connection a pipeline writes with (typed loosely by @types/pg). */
 interface WireConnection {
-  stream: { cork?(): void; uncork?(): void };
+  stream: { cork?(): void; uncork?(): void; destroy(error: Error): void };
   parse(options: { text: string }): void;
   bind(options: { values?: unknown[]; valueMapper(value: unknown): unknown }): void;
   describe(options: { type: "P"; name: string }): void;
@@ -193,11 +215,14 @@ interface WireConnection {
  * Runs the steps in one round trip on `client`; rejects with a {@link PipelineError} on the first error.
  * `timed`: each step's `ms` is its own (the server sends each answer as it is done); without it the answers
  * arrive together and only the last step's time, which then includes the steps before it, is meaningful.
+ * `maxResultBytes`: the rows of all steps together may be at most this many bytes; past it the pipeline rejects
+ * with a {@link ResultTooLargeError} and the client's connection is ended.
  */
 export function runPipeline(
   client: pg.ClientBase,
   steps: readonly PipelineStep[],
   timed = false,
+  maxResultBytes = Number.POSITIVE_INFINITY,
 ): Promise<StepResult[]> {
-  return client.query(new Pipeline(steps, timed)).done;
+  return client.query(new Pipeline(steps, timed, maxResultBytes)).done;
 }

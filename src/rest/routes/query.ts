@@ -92,6 +92,7 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     estimates: new EstimateCache(),
     reserveRows: RESERVE_ROWS,
     rowCap: ctx.config.rowCap,
+    maxResultBytes: ctx.config.maxResultBytes,
     statementTimeoutMs: ctx.config.statementTimeoutMs,
     refusals: ctx.metrics.refusals,
     shapes: new StatementShapes(),
