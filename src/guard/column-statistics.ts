@@ -6,10 +6,11 @@ import type { Denial } from "./types.js";
  * `pg_statistic(_ext_data)` is where they are kept. One row of such a view carries a column's values for the
  * price of one row, whatever the provider charges for the table's own rows. Refused in any schema and any
  * spelling: every relation whose name begins with one of these (a later release's `pg_stats_*` view too), so
- * nothing needs judging again when PostgreSQL adds one. The definitions of extended statistics
- * (`pg_statistic_ext`) go with them: they are of no use without the values.
+ * nothing needs judging again when PostgreSQL adds one. The one exception is `pg_statistic_ext`, which holds the
+ * definitions of extended statistics (their columns and kinds), no value: psql's `\d` reads it.
  */
 const STATISTICS_RELATION_PREFIXES = ["pg_stats", "pg_statistic"];
+const STATISTICS_DEFINITIONS = "pg_statistic_ext";
 
 /**
  * Functions that read or write the statistics: `pg_mcv_list_items` unpacks an extended statistic's most common
@@ -32,6 +33,7 @@ function denial(what: string): Denial {
 
 /** A relation name (lower case, any schema) that holds the planner's statistics. */
 export function checkStatisticsRelation(name: string): Denial | null {
+  if (name === STATISTICS_DEFINITIONS) return null;
   return STATISTICS_RELATION_PREFIXES.some((prefix) => name.startsWith(prefix)) ? denial(name) : null;
 }
 
