@@ -16,6 +16,7 @@ import { RequestLog } from "./request-log.js";
 import { agentLimitRoutes } from "./routes/agent-limits.js";
 import { agentRoutes } from "./routes/agents.js";
 import { analyticsRoutes } from "./routes/analytics.js";
+import { catalogRoutes } from "./routes/catalog.js";
 import { consoleRoutes } from "./routes/console.js";
 import { depositRoutes } from "./routes/deposit.js";
 import { healthRoutes } from "./routes/health.js";
@@ -129,6 +130,7 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
   await app.register(agentLimitRoutes, { ctx });
   await app.register(depositRoutes, { ctx });
   await app.register(queryRoutes, { ctx });
+  await app.register(catalogRoutes, { ctx });
   await app.register(topUpRoutes, { ctx });
   await app.register(healthRoutes, { ctx });
   await app.register(probeRoutes, { ctx });

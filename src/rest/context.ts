@@ -24,6 +24,7 @@ export interface GatewayContext {
     | "chainId"
     | "rowCap"
     | "statementTimeoutMs"
+    | "catalogRefreshIntervalMs"
     | "reservationTtlSeconds"
     | "httpRequestTimeoutMs"
     | "httpMaxConnections"
