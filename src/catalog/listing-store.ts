@@ -170,3 +170,59 @@ export async function listingsToRefresh(db: pg.Pool, olderThan: Date, limit: num
   );
   return rows.map((row) => row.provider_id);
 }
+
+/** A listed provider's name, description and tags (what its x402 declaration shows); null when not listed. */
+export async function findListedSummary(
+  db: pg.Pool,
+  providerId: string,
+): Promise<{ providerId: string; name: string; description: string; tags: string[] } | null> {
+  const { rows } = await db.query<{ name: string; description: string; tags: string[] }>(
+    "SELECT name, description, tags FROM provider_listings WHERE provider_id = $1 AND listed",
+    [providerId],
+  );
+  return rows[0] ? { providerId, ...rows[0] } : null;
+}
+
+/** A page of listed, priced providers as x402 discovery lists them, oldest listing first, and how many there are. */
+export async function listedForDiscovery(
+  db: pg.Pool,
+  page: { limit: number; offset: number; payTo?: string },
+): Promise<{
+  total: number;
+  items: {
+    providerId: string;
+    name: string;
+    description: string;
+    tags: string[];
+    walletAddress: string;
+    updatedAt: Date;
+  }[];
+}> {
+  const { rows } = await db.query<{
+    provider_id: string;
+    name: string;
+    description: string;
+    tags: string[];
+    wallet_address: string;
+    updated_at: Date;
+    total: number;
+  }>(
+    `SELECT l.provider_id, l.name, l.description, l.tags, p.wallet_address,
+            greatest(l.updated_at, pr.updated_at) AS updated_at, count(*) OVER ()::int AS total
+       FROM provider_listings l JOIN providers p ON p.id = l.provider_id JOIN pricing pr ON pr.provider_id = l.provider_id
+      WHERE l.listed AND ($3::text IS NULL OR lower(p.wallet_address) = lower($3))
+      ORDER BY l.provider_id LIMIT $1 OFFSET $2`,
+    [page.limit, page.offset, page.payTo ?? null],
+  );
+  return {
+    total: rows[0]?.total ?? 0,
+    items: rows.map((row) => ({
+      providerId: row.provider_id,
+      name: row.name,
+      description: row.description,
+      tags: row.tags,
+      walletAddress: row.wallet_address,
+      updatedAt: row.updated_at,
+    })),
+  };
+}

@@ -19,6 +19,7 @@ import { analyticsRoutes } from "./routes/analytics.js";
 import { catalogRoutes } from "./routes/catalog.js";
 import { consoleRoutes } from "./routes/console.js";
 import { depositRoutes } from "./routes/deposit.js";
+import { discoveryRoutes } from "./routes/discovery.js";
 import { healthRoutes } from "./routes/health.js";
 import { probeRoutes } from "./routes/probes.js";
 import { providerSettingsRoutes } from "./routes/provider-settings.js";
@@ -131,6 +132,7 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
   await app.register(depositRoutes, { ctx });
   await app.register(queryRoutes, { ctx });
   await app.register(catalogRoutes, { ctx });
+  await app.register(discoveryRoutes, { ctx });
   await app.register(topUpRoutes, { ctx });
   await app.register(healthRoutes, { ctx });
   await app.register(probeRoutes, { ctx });

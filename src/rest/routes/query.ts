@@ -4,6 +4,7 @@ import { ChargeWriter } from "../../billing/charge-writer.js";
 import { isRowsOnly } from "../../billing/cost.js";
 import { costParts } from "../../billing/cost-parts.js";
 import { formatMicro, numberToMicro, parseMicro } from "../../billing/money.js";
+import { findListedSummary } from "../../catalog/listing-store.js";
 import { StatementShapes } from "../../guard/statement-shape.js";
 import { createVerdictCache, withReadOnlyVerdicts } from "../../guard/verdict-cache.js";
 import { ProviderCache } from "../../providers/provider-cache.js";
@@ -106,6 +107,11 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     }
     return deps;
   };
+  /** A listed provider's summary for its 402s' bazaar declaration; none when unlisted or unreadable. */
+  const listingOf = async (providerId: string) => {
+    const listing = await findListedSummary(ctx.db, providerId).catch(() => null);
+    return listing ? { listing } : {};
+  };
   const ok = ctx.metrics.queries.summed({ surface: "rest", outcome: "ok" });
   const rowsMetered = ctx.metrics.rowsMetered.summed({ surface: "rest" });
   const chargedMicro = ctx.metrics.chargedMicro.summed({ surface: "rest" });
@@ -161,6 +167,7 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
           amountMicro: queryTopUpMicro(ctx.x402.terms, costMicro ?? (await estimateCostMicro(deps, query))),
           request,
           description: `SQL on the database of provider ${providerId}, charged per row`,
+          ...(await listingOf(providerId)),
         };
 
       let paid: AcceptedPayment | undefined;
