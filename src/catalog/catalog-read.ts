@@ -143,7 +143,7 @@ export async function searchCatalog(
     const query = `websearch_to_tsquery('english', ${param(q)})`;
     where.push(`l.search @@ ${query}`);
     // The weight class of the best match first, then how well it matches within that class (normalised to [0, 1)).
-    rank = `(CASE WHEN ts_filter(l.search, '{a}') @@ ${query} THEN 2 WHEN ts_filter(l.search, '{b}') @@ ${query} THEN 1 ELSE 0 END
+    rank = `(CASE WHEN l.search_names @@ ${query} THEN 2 WHEN l.search_about @@ ${query} THEN 1 ELSE 0 END
              + ts_rank(l.search, ${query}, 32))::float8`;
   }
   if (search.tag) where.push(`l.tags @> ARRAY[${param(search.tag.trim().toLowerCase())}]::text[]`);

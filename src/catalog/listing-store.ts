@@ -57,21 +57,27 @@ export async function findListing(
   return rows[0] ? toListing(rows[0]) : null;
 }
 
+/** Table, schema and column names of a listing's stored tables, each word once, as a search vector. */
+const NAMES_VECTOR = `strip(to_tsvector('english', coalesce((SELECT string_agg(DISTINCT w, ' ') FROM (
+    SELECT t.table_name AS w FROM provider_listing_tables t WHERE t.provider_id = l.provider_id
+    UNION SELECT t.schema_name FROM provider_listing_tables t WHERE t.provider_id = l.provider_id
+    UNION SELECT c->>'name' FROM provider_listing_tables t, jsonb_array_elements(t.columns) c
+     WHERE t.provider_id = l.provider_id) words), '')))`;
+
+const ABOUT_VECTOR = `strip(to_tsvector('english', l.name || ' ' || array_to_string(l.tags, ' ')))`;
+
+const TEXT_VECTOR = `strip(to_tsvector('english', l.description || ' ' || coalesce((SELECT string_agg(
+    coalesce(d.value->>'description', '') || ' ' ||
+    coalesce((SELECT string_agg(c.value, ' ') FROM jsonb_each_text(coalesce(d.value->'columns', '{}')) c), ''),
+    ' ') FROM jsonb_each(l.table_descriptions) d), '')))`;
+
 /**
- * The search vector of a listing, from its own texts and its stored tables: table and column names weigh A, the
- * name and tags B, descriptions (the listing's, its tables' and columns') C. The catalog ranks a match by the
- * highest weight it hits (catalog-read.ts), so a table-name match comes before a description match whatever
- * the description repeats.
+ * The search vectors of a listing, from its own texts and its stored tables: the catalog ranks a match by the
+ * class it is in (catalog-read.ts): table and column names, then the name and tags, then descriptions, so a
+ * table-name match comes before a description match whatever the description repeats.
  */
-const SEARCH_VECTOR = `
-  setweight(to_tsvector('english', coalesce((SELECT string_agg(t.table_name || ' ' || t.schema_name || ' ' ||
-      coalesce((SELECT string_agg(c->>'name', ' ') FROM jsonb_array_elements(t.columns) c), ''), ' ')
-    FROM provider_listing_tables t WHERE t.provider_id = l.provider_id), '')), 'A') ||
-  setweight(to_tsvector('english', l.name || ' ' || array_to_string(l.tags, ' ')), 'B') ||
-  setweight(to_tsvector('english', l.description || ' ' || coalesce((SELECT string_agg(
-      coalesce(d.value->>'description', '') || ' ' ||
-      coalesce((SELECT string_agg(c.value, ' ') FROM jsonb_each_text(coalesce(d.value->'columns', '{}')) c), ''),
-      ' ') FROM jsonb_each(l.table_descriptions) d), '')), 'C')`;
+const SEARCH_VECTORS = `search_names = ${NAMES_VECTOR}, search_about = ${ABOUT_VECTOR},
+  search = ${NAMES_VECTOR} || ${ABOUT_VECTOR} || ${TEXT_VECTOR}`;
 
 /**
  * Saves a provider's listing settings and, when `tables` is given (a successful read of its database), replaces
@@ -140,7 +146,7 @@ async function writeTables(
 ): Promise<void> {
   if ("refreshError" in read) {
     await client.query(
-      `UPDATE provider_listings l SET refresh_error = $2, search = ${SEARCH_VECTOR} WHERE provider_id = $1`,
+      `UPDATE provider_listings l SET refresh_error = $2, ${SEARCH_VECTORS} WHERE provider_id = $1`,
       [providerId, read.refreshError],
     );
     return;
@@ -154,7 +160,7 @@ async function writeTables(
       [providerId, JSON.stringify(read.tables)],
     );
   await client.query(
-    `UPDATE provider_listings l SET refreshed_at = now(), refresh_error = NULL, search = ${SEARCH_VECTOR}
+    `UPDATE provider_listings l SET refreshed_at = now(), refresh_error = NULL, ${SEARCH_VECTORS}
       WHERE provider_id = $1`,
     [providerId],
   );

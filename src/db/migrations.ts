@@ -516,9 +516,10 @@ UPDATE balances b
     version: 16,
     name: "catalog: providers' listings and the tables read from their databases, searched in full text",
     sql: `
--- What a provider chooses to show agents. shown_tables NULL: every table its role can read. The search vector
--- is written with the listing and its tables (catalog/listing-store.ts): table and column names weigh A, the
--- name and tags B, descriptions C, so a table-name match ranks before a description match.
+-- What a provider chooses to show agents. shown_tables NULL: every table its role can read. The search vectors
+-- are written with the listing and its tables (catalog/listing-store.ts), without positions so that ranking
+-- many matches stays cheap: search_names (table, schema and column names) and search_about (the name and tags)
+-- tell which class a match is in, search (all of them and the descriptions) finds it under a GIN index.
 CREATE TABLE IF NOT EXISTS provider_listings (
   provider_id uuid PRIMARY KEY REFERENCES providers (id) ON DELETE CASCADE,
   listed boolean NOT NULL DEFAULT false,
@@ -532,6 +533,8 @@ CREATE TABLE IF NOT EXISTS provider_listings (
   refreshed_at timestamptz,
   refresh_error text,
   search tsvector NOT NULL DEFAULT ''::tsvector,
+  search_names tsvector NOT NULL DEFAULT ''::tsvector,
+  search_about tsvector NOT NULL DEFAULT ''::tsvector,
   updated_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS provider_listings_search_idx ON provider_listings USING gin (search) WHERE listed;
