@@ -89,6 +89,11 @@ export function parseListing(body: ListingBody, defaultName: string): ListingSet
       throw new ListingError(
         `tableDescriptions.${table}.columns may describe at most ${LISTING_LIMITS.columnsPerTable} columns`,
       );
+    for (const [column] of columns)
+      if (column.length === 0 || column.length > 63)
+        throw new ListingError(
+          `tableDescriptions.${table}.columns: "${column.slice(0, 70)}" is not a column name`,
+        );
     tableDescriptions[table] = {
       description: text(
         notes.description,

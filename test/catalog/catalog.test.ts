@@ -90,6 +90,7 @@ describe("a provider's listing", () => {
       [{ tableDescriptions: { ghosts: { description: "x" } } }, /unknown tables "ghosts"/],
       [{ shownTables: ["items; DROP TABLE items"] }, /not a table name/],
       [{ listed: "yes" }, /listed/],
+      [{ tableDescriptions: { items: { columns: { ["c".repeat(64)]: "x" } } } }, /not a column name/],
     ];
     for (const [body, message] of cases) {
       const answer = await putListing(talker.providerId, talker.apiKey, body);
@@ -254,6 +255,18 @@ describe("POST /api/providers/:id/quote", () => {
       payload: { sql: "SELECT 1" },
     });
     expect(unknown.statusCode).toBe(404);
+  });
+});
+
+describe("taking a listing off", () => {
+  it("removes the provider from the catalog at once", async () => {
+    const leaving = await provider(1);
+    expect((await putListing(leaving.providerId, leaving.apiKey, { listed: true })).statusCode).toBe(200);
+    expect((await get(`/api/providers/${leaving.providerId}`)).statusCode).toBe(200);
+    expect((await putListing(leaving.providerId, leaving.apiKey, { listed: false })).statusCode).toBe(200);
+    expect((await get(`/api/providers/${leaving.providerId}`)).statusCode).toBe(404);
+    const all = (await get("/api/providers?limit=100")).json();
+    expect(all.providers.map((p: { id: string }) => p.id)).not.toContain(leaving.providerId);
   });
 });
 
