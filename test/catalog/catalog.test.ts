@@ -249,6 +249,19 @@ describe("POST /api/providers/:id/quote", () => {
     expect(write.json()).toMatchObject({ allowed: true, estimatedRows: 30 });
     const counted = await runSql<{ n: number }>("SELECT count(*)::int AS n FROM flights", flights.db.url);
     expect(counted[0]?.n).toBe(30);
+    const withParams = await gateway.app.inject({
+      method: "POST",
+      url: `/api/providers/${flights.providerId}/quote`,
+      payload: { sql: "SELECT id FROM flights WHERE origin = $1", params: ["A"] },
+    });
+    expect(withParams.json()).toMatchObject({ allowed: true, estimatedRows: 30 });
+    const twoWithParams = await gateway.app.inject({
+      method: "POST",
+      url: `/api/providers/${flights.providerId}/quote`,
+      payload: { sql: "SELECT 1; SELECT 2", params: [1] },
+    });
+    expect(twoWithParams.statusCode).toBe(400);
+    expect(twoWithParams.json().error).toMatch(/params/);
     const unknown = await gateway.app.inject({
       method: "POST",
       url: `/api/providers/${randomUUID()}/quote`,
