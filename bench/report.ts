@@ -1,3 +1,4 @@
+import type { CatalogResult } from "./catalog-read.js";
 import type { GuardResult } from "./guard-throughput.js";
 import type { IdleMemoryResult } from "./idle-memory.js";
 import type { LedgerCell } from "./ledger-throughput.js";
@@ -28,6 +29,8 @@ export interface BenchResult {
   writeMix: PgbenchCell[];
   rest: RestResult | null;
   guard: GuardResult | null;
+  /** The public catalog's answer times over HTTP with many listed providers. */
+  catalog?: CatalogResult | null;
   ledger: LedgerCell[];
   memory: IdleMemoryResult | null;
   targets: TargetCheck[];
@@ -176,6 +179,17 @@ export function formatReport(result: BenchResult): string {
       "guard alone (checkSql, no verdict cache)",
       `  cases.jsonl (${g.cases} cases): ${spreadText(g.casesPerSecond)} statements/s (${fixed(g.casesUsPerCall, 1)} us each)`,
       `  pgbench select, new literal each: ${spreadText(g.pgbenchSelectPerSecond)} statements/s (${fixed(g.pgbenchSelectUsPerCall, 1)} us each)`,
+      "",
+    );
+  }
+  if (result.catalog) {
+    const c = result.catalog;
+    out.push(
+      `catalog (GET /api/providers, one request at a time, ${c.providers} listed providers of ${c.tablesPerProvider} tables): ms p50/p99`,
+      ...c.cells.map(
+        (cell) =>
+          `  ${cell.request.padEnd(28)} ${fixed(cell.p50Ms, 2)}/${fixed(cell.p99Ms, 2)} (${cell.answered} in the answer, ${cell.requests} requests)`,
+      ),
       "",
     );
   }

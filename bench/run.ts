@@ -13,6 +13,7 @@ import { createMetadataPool } from "../src/db/pool.js";
 import { projectGuardCasesFile } from "../src/guard/guard-cases.js";
 import { createAgentToken } from "../src/proxy/agent-token.js";
 import { createProviderRole, initialisePgbench, startBenchCluster } from "./bench-cluster.js";
+import { runCatalogRead } from "./catalog-read.js";
 import { type CpuSources, cpuSnapshot, postmasterPidOf } from "./cpu-usage.js";
 import { runGuardThroughput } from "./guard-throughput.js";
 import { measureIdleMemory } from "./idle-memory.js";
@@ -262,6 +263,17 @@ async function main(): Promise<void> {
       : null;
     if (guard) log(`guard: ${guard.casesPerSecond.median.toFixed(0)} statements/s over cases.jsonl`);
 
+    const catalog = has("catalog")
+      ? await runCatalogRead({
+          httpUrl: pgtoll.httpUrl,
+          db: ledgerDb,
+          providers: settings.catalogProviders,
+          tables: 50,
+          requests: 200,
+          log,
+        })
+      : null;
+
     // Peak RSS of the process that served every suite above: per-session state that grows with statements shows here.
     const pgtollMemory = pgtoll.memory();
     // The profile covers the suites above (not the idle-session one); Node writes it when the process exits.
@@ -309,9 +321,10 @@ async function main(): Promise<void> {
       writeMix,
       rest,
       guard,
+      catalog,
       ledger,
       memory,
-      targets: checkTargets({ select: selectOnly, range: rangeReads, rest, ledger, memory }),
+      targets: checkTargets({ select: selectOnly, range: rangeReads, rest, ledger, memory, catalog }),
       context: contextRatios(selectOnly, rangeReads, rest),
       cpuProfile: cpuProfile ? relative(root, cpuProfile) : null,
     };

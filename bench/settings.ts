@@ -1,5 +1,5 @@
 /** The suites `npm run bench` knows, in the order they run. */
-export const SUITES = ["select", "range", "write", "rest", "ledger", "guard", "memory"] as const;
+export const SUITES = ["select", "range", "write", "rest", "ledger", "guard", "catalog", "memory"] as const;
 export type Suite = (typeof SUITES)[number];
 
 /** What one benchmark run does; every field comes from a `PGTOLL_BENCH_*` environment variable. */
@@ -23,6 +23,8 @@ export interface BenchSettings {
   restPoolSize: number;
   ledgerSessions: number[];
   idleSessions: number;
+  /** Listed providers (of 50 tables each) the catalog suite fills pgtoll's database with. */
+  catalogProviders: number;
   suites: Suite[];
   /** Admin URL of an existing PostgreSQL to use instead of an embedded one. */
   databaseUrl: string | undefined;
@@ -105,6 +107,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): BenchSetting
     restPoolSize: positiveInt(env, "PGTOLL_BENCH_REST_POOL_SIZE", 5),
     ledgerSessions: intList(env, "PGTOLL_BENCH_LEDGER_SESSIONS", [1, 10, 50]),
     idleSessions: positiveInt(env, "PGTOLL_BENCH_IDLE_SESSIONS", quick ? 250 : 1000),
+    catalogProviders: positiveInt(env, "PGTOLL_BENCH_CATALOG_PROVIDERS", quick ? 200 : 1000),
     suites: suiteList(env.PGTOLL_BENCH_ONLY),
     databaseUrl: env.PGTOLL_BENCH_DATABASE_URL || undefined,
     cpuProfile: flag(env.PGTOLL_BENCH_CPU_PROF),

@@ -1,3 +1,4 @@
+import type { CatalogResult } from "./catalog-read.js";
 import type { IdleMemoryResult } from "./idle-memory.js";
 import type { LedgerCell } from "./ledger-throughput.js";
 import type { Protocol } from "./pgbench.js";
@@ -183,10 +184,11 @@ export interface TargetInputs {
   rest: RestResult | null;
   ledger: LedgerCell[];
   memory: IdleMemoryResult | null;
+  catalog?: CatalogResult | null;
 }
 
 /** Every target, in order. Ratios of TPS use medians; latency uses pooled p50. */
-export function checkTargets({ select, range, rest, ledger, memory }: TargetInputs): TargetCheck[] {
+export function checkTargets({ select, range, rest, ledger, memory, catalog }: TargetInputs): TargetCheck[] {
   const addedP50 = (protocol: Protocol) => {
     const x = cell(select, "pgtoll", 1, protocol);
     const y = cell(select, "direct", 1, protocol);
@@ -303,5 +305,16 @@ export function checkTargets({ select, range, rest, ledger, memory }: TargetInpu
       "MB",
     ),
   );
+  if (catalog)
+    for (const cell of catalog.cells)
+      checks.push(
+        check(
+          `catalog ${cell.request}, ${catalog.providers} providers of ${catalog.tablesPerProvider} tables: p50`,
+          cell.p50Ms,
+          "<=",
+          20,
+          "ms",
+        ),
+      );
   return checks;
 }

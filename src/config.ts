@@ -429,6 +429,13 @@ export const optionSpecs = {
     defaultText: "10000",
     parse: integer("PGTOLL_STATEMENT_TIMEOUT_MS", 10_000, 100, 3_600_000),
   },
+  catalogRefreshIntervalMs: {
+    env: "PGTOLL_CATALOG_REFRESH_INTERVAL_MS",
+    description:
+      "How often the tables of listed providers are read again from their databases for the catalog; 0: only when a provider saves its listing.",
+    defaultText: "3600000",
+    parse: integer("PGTOLL_CATALOG_REFRESH_INTERVAL_MS", 3_600_000, 0, 7 * 24 * 3_600_000),
+  },
   providerPoolSize: {
     env: "PGTOLL_PROVIDER_POOL_SIZE",
     description: "Connections per provider database used by `POST /api/query`.",

@@ -85,6 +85,7 @@ function parse(output: string) {
     payQueryCaption: find((l) => l.startsWith("It pays the minimum top-up"), "x402 payment caption"),
     transactions: curl("/api/transactions/"),
     deposit: curl("/api/deposit"),
+    catalog: curl("/api/providers?q="),
     providerId: /dbname=([0-9a-f-]{36})/.exec(psql)?.[1] ?? "",
     wallet: /user=(0x[0-9a-f]{40})/.exec(psql)?.[1] ?? "",
     provider: find((l) => l.startsWith("provider "), "provider summary"),
@@ -172,6 +173,12 @@ describe("pgtoll dev", () => {
     const queryCost = cost(5, (query.costBreakdown as { bytes: number }).bytes);
     expect(query.actualCost).toBe(formatMicro(queryCost));
     const afterQuery = afterPsql - queryCost;
+    expect(await balanceOf(run.balance)).toBe(afterQuery);
+
+    // The printed catalog search finds the sample provider, listed with its tables, and costs nothing.
+    const listed = (await json(run.catalog)).providers as { id: string; tables: { names: string[] } }[];
+    expect(listed.map((p) => p.id)).toEqual([run.providerId]);
+    expect(listed[0]?.tables.names).toEqual(["airports", "countries", "regions"]);
     expect(await balanceOf(run.balance)).toBe(afterQuery);
 
     // A fresh token from the printed agent-token command, and the one-go psql line that uses it.

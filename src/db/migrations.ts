@@ -519,4 +519,45 @@ UPDATE balances b
 ALTER TABLE pricing ADD COLUMN IF NOT EXISTS allow_row_folding boolean NOT NULL DEFAULT false;
 `,
   },
+  {
+    version: 17,
+    name: "catalog: providers' listings and the tables read from their databases, searched in full text",
+    sql: `
+-- What a provider chooses to show agents. shown_tables NULL: every table its role can read. The search vectors
+-- are written with the listing and its tables (catalog/listing-store.ts), without positions so that ranking
+-- many matches stays cheap: search_names (table, schema and column names) and search_about (the name and tags)
+-- tell which class a match is in, search (all of them and the descriptions) finds it under a GIN index.
+CREATE TABLE IF NOT EXISTS provider_listings (
+  provider_id uuid PRIMARY KEY REFERENCES providers (id) ON DELETE CASCADE,
+  listed boolean NOT NULL DEFAULT false,
+  name text NOT NULL,
+  description text NOT NULL DEFAULT '',
+  tags text[] NOT NULL DEFAULT '{}',
+  -- {"table" or "schema.table": {"description": text, "columns": {"column": text}}}
+  table_descriptions jsonb NOT NULL DEFAULT '{}'::jsonb,
+  shown_tables text[],
+  -- When the tables were last read from the provider's database; the last error, kept until a read succeeds.
+  refreshed_at timestamptz,
+  refresh_error text,
+  search tsvector NOT NULL DEFAULT ''::tsvector,
+  search_names tsvector NOT NULL DEFAULT ''::tsvector,
+  search_about tsvector NOT NULL DEFAULT ''::tsvector,
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS provider_listings_search_idx ON provider_listings USING gin (search) WHERE listed;
+CREATE INDEX IF NOT EXISTS provider_listings_tags_idx ON provider_listings USING gin (tags) WHERE listed;
+CREATE INDEX IF NOT EXISTS provider_listings_refresh_idx ON provider_listings (refreshed_at) WHERE listed;
+
+-- The tables of a listing as last read: names, column names and types, the planner's row estimate. Never a row.
+CREATE TABLE IF NOT EXISTS provider_listing_tables (
+  provider_id uuid NOT NULL REFERENCES provider_listings (provider_id) ON DELETE CASCADE,
+  schema_name text NOT NULL,
+  table_name text NOT NULL,
+  kind text NOT NULL,
+  approximate_rows bigint,
+  columns jsonb NOT NULL DEFAULT '[]'::jsonb,
+  PRIMARY KEY (provider_id, schema_name, table_name)
+);
+`,
+  },
 ];

@@ -6,6 +6,23 @@ export const SAMPLE_PROVIDER = {
   email: "airports-sample@example.com",
 } as const;
 
+/** The sample provider's catalog listing (`PUT /api/providers/:id/listing`): listed, so agents can find it. */
+export const SAMPLE_LISTING = {
+  listed: true,
+  name: "Airports of the world",
+  description:
+    "Large and medium airports with their countries and regions: codes, names, positions, elevations.",
+  tags: ["aviation", "airports", "geography"],
+  tableDescriptions: {
+    airports: {
+      description: "one row per large or medium airport",
+      columns: { iata_code: "IATA code, e.g. AKL", elevation_ft: "elevation in feet" },
+    },
+    countries: { description: "ISO 3166 countries" },
+    regions: { description: "ISO 3166-2 regions" },
+  },
+} as const;
+
 /**
  * 0.05 USDC per 1000 rows with a 1.2 markup: 0.00006 USDC (60 micro-USDC) a row; 0.05 USDC per MB of result
  * (0.06 with the markup) and at least 0.0001 USDC a statement, so that a count(*) over a big table is not free.

@@ -118,7 +118,7 @@ describe("formatDevInstructions", () => {
     ]);
     const signed = formatDevInstructions({ ...info, restBearer: "pgtoll1.2.0xsig" });
     const curls = lines(signed).filter((line) => line.startsWith("curl "));
-    expect(curls).toHaveLength(5);
+    expect(curls).toHaveLength(6);
     for (const curl of curls) expect(curl).toContain("-H 'Authorization: Bearer pgtoll1.2.0xsig'");
   });
 });

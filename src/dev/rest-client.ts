@@ -26,6 +26,20 @@ export async function postJson<T>(
   return jsonAnswer<T>("POST", url, response);
 }
 
+/** PUT `body` as JSON to `url`; as {@link postJson}. */
+export async function putJson<T>(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<T> {
+  const response = await fetch(url, {
+    method: "PUT",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
+  return jsonAnswer<T>("PUT", url, response);
+}
+
 /** GET `url` and return the JSON answer; as {@link postJson}. */
 export async function getJson<T>(url: string, headers: Record<string, string> = {}): Promise<T> {
   return jsonAnswer<T>("GET", url, await fetch(url, { headers }));

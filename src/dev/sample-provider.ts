@@ -4,8 +4,8 @@ import { parseTableName } from "../guard/relation-names.js";
 import { generateApiKey } from "../providers/api-key.js";
 import { setPricing } from "../providers/registry.js";
 import type { SecretBox } from "../providers/secret-box.js";
-import { DEMO_PRICE, SAMPLE_PROVIDER } from "./demo-defaults.js";
-import { postJson } from "./rest-client.js";
+import { DEMO_PRICE, SAMPLE_LISTING, SAMPLE_PROVIDER } from "./demo-defaults.js";
+import { postJson, putJson } from "./rest-client.js";
 
 export interface SampleProvider {
   id: string;
@@ -46,8 +46,18 @@ async function register(options: Options): Promise<SampleProvider> {
  * taken, 409) and its API key is not kept. What changes between runs is written directly: the connection
  * string (the embedded PostgreSQL listens on a new port and the sample role has a new password each run), the
  * demo price, and a new API key (printed for the console; the earlier run's key stops working). Throws when the sample provider's wallet belongs to another provider of this directory.
+ * Each run lists it in the catalog (SAMPLE_LISTING).
  */
 export async function ensureSampleProvider(options: Options): Promise<SampleProvider> {
+  const provider = await registeredSampleProvider(options);
+  // Through the API on every run: its tables are read again from the sample database of this run.
+  await putJson(`${options.httpUrl}/api/providers/${provider.id}/listing`, SAMPLE_LISTING, {
+    "x-api-key": provider.apiKey,
+  });
+  return provider;
+}
+
+async function registeredSampleProvider(options: Options): Promise<SampleProvider> {
   const db = new pg.Client({ connectionString: options.databaseUrl });
   await db.connect();
   try {

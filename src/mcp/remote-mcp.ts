@@ -10,6 +10,7 @@ import { isQuotaRefusal, SessionQuota } from "../proxy/session-quota.js";
 import type { GatewayContext } from "../rest/context.js";
 import { HttpError } from "../rest/plugins/errors.js";
 import { presentDailyLimit, presentLedgerEntry } from "../rest/present.js";
+import { catalogMcpHandler } from "./catalog-mcp.js";
 import { registerPgtollTools } from "./pgtoll-tools.js";
 import type { McpProxyAddress } from "./proxy-address.js";
 import { ProxySession } from "./proxy-session.js";
@@ -58,7 +59,8 @@ interface RemoteSession {
  * for the provider named by `?provider=<id>` (or `X-Pgtoll-Provider`); each MCP session has one session on
  * this process's wire proxy, opened by the first tool call that needs the provider's database and given back
  * when idle, so tool calls are guarded and metered exactly like psql and the free tools hold no upstream
- * session. Sessions are limited per address and in total, with a share kept for funded agents.
+ * session. Sessions are limited per address and in total, with a share kept for funded agents. Without a
+ * provider, `/mcp` serves the free catalog tools (catalog-mcp.ts).
  */
 export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOptions) {
   const { ctx, proxy } = options;
@@ -142,7 +144,12 @@ export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOp
     return typeof id === "string" ? sessions.get(id) : undefined;
   }
 
+  const catalog = catalogMcpHandler(ctx, options.perAgentPerMinute);
+
   async function handle(request: FastifyRequest, reply: FastifyReply) {
+    // Without a provider, the free catalog tools: no token, no session.
+    if (!(request.query as { provider?: string }).provider && !request.headers["x-pgtoll-provider"])
+      return catalog(request, reply);
     const agent = await authenticate(request, reply);
     if (!agent) return reply;
     const id = request.headers["mcp-session-id"];

@@ -6,16 +6,20 @@ import { privateKeyToAddress } from "viem/accounts";
 import { parseMicro } from "../billing/money.js";
 import { takeFlags, UsageError, unexpectedArgument } from "../command-flags.js";
 import { optionSpecs } from "../config.js";
-import { getJson } from "../dev/rest-client.js";
+import { getJson, RestCallError } from "../dev/rest-client.js";
 import { readAgentKey } from "../proxy/agent-token-command.js";
 import { isLoopback } from "../proxy/loopback.js";
 import { AgentTokens } from "./agent-tokens.js";
+import { type CatalogBackend, registerCatalogTools } from "./catalog-tools.js";
 import { chainDeposit } from "./chain-deposit.js";
 import { registerPgtollTools } from "./pgtoll-tools.js";
 import { ProxySession } from "./proxy-session.js";
 import type { AgentBackend, DailyLimitView, LedgerEntryView } from "./tool-runs.js";
 
 export const MCP_USAGE = `Usage: PGTOLL_AGENT_KEY=0x<64 hex digits> pgtoll mcp --provider ID [--url HTTP_URL] [--proxy POSTGRES_URL]
+       pgtoll mcp [--url HTTP_URL]
+
+Without --provider: the free catalog tools (search_providers, describe_provider) on pgtoll's HTTP API; no key.
 
 A Model Context Protocol server on stdin/stdout, for an agent host to run: the agent queries provider ID
 through pgtoll's wire proxy on one session, opened when a tool needs it, metered from its balance.
@@ -124,8 +128,34 @@ export function stdioBackend(argv: readonly string[], env: NodeJS.ProcessEnv): A
   return backend;
 }
 
+/** The catalog read through pgtoll's HTTP API at `httpUrl` (`GET /api/providers`, `GET /api/providers/:id`). */
+export function httpCatalog(httpUrl: string): CatalogBackend {
+  return {
+    search({ q, tag, maxPricePer1000Rows, limit, cursor }) {
+      const query = new URLSearchParams();
+      for (const [name, value] of Object.entries({ q, tag, maxPricePer1000Rows, limit, cursor }))
+        if (value !== undefined && value !== "") query.set(name, String(value));
+      return getJson(`${httpUrl}/api/providers?${query}`);
+    },
+    async describe(providerId) {
+      try {
+        return await getJson(`${httpUrl}/api/providers/${encodeURIComponent(providerId)}`);
+      } catch (error) {
+        if (error instanceof RestCallError && error.status === 404) return null;
+        throw error;
+      }
+    },
+  };
+}
+
+/** Whether the command names a provider (else it serves the catalog tools alone). */
+function namesProvider(argv: readonly string[]): boolean {
+  return argv.some((arg) => arg === "--provider" || arg.startsWith("--provider="));
+}
+
 /** `pgtoll mcp`: serves until the host closes stdin, then ends the proxy session (its charges written). */
 export async function mcpCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<void> {
+  if (!namesProvider(argv)) return catalogCommand(argv);
   const backend = stdioBackend(argv, env);
   const server = new McpServer({ name: "pgtoll", version: "1" }, { capabilities: { logging: {} } });
   registerPgtollTools(server, backend);
@@ -137,5 +167,21 @@ export async function mcpCommand(argv: readonly string[], env: NodeJS.ProcessEnv
   await server.connect(transport);
   await closed;
   await backend.session.close();
+  await server.close();
+}
+
+/** `pgtoll mcp` without a provider: the catalog tools alone, until the host closes stdin. */
+async function catalogCommand(argv: readonly string[]): Promise<void> {
+  const { values, rest } = takeFlags(argv, { url: "value" });
+  if (rest.length > 0) throw new UsageError(`unexpected argument "${rest[0]}"\n\n${MCP_USAGE}`);
+  const server = new McpServer({ name: "pgtoll-catalog", version: "1" });
+  registerCatalogTools(server, httpCatalog(httpBase(String(values.url ?? "http://127.0.0.1:3000"))));
+  const transport = new StdioServerTransport();
+  const closed = new Promise<void>((resolve) => {
+    transport.onclose = () => resolve();
+    process.stdin.once("end", () => resolve());
+  });
+  await server.connect(transport);
+  await closed;
   await server.close();
 }

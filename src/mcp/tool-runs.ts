@@ -1,14 +1,9 @@
-import {
-  costBreakdown,
-  formatPrice,
-  formatPricePer1000Rows,
-  priceForRelations,
-  statementCost,
-} from "../billing/cost.js";
+import { formatPricePer1000Rows, statementCost } from "../billing/cost.js";
 import { formatMicro } from "../billing/money.js";
 import { SqlState } from "../db/sql-state.js";
 import { checkSql, loadGuard } from "../guard/index.js";
 import { planEstimate, type QueryPlan } from "../rest/plan-rows.js";
+import { quoteOf } from "../rest/query-quote.js";
 import { type AgentAccount, FundsRequiredError } from "./funds-required.js";
 import { type ProxySession, StatementFailure } from "./proxy-session.js";
 
@@ -79,26 +74,15 @@ export async function estimateStatement(
     budgetMicro,
   );
   const plan = (result.rows[0]?.["QUERY PLAN"] as QueryPlan[] | undefined)?.[0];
-  const estimated = planEstimate(plan?.Plan);
-  const price = priceForRelations(await session.price(), await relationsOf(sql));
-  const parts = costBreakdown(estimated, price);
+  const { view, estimatedCostMicro } = quoteOf(
+    [{ relations: await relationsOf(sql), usage: planEstimate(plan?.Plan) }],
+    await session.price(),
+  );
   return {
-    estimatedCostMicro: parts.costMicro,
+    estimatedCostMicro,
     costMicro,
     cutOff: result.budgetReached,
-    view: {
-      estimatedRows: estimated.rows,
-      estimatedBytes: estimated.bytes,
-      estimatedCost: formatMicro(parts.costMicro),
-      costBreakdown: {
-        rowsCost: formatMicro(parts.rowsMicro),
-        bytesCost: formatMicro(parts.bytesMicro),
-        minimumApplied: parts.minimumApplied,
-      },
-      pricePer1000Rows: formatPricePer1000Rows(price),
-      price: formatPrice(await session.price()),
-      cost: formatMicro(costMicro),
-    },
+    view: { ...view, cost: formatMicro(costMicro) },
   };
 }
 

@@ -26,6 +26,7 @@ export interface GatewayContext {
     | "rowCap"
     | "maxResultBytes"
     | "statementTimeoutMs"
+    | "catalogRefreshIntervalMs"
     | "reservationTtlSeconds"
     | "httpRequestTimeoutMs"
     | "httpMaxConnections"

@@ -14,8 +14,8 @@ import type { StatementShapes } from "../guard/statement-shape.js";
 import { PrivilegedUpstreamError } from "../providers/upstream-pools.js";
 import type { EstimateCache } from "./estimate-cache.js";
 import type { HeldFunds, RequestFunds } from "./held-funds.js";
-import { estimateStatements } from "./plan-rows.js";
 import { BUDGET_EXCEEDED, QueryError, upstreamQueryError } from "./query-errors.js";
+import { planStatements } from "./query-quote.js";
 import { runReadOnly } from "./read-only-run.js";
 import type { RunOutcome } from "./run-outcome.js";
 import { executeInTransaction } from "./transaction-run.js";
@@ -367,20 +367,14 @@ export async function estimateCostMicro(
     return 0n;
   }
   try {
-    const planned = await estimateStatements(
+    const planned = await planStatements(
       client,
       verdict.statements,
       request.params,
       deps.estimates,
       request.providerId,
     );
-    return costOfStatements(
-      verdict.statements.map((statement, index) => ({
-        relations: statement.relations,
-        usage: planned[index]!,
-      })),
-      request.price,
-    ).costMicro;
+    return costOfStatements(planned, request.price).costMicro;
   } finally {
     client.release();
   }

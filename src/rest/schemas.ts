@@ -22,6 +22,12 @@ export const PaymentRequiredBody = Type.Object({
   x402Version: Type.Optional(Type.Integer()),
   resource: Type.Optional(Type.Object({}, { additionalProperties: true })),
   accepts: Type.Optional(Type.Array(Type.Object({}, { additionalProperties: true }))),
+  extensions: Type.Optional(
+    Type.Object(
+      {},
+      { additionalProperties: true, description: "x402 extensions: bazaar for listed providers" },
+    ),
+  ),
 });
 export const RateLimitedBody = Type.Object({ error: Type.String(), retryAfter: Type.Integer() });
 

@@ -2,6 +2,7 @@ import { encodePaymentRequiredHeader, encodePaymentResponseHeader } from "@x402/
 import type { SettleResponse } from "@x402/core/types";
 import type { FastifyRequest } from "fastify";
 import { PaymentRefusal } from "../x402/accept-payment.js";
+import { type BazaarListing, bazaarExtension, resourceServiceMetadata } from "../x402/bazaar.js";
 import { paymentRequired, paymentRequirements, type X402Terms } from "../x402/payment-terms.js";
 import { HttpError } from "./plugins/errors.js";
 
@@ -18,6 +19,8 @@ export interface PaymentOffer {
   amountMicro: bigint;
   request: FastifyRequest;
   description: string;
+  /** The provider's listing when it is listed: the 402 then declares the endpoint for discovery (bazaar). */
+  listing?: BazaarListing;
 }
 
 /**
@@ -29,17 +32,26 @@ export function paymentRequiredError(
   message: string,
   settlement?: SettleResponse,
 ): HttpError {
+  const listing = offer.listing;
   const required = paymentRequired(
     message,
-    { url: resourceUrl(offer.request), description: offer.description },
+    {
+      url: resourceUrl(offer.request),
+      description: listing?.description || offer.description,
+      ...(listing ? resourceServiceMetadata(listing) : {}),
+    },
     paymentRequirements(offer.terms, offer.payTo, offer.amountMicro),
+    listing ? { bazaar: bazaarExtension(listing) } : undefined,
   );
   const headers = {
     "PAYMENT-REQUIRED": encodePaymentRequiredHeader(required),
     ...(settlement ? paymentResponseHeaders(settlement) : {}),
   };
-  const { x402Version, resource, accepts } = required;
-  return new HttpError(402, message, undefined, { headers, body: { x402Version, resource, accepts } });
+  const { x402Version, resource, accepts, extensions } = required;
+  return new HttpError(402, message, undefined, {
+    headers,
+    body: { x402Version, resource, accepts, ...(extensions ? { extensions } : {}) },
+  });
 }
 
 /** The answer to a refused payment: a 402 that offers the payment again, or the refusal's own status. */

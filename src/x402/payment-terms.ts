@@ -52,14 +52,16 @@ export function paymentRequirements(
 /** The PAYMENT-REQUIRED object: why, for what resource, and the one way to pay. */
 export function paymentRequired(
   error: string,
-  resource: { url: string; description: string },
+  resource: { url: string; description: string; serviceName?: string; tags?: string[] },
   requirements: PaymentRequirements,
+  extensions?: Record<string, unknown>,
 ): PaymentRequired {
   return {
     x402Version: X402_VERSION,
     error,
     resource: { ...resource, mimeType: "application/json" },
     accepts: [requirements],
+    ...(extensions ? { extensions } : {}),
   };
 }
 

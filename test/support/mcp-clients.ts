@@ -75,3 +75,24 @@ export async function upstreamSessionsOf(adminUrl: string, application: string):
   );
   return rows[0]?.n ?? 0;
 }
+
+/** `pgtoll mcp` without a provider (the catalog tools), from the sources, on pgtoll's HTTP API at `httpUrl`. */
+export async function stdioCatalogClient(httpUrl: string): Promise<Client> {
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: ["--import", "tsx", "src/cli.ts", "mcp", "--url", httpUrl],
+    cwd: root,
+    env: { PATH: process.env.PATH ?? "" },
+    stderr: "pipe",
+  });
+  const client = new Client({ name: "pgtoll-test-host", version: "1" });
+  await client.connect(transport);
+  return client;
+}
+
+/** A client of pgtoll's remote MCP endpoint without a provider or a token: the catalog tools. */
+export async function remoteCatalogClient(httpUrl: string): Promise<Client> {
+  const client = new Client({ name: "pgtoll-test", version: "1" });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${httpUrl}/mcp`)));
+  return client;
+}

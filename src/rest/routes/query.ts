@@ -4,6 +4,7 @@ import { ChargeWriter } from "../../billing/charge-writer.js";
 import { isRowsOnly } from "../../billing/cost.js";
 import { costParts } from "../../billing/cost-parts.js";
 import { formatMicro, numberToMicro, parseMicro } from "../../billing/money.js";
+import { findListedSummary } from "../../catalog/listing-store.js";
 import { ProviderGuards } from "../../guard/provider-guards.js";
 import { standardPolicy } from "../../guard/standard-policy.js";
 import { StatementShapes } from "../../guard/statement-shape.js";
@@ -116,6 +117,11 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
     }
     return deps;
   };
+  /** A listed provider's summary for its 402s' bazaar declaration; none when unlisted or unreadable. */
+  const listingOf = async (providerId: string) => {
+    const listing = await findListedSummary(ctx.db, providerId).catch(() => null);
+    return listing ? { listing } : {};
+  };
   const ok = ctx.metrics.queries.summed({ surface: "rest", outcome: "ok" });
   const rowsMetered = ctx.metrics.rowsMetered.summed({ surface: "rest" });
   const chargedMicro = ctx.metrics.chargedMicro.summed({ surface: "rest" });
@@ -171,6 +177,7 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
           amountMicro: queryTopUpMicro(ctx.x402.terms, costMicro ?? (await estimateCostMicro(deps, query))),
           request,
           description: `SQL on the database of provider ${providerId}, charged per row`,
+          ...(await listingOf(providerId)),
         };
 
       let paid: AcceptedPayment | undefined;
