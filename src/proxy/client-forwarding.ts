@@ -35,6 +35,8 @@ export interface ClientForwardingOptions {
   settings: SessionSettings;
   logger: Logger;
   wire: RelayWire;
+  /** Told when a statement of the client's is sent upstream (its time on the database starts). */
+  statementSent?: () => void;
 }
 
 /**
@@ -55,6 +57,7 @@ export class ClientForwarding {
   readonly #wire: RelayWire;
   readonly #toClient: OutputBatch;
   readonly #toUpstream: OutputBatch;
+  readonly #statementSent: (() => void) | undefined;
 
   constructor(options: ClientForwardingOptions) {
     this.#queue = options.queue;
@@ -65,6 +68,7 @@ export class ClientForwarding {
     this.#wire = options.wire;
     this.#toClient = options.wire.toClient;
     this.#toUpstream = options.wire.toUpstream;
+    this.#statementSent = options.statementSent;
   }
 
   /**
@@ -187,6 +191,7 @@ export class ClientForwarding {
       failed: false,
     });
     this.#toUpstream.pushRange(buffer, start, end);
+    this.#statementSent?.();
   }
 
   #onExecute(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
@@ -224,6 +229,7 @@ export class ClientForwarding {
       continued: this.#queue.suspendedPortals.has(portal),
     });
     this.#toUpstream.pushRange(buffer, start, end);
+    this.#statementSent?.();
     if (!writes) return;
     this.#toUpstream.push(FLUSH);
     return this.#awaitWrite();

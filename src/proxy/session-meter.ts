@@ -8,6 +8,7 @@ import {
   costOfRows,
   isFree,
   isRowsOnly,
+  msAffordable,
   type Price,
   priceForRelations,
   rowsAffordable,
@@ -46,6 +47,9 @@ export interface MeterOptions {
   /** Called for every window that closes with a charge: its statements, rows and cost, for metrics. */
   onWindowClosed?: (statements: number, rows: number, costMicro: bigint) => void;
 }
+
+/** The least statement time a hold grown for time pays for ahead: fewer ledger round trips for a long statement. */
+const MIN_TIME_AHEAD_MS = 250;
 
 /** Distinct texts a window keeps before it is closed early (simple-protocol clients inline their values). */
 const MAX_WINDOW_TEXTS = 2000;
@@ -195,6 +199,11 @@ export class SessionMeter {
   async shortfall(rows = 1, bytes = 0): Promise<Shortfall> {
     const cost = this.#byRows ? this.#costOf(this.#statementRows + rows) : this.#costWith(rows, bytes);
     if (!this.#withinBudget(cost)) return { kind: "budget" };
+    return this.#shortfallOf(cost);
+  }
+
+  /** Why the hold could not grow to pay `cost`: the agent's daily limit, or its balance. */
+  async #shortfallOf(cost: bigint): Promise<Shortfall> {
     const missing = cost - this.#hold.unspent;
     const limit = await dailyLimitRefusing(
       this.#ledger,
@@ -218,6 +227,39 @@ export class SessionMeter {
   /** Whether the price counts statement time. */
   get pricesTime(): boolean {
     return (this.price.picoUsdcPerSecond ?? 0n) > 0n;
+  }
+
+  /**
+   * Milliseconds more the running statement may take, `elapsedMs` into its time: what the hold and the session's
+   * budget pay for after its rows and bytes so far (0 or less: no more; Infinity: the price does not count time).
+   */
+  timeLeftMs(elapsedMs: number): number {
+    const usage = { rows: this.#statementRows, bytes: this.#statementBytes };
+    let ms = this.#free
+      ? Number.POSITIVE_INFINITY
+      : msAffordable(this.#hold.unspent, usage, this.#statementPrice);
+    if (this.#budgetMicro !== null) {
+      const left = this.#budgetMicro - this.#sessionCostMicro;
+      const budgetMs = msAffordable(left > 0n ? left : 0n, usage, this.#statementPrice);
+      if (budgetMs < ms) ms = budgetMs;
+    }
+    return ms - elapsedMs;
+  }
+
+  /**
+   * Grows the hold so that the running statement, `elapsedMs` into its time, may go on: by at least its next
+   * millisecond and at most as much again as it has taken (the ledger's conditional reservation also holds the
+   * agent's daily limit). Null when it may go on; otherwise what stops it. Rejects when the ledger is unreachable.
+   */
+  async fundTime(elapsedMs: number): Promise<Shortfall | null> {
+    const usage = { rows: this.#statementRows, bytes: this.#statementBytes };
+    const ms = Math.ceil(elapsedMs) + 1;
+    const need = costBreakdown({ ...usage, ms }, this.#statementPrice).costMicro;
+    if (!this.#withinBudget(need)) return { kind: "budget" };
+    const ahead = Math.max(ms, MIN_TIME_AHEAD_MS);
+    const want = costBreakdown({ ...usage, ms: ms + ahead }, this.#statementPrice).costMicro;
+    if (await this.#hold.cover(need, want)) return null;
+    return this.#shortfallOf(need);
   }
 
   /** Whether the session's budget stops `rows` more rows of `bytes` bytes of the running statement. */
@@ -353,7 +395,7 @@ export class SessionMeter {
       const waiting = this.#charge(cost, rowCount, sql, undefined, used);
       return waiting ? waiting.then(() => true) : true;
     }
-    return this.#endCostlyWrite(cost, rowCount, delivered, sql, used);
+    return this.#endCostlyWrite(cost, rowCount, delivered, sql, used, time);
   }
 
   async #endCostlyWrite(
@@ -362,9 +404,11 @@ export class SessionMeter {
     delivered: number,
     sql: string,
     used: CostBreakdown | null | undefined,
+    time: StatementTime | undefined,
   ): Promise<boolean> {
     if (!(await this.#hold.cover(cost, 0n))) {
-      await this.endStatement(delivered, sql, "failed");
+      // Rolled back, but its time was the database's: charged as far as the balance pays.
+      await this.endStatement(delivered, sql, "failed", time);
       return false;
     }
     await this.#charge(cost, rowCount, sql, undefined, used);

@@ -1,0 +1,163 @@
+import type { Socket } from "node:net";
+import { performance } from "node:perf_hooks";
+import type pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { setDailyLimit } from "../../src/billing/daily-limits.js";
+import { listLedgerEntries } from "../../src/billing/ledger.js";
+import { SqlState } from "../../src/db/sql-state.js";
+import type { TestDatabase } from "../support/database.js";
+import {
+  createProviderDatabase,
+  registerPricedProvider,
+  startTestGateway,
+  type TestGateway,
+} from "../support/gateway.js";
+import { connectAgent, fundedTestAgent, startTestProxy, type TestProxy } from "../support/proxy.js";
+import { waitForCharges } from "../support/real-clients.js";
+
+/**
+ * Statement time priced at 1 USDC per second, rows and bytes nearly free: what an agent's funds, its budgets and
+ * the statement timeout allow is a matter of milliseconds, and each one must be paid for.
+ */
+const TIMEOUT_MS = 2000;
+let gateway: TestGateway;
+let proxy: TestProxy;
+let providerDb: TestDatabase;
+let timedProviderId: string;
+let rowsProviderId: string;
+
+beforeAll(async () => {
+  gateway = await startTestGateway({ env: { PGTOLL_STATEMENT_TIMEOUT_MS: String(TIMEOUT_MS) } });
+  proxy = await startTestProxy(gateway, { statementTimeoutMs: TIMEOUT_MS });
+  providerDb = await createProviderDatabase(50);
+  ({ providerId: timedProviderId } = await registerPricedProvider(gateway, providerDb.url, {
+    basePricePer1000Rows: 0.000001,
+    markupMultiplier: 1,
+    pricePerSecond: 1,
+  }));
+  ({ providerId: rowsProviderId } = await registerPricedProvider(gateway, providerDb.url, {
+    basePricePer1000Rows: 0.001,
+    markupMultiplier: 1,
+  }));
+});
+afterAll(async () => {
+  await proxy?.close();
+  await gateway?.close();
+  await providerDb?.drop();
+});
+
+/** What the agent's query entries add up to, once its sessions' charges are written. */
+async function charged(wallet: string, providerId = timedProviderId): Promise<bigint> {
+  await waitForCharges(proxy);
+  const entries = await listLedgerEntries(gateway.ctx.db, wallet, { providerId, limit: 1000 });
+  return entries.filter((e) => e.type === "query").reduce((total, e) => total - e.amountMicro, 0n);
+}
+
+/** Runs `sql`; its error (or null) and how long it took. */
+async function timed(
+  client: pg.Client,
+  sql: string,
+): Promise<{ error: pg.DatabaseError | null; ms: number }> {
+  const started = performance.now();
+  const error = await client.query(sql).then(
+    () => null,
+    (e: pg.DatabaseError) => e,
+  );
+  return { error, ms: performance.now() - started };
+}
+
+const micro = (usdc: number) => BigInt(Math.round(usdc * 1_000_000));
+
+describe("statement time on the wire", () => {
+  it("is the database's time: a slow reader pays for the time its statement held the backend", async () => {
+    const agent = await fundedTestAgent(gateway, timedProviderId, 100_000_000n);
+    const client = await connectAgent(proxy, agent, timedProviderId);
+    const socket = (client as unknown as { connection: { stream: Socket } }).connection.stream;
+    const result = client.query("SELECT repeat('x', 1000) FROM generate_series(1, 20000)");
+    // The client reads nothing for 1.5 s: the proxy holds the upstream, whose backend waits to send.
+    socket.pause();
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    socket.resume();
+    expect((await result).rowCount).toBe(20_000);
+    await client.end();
+    const cost = await charged(agent.wallet);
+    expect(cost, `charged ${cost}`).toBeGreaterThanOrEqual(micro(1.4));
+    expect(cost).toBeLessThan(micro(3));
+  });
+
+  it("stops a statement past the balance near what the balance buys, PT402, charged that", async () => {
+    const agent = await fundedTestAgent(gateway, timedProviderId, 500_000n);
+    const client = await connectAgent(proxy, agent, timedProviderId);
+    const { error, ms } = await timed(client, "SELECT pg_sleep(1.8)");
+    expect(error?.code).toBe(SqlState.insufficientFunds);
+    expect(ms, `stopped after ${ms} ms`).toBeLessThan(900);
+    await client.end();
+    const cost = await charged(agent.wallet);
+    expect(cost, `charged ${cost}`).toBeGreaterThanOrEqual(micro(0.4));
+    expect(cost).toBeLessThanOrEqual(micro(0.5));
+  });
+
+  it("stops a long count past the balance the same way", async () => {
+    const agent = await fundedTestAgent(gateway, timedProviderId, 300_000n);
+    const client = await connectAgent(proxy, agent, timedProviderId);
+    const { error, ms } = await timed(client, "SELECT count(*) FROM generate_series(1, 2e9)");
+    expect(error?.code).toBe(SqlState.insufficientFunds);
+    expect(ms, `stopped after ${ms} ms`).toBeLessThan(700);
+    await client.end();
+    const cost = await charged(agent.wallet);
+    expect(cost, `charged ${cost}`).toBeGreaterThanOrEqual(micro(0.2));
+    expect(cost).toBeLessThanOrEqual(micro(0.3));
+  });
+
+  it("stops at the agent's daily limit with the budget SQLSTATE", async () => {
+    const agent = await fundedTestAgent(gateway, timedProviderId, 100_000_000n);
+    await setDailyLimit(gateway.ctx.db, agent.wallet, timedProviderId, 400_000n);
+    const client = await connectAgent(proxy, agent, timedProviderId);
+    const { error, ms } = await timed(client, "SELECT pg_sleep(1.8)");
+    expect(error?.code).toBe(SqlState.budgetExceeded);
+    expect(error?.message).toMatch(/daily limit/);
+    expect(ms, `stopped after ${ms} ms`).toBeLessThan(800);
+    await client.end();
+    const cost = await charged(agent.wallet);
+    expect(cost, `charged ${cost}`).toBeGreaterThanOrEqual(micro(0.3));
+    expect(cost).toBeLessThanOrEqual(micro(0.4));
+  });
+
+  it("never buys uncharged time with a session budget raised step by step", async () => {
+    const agent = await fundedTestAgent(gateway, timedProviderId, 100_000_000n);
+    const client = await connectAgent(proxy, agent, timedProviderId);
+    let wall = 0;
+    for (let step = 1; step <= 5; step++) {
+      const spent = Number((await client.query("SHOW pgtoll.session_cost")).rows[0]["pgtoll.session_cost"]);
+      await client.query(`SET pgtoll.max_session_cost = '${(spent + 0.05).toFixed(6)}'`);
+      const { error, ms } = await timed(client, "SELECT pg_sleep(1)");
+      expect(error?.code).toBe(SqlState.budgetExceeded);
+      expect(error?.message).toMatch(/pgtoll\.max_session_cost/);
+      expect(ms, `step ${step} ran ${ms} ms`).toBeLessThan(400);
+      wall += ms;
+    }
+    await client.end();
+    const cost = await charged(agent.wallet);
+    expect(cost).toBeLessThanOrEqual(micro(0.25));
+    expect(cost, `charged ${cost} for ${wall} ms`).toBeGreaterThanOrEqual(micro(0.2));
+  });
+
+  it("charges a statement stopped by the statement timeout its time", async () => {
+    const agent = await fundedTestAgent(gateway, timedProviderId, 100_000_000n);
+    const client = await connectAgent(proxy, agent, timedProviderId);
+    const { error } = await timed(client, "SELECT pg_sleep(5)");
+    expect(error?.code).toBe(SqlState.queryCanceled);
+    await client.end();
+    const cost = await charged(agent.wallet);
+    expect(cost, `charged ${cost}`).toBeGreaterThanOrEqual(micro((TIMEOUT_MS - 50) / 1000));
+  });
+
+  it("keeps the statement timeout alone for a provider without a time price", async () => {
+    const agent = await fundedTestAgent(gateway, rowsProviderId, 1_000n);
+    const client = await connectAgent(proxy, agent, rowsProviderId);
+    const { error, ms } = await timed(client, "SELECT pg_sleep(5)");
+    expect(error?.code).toBe(SqlState.queryCanceled);
+    expect(ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
+    await client.end();
+  });
+});
