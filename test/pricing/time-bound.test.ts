@@ -3,9 +3,10 @@ import { performance } from "node:perf_hooks";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { setDailyLimit } from "../../src/billing/daily-limits.js";
-import { listLedgerEntries } from "../../src/billing/ledger.js";
+import { creditDeposit, getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
 import { SqlState } from "../../src/db/sql-state.js";
 import type { TestDatabase } from "../support/database.js";
+import { randomTxHash, randomWallet } from "../support/fixtures.js";
 import {
   createProviderDatabase,
   registerPricedProvider,
@@ -19,7 +20,7 @@ import { waitForCharges } from "../support/real-clients.js";
  * Statement time priced at 1 USDC per second, rows and bytes nearly free: what an agent's funds, its budgets and
  * the statement timeout allow is a matter of milliseconds, and each one must be paid for.
  */
-const TIMEOUT_MS = 2000;
+const TIMEOUT_MS = 3000;
 let gateway: TestGateway;
 let proxy: TestProxy;
 let providerDb: TestDatabase;
@@ -159,5 +160,102 @@ describe("statement time on the wire", () => {
     expect(error?.code).toBe(SqlState.queryCanceled);
     expect(ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
     await client.end();
+  });
+});
+
+/** `POST /api/query` for `agent`; the answer and how long it took. */
+async function restQuery(
+  agent: string,
+  sql: string,
+  extra: Record<string, unknown> = {},
+  providerId = timedProviderId,
+) {
+  const started = performance.now();
+  const res = await gateway.app.inject({
+    method: "POST",
+    url: "/api/query",
+    payload: { sql, agentWallet: agent, providerId, ...extra },
+  });
+  return { res, ms: performance.now() - started };
+}
+
+async function restAgent(amountMicro: bigint, providerId = timedProviderId): Promise<string> {
+  const agent = randomWallet();
+  await creditDeposit(gateway.ctx.db, {
+    chainId: 8453,
+    txHash: randomTxHash(),
+    agentWallet: agent,
+    providerId,
+    amountMicro,
+    blockNumber: 1n,
+  });
+  return agent;
+}
+
+/** The agent's query entries with the timed provider: one per request. */
+async function restCharges(agent: string): Promise<bigint[]> {
+  const entries = await listLedgerEntries(gateway.ctx.db, agent, { providerId: timedProviderId, limit: 100 });
+  return entries.filter((e) => e.type === "query").map((e) => -e.amountMicro);
+}
+
+describe("statement time on POST /api/query", () => {
+  beforeAll(async () => {
+    // The provider's pool connects on its first request: not part of any statement's time below.
+    const { res } = await restQuery(await restAgent(1_000_000n), "SELECT 1");
+    expect(res.statusCode, res.body).toBe(200);
+  });
+
+  it("stops a statement past the balance near what the balance buys, 402, charged that", async () => {
+    const agent = await restAgent(500_000n);
+    const { res, ms } = await restQuery(agent, "SELECT pg_sleep(1.8)");
+    expect(res.statusCode, res.body).toBe(402);
+    expect(res.json().error).toMatch(/stopped after \d+ ms/);
+    expect(ms, `answered after ${ms} ms`).toBeLessThan(900);
+    const charges = await restCharges(agent);
+    expect(charges).toHaveLength(1);
+    expect(charges[0]!, `charged ${charges[0]}`).toBeGreaterThanOrEqual(micro(0.4));
+    expect(charges[0]!).toBeLessThanOrEqual(micro(0.5));
+    expect(await getBalance(gateway.ctx.db, agent, timedProviderId)).toMatchObject({ reservedMicro: 0n });
+  });
+
+  it("stops a statement at its maxCost with 422 budget_exceeded, charged at most maxCost", async () => {
+    const agent = await restAgent(100_000_000n);
+    const { res, ms } = await restQuery(agent, "SELECT pg_sleep(1.8)", { maxCost: "0.2" });
+    expect(res.statusCode, res.body).toBe(422);
+    expect(res.json().code).toBe("budget_exceeded");
+    expect(ms, `answered after ${ms} ms`).toBeLessThan(600);
+    const charges = await restCharges(agent);
+    expect(charges).toHaveLength(1);
+    expect(charges[0]!, `charged ${charges[0]}`).toBeGreaterThanOrEqual(micro(0.15));
+    expect(charges[0]!).toBeLessThanOrEqual(micro(0.2));
+  });
+
+  it("stops a statement at the agent's daily limit with 422", async () => {
+    const agent = await restAgent(100_000_000n);
+    await setDailyLimit(gateway.ctx.db, agent, timedProviderId, 300_000n);
+    const { res, ms } = await restQuery(agent, "SELECT pg_sleep(1.8)");
+    expect(res.statusCode, res.body).toBe(422);
+    expect(res.json().error).toMatch(/daily limit/);
+    expect(ms, `answered after ${ms} ms`).toBeLessThan(700);
+    const charges = await restCharges(agent);
+    expect(charges[0]!, `charged ${charges[0]}`).toBeGreaterThanOrEqual(micro(0.2));
+    expect(charges[0]!).toBeLessThanOrEqual(micro(0.3));
+  });
+
+  it("charges a statement stopped by the statement timeout its time", async () => {
+    const agent = await restAgent(100_000_000n);
+    const { res } = await restQuery(agent, "SELECT pg_sleep(5)");
+    expect(res.statusCode, res.body).toBe(500);
+    expect(res.json().error).toMatch(/statement timeout/);
+    const charges = await restCharges(agent);
+    expect(charges).toHaveLength(1);
+    expect(charges[0]!, `charged ${charges[0]}`).toBeGreaterThanOrEqual(micro((TIMEOUT_MS - 50) / 1000));
+  });
+
+  it("keeps the statement timeout alone for a provider without a time price", async () => {
+    const agent = await restAgent(1_000n, rowsProviderId);
+    const { res, ms } = await restQuery(agent, "SELECT pg_sleep(5)", {}, rowsProviderId);
+    expect(res.statusCode, res.body).toBe(500);
+    expect(ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
   });
 });
