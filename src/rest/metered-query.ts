@@ -126,20 +126,25 @@ export async function runMeteredQuery(
       const first = firstPrice;
       const only = statements.length === 1 ? statements[0]! : undefined;
       const expected = (only && deps.estimates.get(request.providerId, only.sql)) || { rows: 1 };
+      const usage = { rows: Math.max(1, expected.rows), bytes: "bytes" in expected ? expected.bytes : 0 };
+      // With a time price, what its time may need is asked for in the same reservation.
+      const timeWant = request.price.picoUsdcPerSecond ? timeWantOf(deps, request, first, usage) : 0n;
+      const expectedCost = statementCost(expected, first);
       // At least a row's worth: nothing reaches the provider's database unfunded, and an error costs a row.
       const covered = await funds
-        .cover(statementCost({ rows: 1 }, first), statementCost(expected, first))
+        .cover(statementCost({ rows: 1 }, first), timeWant > expectedCost ? timeWant : expectedCost)
         .catch(ledgerUnavailable("so the query was not run"));
       if (!covered) {
         await refuseOverDailyLimit(deps, request, statementCost({ rows: 1 }, first));
         deps.refusals.count(request.providerId, "funds", "insufficient-balance");
         throw new QueryError(402, "insufficient balance: deposit funds with this provider first");
       }
-      if (request.price.picoUsdcPerSecond)
-        bound = await boundTime(deps, request, funds, first, {
-          rows: Math.max(1, expected.rows),
-          bytes: "bytes" in expected ? expected.bytes : 0,
-        });
+      if (timeWant > 0n) {
+        const held = await funds
+          .coverAvailable(timeWant)
+          .catch(ledgerUnavailable("so the query was not run"));
+        bound = requestTimeBound(held, usage, first, request.maxCostMicro, deps.statementTimeoutMs);
+      }
     }
     const started = performance.now();
     const fingerprint = deps.shapes.fingerprint(request.sql);
@@ -205,20 +210,18 @@ function heldPart(costMicro: bigint, funds: RequestFunds, request: MeteredQueryR
 }
 
 /**
- * Holds what the request's statement time may need, up to the statement timeout's worth and its maxCost (the
- * agent's whole available balance, within its daily limit, if need be), and derives its time bound from it.
+ * What a request's statement time may need held: the statement timeout's worth after its expected rows, at most
+ * its maxCost. The request holds that, or the agent's whole available balance (within its daily limit) when it is
+ * less, and its time bound is what it holds.
  */
-async function boundTime(
+function timeWantOf(
   deps: MeteredQueryDeps,
   request: MeteredQueryRequest,
-  funds: RequestFunds,
   price: Price,
   usage: { rows: number; bytes: number },
-): Promise<RequestTimeBound> {
-  let want = statementCost({ ...usage, ms: deps.statementTimeoutMs }, price);
-  if (request.maxCostMicro !== undefined && request.maxCostMicro < want) want = request.maxCostMicro;
-  const held = await funds.coverAvailable(want).catch(ledgerUnavailable("so the query was not run"));
-  return requestTimeBound(held, usage, price, request.maxCostMicro, deps.statementTimeoutMs);
+): bigint {
+  const want = statementCost({ ...usage, ms: deps.statementTimeoutMs }, price);
+  return request.maxCostMicro !== undefined && request.maxCostMicro < want ? request.maxCostMicro : want;
 }
 
 /**
