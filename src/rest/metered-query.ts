@@ -128,7 +128,9 @@ export async function runMeteredQuery(
       const expected = (only && deps.estimates.get(request.providerId, only.sql)) || { rows: 1 };
       const usage = { rows: Math.max(1, expected.rows), bytes: "bytes" in expected ? expected.bytes : 0 };
       // With a time price, what its time may need is asked for in the same reservation.
-      const timeWant = request.price.picoUsdcPerSecond ? timeWantOf(deps, request, first, usage) : 0n;
+      const timeWant = request.price.picoUsdcPerSecond
+        ? timeWantOf(deps, request, first, usage, statements.length)
+        : 0n;
       const expectedCost = statementCost(expected, first);
       // At least a row's worth: nothing reaches the provider's database unfunded, and an error costs a row.
       const covered = await funds
@@ -143,7 +145,7 @@ export async function runMeteredQuery(
         const held = await funds
           .coverAvailable(timeWant)
           .catch(ledgerUnavailable("so the query was not run"));
-        bound = requestTimeBound(held, usage, first, request.maxCostMicro, deps.statementTimeoutMs);
+        bound = requestTimeBound(held, usage, first, request.maxCostMicro);
       }
     }
     const started = performance.now();
@@ -210,17 +212,18 @@ function heldPart(costMicro: bigint, funds: RequestFunds, request: MeteredQueryR
 }
 
 /**
- * What a request's statement time may need held: the statement timeout's worth after its expected rows, at most
- * its maxCost. The request holds that, or the agent's whole available balance (within its daily limit) when it is
- * less, and its time bound is what it holds.
+ * What a request's statement time may need held: the statement timeout's worth per statement after its expected
+ * rows, at most its maxCost. The request holds that, or the agent's whole available balance (within its daily
+ * limit) when it is less, and its time bound is what it holds.
  */
 function timeWantOf(
   deps: MeteredQueryDeps,
   request: MeteredQueryRequest,
   price: Price,
   usage: { rows: number; bytes: number },
+  statementCount: number,
 ): bigint {
-  const want = statementCost({ ...usage, ms: deps.statementTimeoutMs }, price);
+  const want = statementCost({ ...usage, ms: deps.statementTimeoutMs * statementCount }, price);
   return request.maxCostMicro !== undefined && request.maxCostMicro < want ? request.maxCostMicro : want;
 }
 

@@ -4,8 +4,11 @@ import { formatMicro } from "../billing/money.js";
 import { BUDGET_EXCEEDED, QueryError } from "./query-errors.js";
 import type { StatementTimeLimit } from "./statement-timer.js";
 
-/** What bounds a request's statement time: the funds it holds, its `maxCost`, or the statement timeout. */
-export type TimeBoundBy = "funds" | "max-cost" | "timeout";
+/**
+ * What bounds a request's statement time, beside each statement's own timeout: the funds it holds, or its
+ * `maxCost`.
+ */
+export type TimeBoundBy = "funds" | "max-cost";
 
 /** A request's time bound and what sets it. */
 export interface RequestTimeBound {
@@ -14,29 +17,22 @@ export interface RequestTimeBound {
 }
 
 /**
- * The least of what `coveredMicro` (the agent's funds held for the request) and `maxCostMicro` pay for in
- * statement time, after the statement's expected rows and bytes (`usage`), and the statement timeout.
+ * The lesser of what `coveredMicro` (the agent's funds held for the request) and `maxCostMicro` pay for in
+ * statement time, after the statement's expected rows and bytes (`usage`). The statement timeout bounds each
+ * statement besides (statement-timer.ts).
  */
 export function requestTimeBound(
   coveredMicro: bigint,
   usage: Omit<StatementUsage, "ms">,
   price: Price,
   maxCostMicro: bigint | undefined,
-  statementTimeoutMs: number,
 ): RequestTimeBound {
-  let ms = statementTimeoutMs;
-  let by: TimeBoundBy = "timeout";
-  const budgetMs = maxCostMicro === undefined ? ms : msAffordable(maxCostMicro, usage, price);
-  if (budgetMs < ms) {
-    ms = budgetMs;
-    by = "max-cost";
-  }
+  const budgetMs =
+    maxCostMicro === undefined ? Number.POSITIVE_INFINITY : msAffordable(maxCostMicro, usage, price);
   // Funds held up to maxCost pay for exactly its time: the budget is then what stops it.
   const fundsMs = msAffordable(coveredMicro, usage, price);
-  if (fundsMs < ms) {
-    ms = fundsMs;
-    by = "funds";
-  }
+  const by: TimeBoundBy = fundsMs < budgetMs ? "funds" : "max-cost";
+  const ms = by === "funds" ? fundsMs : budgetMs;
   return { limit: { leftMs: ms, usedMs: 0, reached: false }, by };
 }
 
