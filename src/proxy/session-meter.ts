@@ -356,10 +356,14 @@ export class SessionMeter {
     const used = this.#lastCost;
     if (this.#free || cost <= this.#hold.unspent)
       return this.#charge(cost, rowCount, sql, outcome, used, shape);
-    // Its time, or the minimum, took it past the hold: what the balance can add is charged, and no more.
+    // Its time, or the minimum, took it past the hold: what the balance (within the daily limit) can add is
+    // charged, and no more.
     return this.#hold
       .cover(cost, 0n)
-      .catch(() => false)
+      .then(async (covered) => {
+        if (!covered) await this.#hold.takeAvailable(cost - this.#hold.unspent);
+      })
+      .catch(() => {})
       .then(() => this.#charge(cost, rowCount, sql, outcome, used, shape));
   }
 
