@@ -172,14 +172,24 @@ export class AgentHold implements LimitBoundHold {
     this.#topUp(0n, this.#size).catch(() => {});
   }
 
+  /**
+   * Tops the hold up by as much of the agent's available balance as there is (within its daily limit), up to
+   * `upToMicro`, past the fair share: for a holder that bounds what it runs by what it holds (a REST statement's
+   * time). Resolves to what it added; rejects when the ledger cannot be reached.
+   */
+  async takeAvailable(upToMicro: bigint): Promise<bigint> {
+    while (this.#inFlight) await this.#inFlight.catch(() => 0n);
+    return this.#topUp(0n, upToMicro, upToMicro);
+  }
+
   #grow(): void {
     if (this.#size < this.#max) this.#size = this.#size * 2n < this.#max ? this.#size * 2n : this.#max;
   }
 
   /** Adds between `minMicro` and `maxMicro` to the hold, as the balance allows; resolves to what it added. */
-  #topUp(minMicro: bigint, maxMicro: bigint): Promise<bigint> {
+  #topUp(minMicro: bigint, maxMicro: bigint, fairShareAbove = this.#fairShareAbove): Promise<bigint> {
     const changes = this.#limitChanges;
-    const call = this.#reserve(minMicro, maxMicro).then(
+    const call = this.#reserve(minMicro, maxMicro, fairShareAbove).then(
       (added) => {
         this.#inFlight = null;
         if (added > 0n) this.options.limits?.watch(this);
@@ -206,15 +216,15 @@ export class AgentHold implements LimitBoundHold {
     return call;
   }
 
-  async #reserve(minMicro: bigint, maxMicro: bigint): Promise<bigint> {
+  async #reserve(minMicro: bigint, maxMicro: bigint, fairShareAbove: bigint): Promise<bigint> {
     // Until it is given back, what a limit change gave up still counts against the limit in the ledger.
     if (this.#givingBack) await this.#givingBack;
-    const added = await this.#funds.add(minMicro, maxMicro, this.#fairShareAbove);
+    const added = await this.#funds.add(minMicro, maxMicro, fairShareAbove);
     if (added >= minMicro) return added;
     const releases = this.options.releasesInFlight?.();
     if (!releases) return added;
     await releases;
-    return this.#funds.add(minMicro, maxMicro, this.#fairShareAbove);
+    return this.#funds.add(minMicro, maxMicro, fairShareAbove);
   }
 
   /**

@@ -6,6 +6,7 @@ import {
   formatPrice,
   formatPricePer1000Rows,
   isFree,
+  msAffordable,
   type Price,
   type PriceSettings,
   parsePrice,
@@ -288,5 +289,58 @@ describe("the price as agents read it", () => {
     expect(parsePrice("0.060000")).toEqual(rowsOnly);
     for (const bad of ["", "x", "0.06 per 1000 rows; nonsense", "0.060000; 1.000000 per MB"])
       expect(parsePrice(bad)).toBeNull();
+  });
+});
+
+describe("the time bound", () => {
+  const timed = (settings: Partial<PriceSettings>): Price =>
+    priceOf({
+      priceMicroPer1000Rows: 1_000n,
+      markupPpm: 1_000_000n,
+      priceMicroPerSecond: 1_000_000n,
+      ...settings,
+    });
+
+  it("is the most milliseconds the budget pays for, after the rows and bytes", () => {
+    const price = timed({});
+    expect(msAffordable(500_000n, { rows: 0 }, price)).toBe(500);
+    expect(msAffordable(500_000n, { rows: 1000 }, price)).toBe(499);
+    expect(msAffordable(999n, { rows: 0 }, price)).toBe(0);
+    expect(msAffordable(500_000n, { rows: 10_000_000 }, price)).toBe(0);
+  });
+
+  it("pays no time under the minimum, and counts from zero above it", () => {
+    const price = timed({ minimumMicroPerStatement: 10_000n });
+    expect(msAffordable(9_999n, { rows: 0 }, price)).toBe(0);
+    expect(msAffordable(10_000n, { rows: 0 }, price)).toBe(10);
+  });
+
+  it("is unbounded for a price without time", () => {
+    expect(msAffordable(1n, { rows: 0 }, priceOf({ priceMicroPer1000Rows: 1n, markupPpm: 1_000_000n }))).toBe(
+      Number.POSITIVE_INFINITY,
+    );
+  });
+
+  it("never buys time the budget does not pay for, and leaves none of it unbought", () => {
+    fc.assert(
+      fc.property(
+        fc.bigInt({ min: 0n, max: 10_000_000n }),
+        fc.integer({ min: 0, max: 100_000 }),
+        fc.integer({ min: 0, max: 10_000_000 }),
+        fc.bigInt({ min: 1n, max: 5_000_000n }),
+        fc.bigInt({ min: 0n, max: 50_000n }),
+        (budget, rows, bytes, perSecond, minimum) => {
+          const price = timed({
+            priceMicroPerSecond: perSecond,
+            priceMicroPerMB: 2_000n,
+            minimumMicroPerStatement: minimum,
+          });
+          const ms = msAffordable(budget, { rows, bytes }, price);
+          const cost = (at: number) => costBreakdown({ rows, bytes, ms: at }, price).costMicro;
+          if (ms > 0 || cost(0) <= budget) expect(cost(ms)).toBeLessThanOrEqual(budget);
+          if (cost(0) <= budget && budget >= minimum) expect(cost(ms + 1)).toBeGreaterThan(budget);
+        },
+      ),
+    );
   });
 });

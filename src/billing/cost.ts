@@ -160,6 +160,25 @@ export function costBreakdown(usage: StatementUsage, price: Price): CostBreakdow
   };
 }
 
+/**
+ * The time bound: the most whole milliseconds of statement time that `budgetMicro` pays for, by the cost rule, on
+ * top of what the statement used besides (its rows and bytes so far; the minimum counts, as the charge is at
+ * least that). 0 when the budget pays for no time at all; Infinity when the price does not count time. Every
+ * surface bounds a statement's time with it (the wire proxy's hold and session budget, REST's funds and maxCost).
+ */
+export function msAffordable(budgetMicro: bigint, usage: Omit<StatementUsage, "ms">, price: Price): number {
+  const perMs = (price.picoUsdcPerSecond ?? 0n) * 1000n;
+  if (perMs === 0n) return Number.POSITIVE_INFINITY;
+  if (budgetMicro < (price.minimumMicro ?? 0n)) return 0;
+  const used =
+    count(usage.rows, "rows") * price.picoUsdcPer1000Rows * 1000n +
+    count(usage.bytes, "bytes") * (price.picoUsdcPerMB ?? 0n);
+  const left = budgetMicro * ATTO_PER_MICRO - used;
+  if (left <= 0n) return 0;
+  const ms = left / perMs;
+  return ms > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(ms);
+}
+
 /** {@link costBreakdown}'s total alone. */
 export function statementCost(usage: StatementUsage, price: Price): bigint {
   if (isRowsOnly(price)) return costOfRows(usage.rows, price);

@@ -104,7 +104,7 @@ export function registerPgtollTools(server: McpServer, backend: AgentBackend): v
           if ("refusal" in run) return toolError(run.refusal);
           const { result, costMicro, balanceMicro, estimateMicro } = run;
           const note = result.budgetReached
-            ? `stopped at max_cost (${formatMicro(budget!)} USDC); only the rows returned were charged`
+            ? `stopped at max_cost (${formatMicro(budget!)} USDC); ${(await session.price()).picoUsdcPerSecond ? "only the rows returned and the statement's time up to max_cost were charged" : "only the rows returned were charged"}`
             : result.truncated
               ? `stopped at max_rows (${maxRows}); only the rows returned were charged`
               : undefined;

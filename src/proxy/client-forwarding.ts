@@ -36,6 +36,8 @@ export interface ClientForwardingOptions {
   settings: SessionSettings;
   logger: Logger;
   wire: RelayWire;
+  /** Told when a statement of the client's is sent upstream (its time on the database starts). */
+  statementSent?: () => void;
 }
 
 /**
@@ -56,6 +58,7 @@ export class ClientForwarding {
   readonly #wire: RelayWire;
   readonly #toClient: OutputBatch;
   readonly #toUpstream: OutputBatch;
+  readonly #statementSent: (() => void) | undefined;
 
   constructor(options: ClientForwardingOptions) {
     this.#queue = options.queue;
@@ -66,6 +69,7 @@ export class ClientForwarding {
     this.#wire = options.wire;
     this.#toClient = options.wire.toClient;
     this.#toUpstream = options.wire.toUpstream;
+    this.#statementSent = options.statementSent;
   }
 
   /**
@@ -188,6 +192,7 @@ export class ClientForwarding {
       failed: false,
     });
     this.#toUpstream.pushRange(buffer, start, end);
+    this.#statementSent?.();
   }
 
   #onExecute(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
@@ -240,6 +245,7 @@ export class ClientForwarding {
     });
     if (kept) this.#toUpstream.push(encodeExecute(portal, 0));
     else this.#toUpstream.pushRange(buffer, start, end);
+    this.#statementSent?.();
     if (!writes) return;
     this.#toUpstream.push(FLUSH);
     return this.#awaitWrite();

@@ -134,7 +134,15 @@ export class Relay {
     const { policy, metering, settings, logger } = deps;
     const queue = new AnswerQueue(deps.status);
     this.#queue = queue;
-    this.#forwarding = new ClientForwarding({ queue, policy, metering, settings, logger, wire });
+    this.#forwarding = new ClientForwarding({
+      queue,
+      policy,
+      metering,
+      settings,
+      logger,
+      wire,
+      statementSent: metering.pricesTime ? () => this.#answers.statementSent() : undefined,
+    });
     this.#answers = new UpstreamAnswers({
       queue,
       policy,

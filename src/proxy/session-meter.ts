@@ -8,6 +8,7 @@ import {
   costOfRows,
   isFree,
   isRowsOnly,
+  msAffordable,
   type Price,
   priceForRelations,
   rowsAffordable,
@@ -49,6 +50,9 @@ export interface MeterOptions {
   /** Called for every window that closes with a charge: its statements, rows and cost, for metrics. */
   onWindowClosed?: (statements: number, rows: number, costMicro: bigint) => void;
 }
+
+/** The least statement time a hold grown for time pays for ahead: fewer ledger round trips for a long statement. */
+const MIN_TIME_AHEAD_MS = 250;
 
 /** Distinct texts a window keeps before it is closed early (simple-protocol clients inline their values). */
 const MAX_WINDOW_TEXTS = 2000;
@@ -215,6 +219,11 @@ export class SessionMeter {
   async shortfall(rows = 1, bytes = 0): Promise<Shortfall> {
     const cost = this.#byRows ? this.#costOf(this.#statementRows + rows) : this.#costWith(rows, bytes);
     if (!this.#withinBudget(cost)) return { kind: "budget" };
+    return this.#shortfallOf(cost);
+  }
+
+  /** Why the hold could not grow to pay `cost`: the agent's daily limit, or its balance. */
+  async #shortfallOf(cost: bigint): Promise<Shortfall> {
     const missing = cost - this.#hold.unspent;
     const limit = await dailyLimitRefusing(
       this.#ledger,
@@ -238,6 +247,39 @@ export class SessionMeter {
   /** Whether the price counts statement time. */
   get pricesTime(): boolean {
     return (this.price.picoUsdcPerSecond ?? 0n) > 0n;
+  }
+
+  /**
+   * Milliseconds more the running statement may take, `elapsedMs` into its time: what the hold and the session's
+   * budget pay for after its rows and bytes so far (0 or less: no more; Infinity: the price does not count time).
+   */
+  timeLeftMs(elapsedMs: number): number {
+    const usage = { rows: this.#statementRows, bytes: this.#statementBytes };
+    let ms = this.#free
+      ? Number.POSITIVE_INFINITY
+      : msAffordable(this.#hold.unspent, usage, this.#statementPrice);
+    if (this.#budgetMicro !== null) {
+      const left = this.#budgetMicro - this.#sessionCostMicro;
+      const budgetMs = msAffordable(left > 0n ? left : 0n, usage, this.#statementPrice);
+      if (budgetMs < ms) ms = budgetMs;
+    }
+    return ms - elapsedMs;
+  }
+
+  /**
+   * Grows the hold so that the running statement, `elapsedMs` into its time, may go on: by at least its next
+   * millisecond and at most as much again as it has taken (the ledger's conditional reservation also holds the
+   * agent's daily limit). Null when it may go on; otherwise what stops it. Rejects when the ledger is unreachable.
+   */
+  async fundTime(elapsedMs: number): Promise<Shortfall | null> {
+    const usage = { rows: this.#statementRows, bytes: this.#statementBytes };
+    const ms = Math.ceil(elapsedMs) + 1;
+    const need = costBreakdown({ ...usage, ms }, this.#statementPrice).costMicro;
+    if (!this.#withinBudget(need)) return { kind: "budget" };
+    const ahead = Math.max(ms, MIN_TIME_AHEAD_MS);
+    const want = costBreakdown({ ...usage, ms: ms + ahead }, this.#statementPrice).costMicro;
+    if (await this.#hold.cover(need, want)) return null;
+    return this.#shortfallOf(need);
   }
 
   /** Whether the session's budget stops `rows` more rows of `bytes` bytes of the running statement. */
@@ -334,10 +376,14 @@ export class SessionMeter {
     const used = this.#lastCost;
     if (this.#free || cost <= this.#hold.unspent)
       return this.#charge(cost, rowCount, sql, outcome, used, shape);
-    // Its time, or the minimum, took it past the hold: what the balance can add is charged, and no more.
+    // Its time, or the minimum, took it past the hold: what the balance (within the daily limit) can add is
+    // charged, and no more.
     return this.#hold
       .cover(cost, 0n)
-      .catch(() => false)
+      .then(async (covered) => {
+        if (!covered) await this.#hold.takeAvailable(cost - this.#hold.unspent);
+      })
+      .catch(() => {})
       .then(() => this.#charge(cost, rowCount, sql, outcome, used, shape));
   }
 
@@ -382,7 +428,7 @@ export class SessionMeter {
       const waiting = this.#charge(cost, rowCount, sql, undefined, used);
       return waiting ? waiting.then(() => true) : true;
     }
-    return this.#endCostlyWrite(cost, rowCount, delivered, sql, used, pending);
+    return this.#endCostlyWrite(cost, rowCount, delivered, sql, used, pending, time);
   }
 
   /** Takes a write's cost from the hold and keeps its charge until its transaction ends. */
@@ -431,9 +477,11 @@ export class SessionMeter {
     sql: string,
     used: CostBreakdown | null | undefined,
     pending: boolean,
+    time: StatementTime | undefined,
   ): Promise<boolean> {
     if (!(await this.#hold.cover(cost, 0n))) {
-      await this.endStatement(delivered, sql, "failed");
+      // Rolled back, but its time was the database's: charged as far as the balance pays.
+      await this.endStatement(delivered, sql, "failed", time);
       return false;
     }
     if (pending) return this.#holdPending({ costMicro: cost, rows: rowCount, delivered, sql, used });

@@ -36,6 +36,8 @@ export type RelayMeter = Pick<
   | "priceStatement"
   | "pricesTables"
   | "pricesTime"
+  | "timeLeftMs"
+  | "fundTime"
   | "budgetMicro"
   | "sessionCostMicro"
 >;
@@ -110,6 +112,16 @@ export interface StatementMetering {
    * the session ended before its COMMIT): the writes are charged, or not at all.
    */
   settleWrites(committed: boolean): Promise<void> | undefined;
+  /**
+   * The time bound: milliseconds more the running statement, `elapsedMs` into its time on the database, may take
+   * before what is held for it (less its rows, bytes and minimum so far) or the session's budget stops paying.
+   */
+  timeLeftMs(elapsedMs: number): number;
+  /**
+   * The running statement, `elapsedMs` into its time, has used what was held for it: tops the hold up. Resolves to
+   * undefined when it may go on, else to why it is cut off.
+   */
+  fundTime(elapsedMs: number): Promise<CutOffReason | undefined>;
   /** The price has table prices: the relay names each statement before its rows and end (`priceStatement`). */
   readonly pricesTables: boolean;
   /** The price counts statement time: the relay measures each statement's (its `ms`). */
@@ -118,8 +130,12 @@ export interface StatementMetering {
   readonly maxRowBytes: number;
   /** The statement being answered (undefined when the relay does not know it): its rows are charged at its price. */
   priceStatement(statement: GuardedStatement | undefined): void;
-  /** The running statement failed, or the session ends in its middle: the rows it delivered are charged. */
-  failStatement(sql: string): void;
+  /**
+   * The running statement failed, or the session ends in its middle: the rows it delivered and its time (`ms`,
+   * when the price counts time) are charged. A promise when the charge waits for the ledger (its time took it
+   * past the hold).
+   */
+  failStatement(sql: string, ms?: number): Promise<void> | undefined;
   /**
    * The database's ErrorResponse ending the running statement (`statement`, undefined when the relay does not know
    * it), as the client gets it: its text bounded and charged as a row, or withheld when the balance cannot pay
@@ -230,6 +246,25 @@ class RowMetering implements StatementMetering {
     );
   }
 
+  timeLeftMs(elapsedMs: number): number {
+    return this.#meter.timeLeftMs(elapsedMs);
+  }
+
+  fundTime(elapsedMs: number): Promise<CutOffReason | undefined> {
+    return this.#meter.fundTime(elapsedMs).then(
+      (short) => {
+        if (!short) return undefined;
+        if (short.kind === "daily-limit") this.#limit = short;
+        return short.kind;
+      },
+      (error: unknown) => {
+        if (!isLedgerUnavailable(error)) throw error;
+        this.options.logger.warn({ err: error }, "the ledger is unavailable: statement cut off");
+        return "ledger-unavailable";
+      },
+    );
+  }
+
   async cutOff(sql: string, reason: CutOffReason, ms?: number): Promise<Buffer> {
     const delivered = this.#meter.statementRows;
     await this.#meter.endStatement(delivered, sql, "cutOff", { ms });
@@ -281,12 +316,12 @@ class RowMetering implements StatementMetering {
     const delivered = this.#meter.statementRows;
     const rows = written > delivered ? written : delivered;
     if (rows > this.options.maxRowsWritten) {
-      this.#fail(delivered, sql);
+      this.#fail(delivered, sql, ms);
       return writeLimitError(rows, this.options.maxRowsWritten);
     }
     // A write cannot be cut short: one its session's budget does not pay for is rolled back whole.
     if (this.#meter.budgetStops(rows - delivered)) {
-      this.#fail(delivered, sql);
+      this.#fail(delivered, sql, ms);
       this.options.countRefusal("funds", "session-budget");
       return sessionBudgetError(this.#meter.budgetMicro ?? 0n, this.#meter.sessionCostMicro);
     }
@@ -307,12 +342,15 @@ class RowMetering implements StatementMetering {
     return this.#meter.settleWrites(committed);
   }
 
-  failStatement(sql: string): void {
-    this.#fail(this.#meter.statementRows, sql);
+  failStatement(sql: string, ms?: number): Promise<void> | undefined {
+    return this.#fail(this.#meter.statementRows, sql, ms);
   }
 
-  #fail(delivered: number, sql: string): void {
-    if (delivered > 0) void this.#meter.endStatement(delivered, sql, "failed");
+  #fail(delivered: number, sql: string, ms?: number): Promise<void> | undefined {
+    // Its time is the database's, whether it ended in a result or an error (a timeout, a cancel).
+    if (ms !== undefined && ms > 0) return this.#meter.endStatement(delivered, sql, "failed", { ms });
+    if (delivered > 0) return this.#meter.endStatement(delivered, sql, "failed");
+    return undefined;
   }
 
   errorOf(

@@ -27,6 +27,7 @@ import type { RelayWire } from "./relay-wire.js";
 import { encodePortalSuspended } from "./serializer.js";
 import type { CutOffReason, StatementMetering } from "./statement-metering.js";
 import type { StatementPolicy } from "./statement-policy.js";
+import { StatementTimeBound } from "./statement-time-bound.js";
 import { COMMIT_QUERY, ROLLBACK_QUERY } from "./write-transactions.js";
 
 const PORTAL_SUSPENDED = encodePortalSuspended();
@@ -65,11 +66,18 @@ export class UpstreamAnswers {
   #fatalRelayed = false;
   /** A large row was admitted from its header (and counted): its DataRow or CopyData is relayed unmetered. */
   #admitted = false;
-  /** When the last statement answered ended, and the relay's client wait by then: where the next one's time starts. */
-  #lastEndAt = 0;
-  #clientWaitAtLastEnd = 0;
   /** An error ended a statement since the last ReadyForQuery: an implicit transaction was not committed. */
   #failedSinceReady = false;
+  /** When the last statement answered ended: where the next one's time starts. */
+  #lastEndAt = 0;
+  /** Statements whose time was taken (#statementMs): the time bound tells the running one from the next by it. */
+  #timedEnds = 0;
+  /** A row or an error of the running statement waits for the ledger: the time bound leaves it alone meanwhile. */
+  #awaitingLedger = false;
+  /** A statement the time bound stopped, until its error is queued for the client: its ReadyForQuery waits. */
+  #stopping: Promise<void> | undefined;
+  /** Bounds each statement's time by what pays for it; only when the price counts time. */
+  readonly #timeBound: StatementTimeBound | undefined;
 
   constructor(options: UpstreamAnswersOptions) {
     this.#queue = options.queue;
@@ -81,6 +89,22 @@ export class UpstreamAnswers {
     this.#wire = options.wire;
     this.#toClient = options.wire.toClient;
     this.#toUpstream = options.wire.toUpstream;
+    const answers = this;
+    this.#timeBound = options.metering.pricesTime
+      ? new StatementTimeBound(options.metering, {
+          runningSince: () => this.#runningSince(),
+          busy: () => !this.#queue.empty,
+          get ended() {
+            return answers.#timedEnds;
+          },
+          stop: (reason) => this.#stopForTime(reason),
+        })
+      : undefined;
+  }
+
+  /** A statement of the client's was sent upstream: its time is bounded from now. */
+  statementSent(): void {
+    this.#timeBound?.arm();
   }
 
   /** True once the database's own FATAL error went to the client. */
@@ -90,7 +114,9 @@ export class UpstreamAnswers {
 
   /** The session ends before the statement being answered did: the rows it delivered are charged. */
   abandon(): void {
-    this.#metering.failStatement(sqlOf(this.#queue.head));
+    if (this.#cutOff) return;
+    const head = this.#queue.head;
+    void this.#metering.failStatement(sqlOf(head), this.#statementMs(head));
   }
 
   /**
@@ -99,6 +125,7 @@ export class UpstreamAnswers {
    * the proxy's COMMIT): its answer is not waited for, and a committed write is never free.
    */
   end(): void {
+    this.#timeBound?.close();
     if (!this.#cutOff) this.abandon();
     void this.#metering.settleWrites(this.#queue.mayCommit);
   }
@@ -137,6 +164,7 @@ export class UpstreamAnswers {
         this.#onNotice(buffer, start, end);
         return;
       case BackendCode.ReadyForQuery:
+        if (this.#stopping) return this.#stopping.then(() => this.#onReady(buffer, start, end));
         this.#onReady(buffer, start, end);
         return;
       default:
@@ -221,9 +249,11 @@ export class UpstreamAnswers {
     if (this.#metering.pricesTables) this.#metering.priceStatement(this.#runningStatement());
     const bytes = end - start - FRAME_HEADER_LENGTH;
     if (this.#metering.allowRows(1, bytes) === 1) return void this.#relayRow(buffer, start, end);
-    return this.#metering
-      .fundRow(bytes)
-      .then((cutOff) => (cutOff ? this.#cutOffResult(cutOff) : this.#relayRow(buffer, start, end)));
+    this.#awaitingLedger = true;
+    return this.#metering.fundRow(bytes).then((cutOff) => {
+      this.#awaitingLedger = false;
+      return cutOff ? this.#cutOffResult(cutOff) : this.#relayRow(buffer, start, end);
+    });
   }
 
   /** Relays a paid row, or keeps it when it is past the row limit of a write's Execute (kept-rows.ts). */
@@ -252,19 +282,42 @@ export class UpstreamAnswers {
   /**
    * The time on the provider's database of the statement `head` is answering, when the price counts time: from
    * when it was sent, or from the previous statement's end when that came later (statements of one query, or
-   * pipelined), to now, less the time the upstream was kept waiting for a slow client meanwhile.
+   * pipelined), to now. A slow client's reading counts: the upstream backend is held by the statement meanwhile.
    */
   #statementMs(head: Unit | undefined): number | undefined {
     if (!this.#metering.pricesTime) return undefined;
     const now = performance.now();
-    const wait = this.#wire.clientWaitMs(now);
     const sentAt = sentAtOf(head);
     if (sentAt === undefined) return undefined;
     const started = sentAt < this.#lastEndAt ? this.#lastEndAt : sentAt;
-    const ms = now - started - (wait - this.#clientWaitAtLastEnd);
     this.#lastEndAt = now;
-    this.#clientWaitAtLastEnd = wait;
+    this.#timedEnds++;
+    const ms = now - started;
     return ms > 0 ? ms : 0;
+  }
+
+  /** When the running statement's time began, for the time bound (#statementMs counts it from there). */
+  #runningSince(): number | undefined {
+    if (this.#cutOff || this.#awaitingLedger || this.#wire.closing() === "gone") return undefined;
+    const sentAt = sentAtOf(this.#queue.head);
+    if (sentAt === undefined) return undefined;
+    return sentAt < this.#lastEndAt ? this.#lastEndAt : sentAt;
+  }
+
+  /** The time bound stops the running statement: as a cut-off, outside the relay's pass, so the error is sent now. */
+  #stopForTime(reason: CutOffReason): void {
+    if (this.#cutOff) return;
+    const stopping = this.#cutOffResult(reason).then(
+      () => {
+        this.#stopping = undefined;
+        this.#wire.flushToClient();
+      },
+      (error: unknown) => {
+        this.#stopping = undefined;
+        this.#logger.error({ err: error }, "a statement stopped for its time was not charged");
+      },
+    );
+    this.#stopping = stopping;
   }
 
   /** The statement the upstream is answering, when the relay knows it. */
@@ -283,10 +336,11 @@ export class UpstreamAnswers {
     this.#cutOff = true;
     const head = this.#queue.head;
     if (head?.kind === "simple" && head.writes) head.failed = true;
+    // Cancelled before the charge is awaited: the database's time ends as soon as it can.
+    this.#wire.cancelUpstream();
     const error = await this.#metering.cutOff(sqlOf(head), reason, this.#statementMs(head));
     this.#tally.cutOff++;
     this.#toClient.push(error);
-    this.#wire.cancelUpstream();
   }
 
   /** A statement's result is complete; `written` is the row count of a write's CommandComplete. */
@@ -378,7 +432,7 @@ export class UpstreamAnswers {
     last: boolean,
     ms: number | undefined,
   ): Promise<void> | undefined {
-    if (this.#wire.closing() === "gone") return void this.#metering.failStatement(sql);
+    if (this.#wire.closing() === "gone") return this.#metering.failStatement(sql, ms);
     const paid = this.#metering.endWrite(written, sql, ms, this.#commitsLater(head));
     if (paid === true) return void this.#relayComplete(head, buffer, start, end, last);
     if (Buffer.isBuffer(paid)) return void this.#failWrite(head, paid);
@@ -453,17 +507,22 @@ export class UpstreamAnswers {
       return;
     }
     const error = this.#metering.errorOf(buffer, start, end, this.#runningStatement());
-    if (Buffer.isBuffer(error)) return void this.#relayError(head, error);
-    return error.then((relayed) => this.#relayError(head, relayed));
+    if (Buffer.isBuffer(error)) return this.#relayError(head, error);
+    this.#awaitingLedger = true;
+    return error.then((relayed) => {
+      this.#awaitingLedger = false;
+      return this.#relayError(head, relayed);
+    });
   }
 
-  /** Ends the failed statement (its rows and the error's row charged) and relays `error`. */
-  #relayError(head: Unit | undefined, error: Buffer): void {
+  /** Ends the failed statement (its rows, the error's row and its time charged) and relays `error`. */
+  #relayError(head: Unit | undefined, error: Buffer): Promise<void> | undefined {
     if (isFatalError(error)) this.#fatalRelayed = true;
-    this.#metering.failStatement(sqlOf(head));
+    const charged = this.#metering.failStatement(sqlOf(head), this.#statementMs(head));
     if (head?.kind === "execute" || head?.kind === "kept") this.#queue.shift();
     this.#queue.dropUntilSync();
     this.#toClient.push(error);
+    return charged;
   }
 
   /** A NoticeResponse; those answering the proxy's own statements, or dropped answers, are dropped. */

@@ -208,18 +208,39 @@ export class RequestFunds {
   async cover(totalMicro: bigint, wantMicro = totalMicro): Promise<boolean> {
     const funds = this.hold.funds;
     if (this.#taken === 0n) this.#takenAt = funds.limitChanges;
+    const before = this.#taken;
     while (this.#taken < totalMicro) {
       this.#taken += funds.take(totalMicro - this.#taken);
       if (this.#taken >= totalMicro) break;
       const wanted = (wantMicro > totalMicro ? wantMicro : totalMicro) - this.#taken;
       if (!(await funds.cover(totalMicro - this.#taken, this.hold.shared ? this.chunkMicro : wanted))) {
-        // What this request took goes back: a later request of the agent may be cheaper and payable.
-        funds.giveBack(this.#taken, this.#takenAt);
-        this.#taken = 0n;
+        // What this call took goes back: a later request of the agent may be cheaper and payable. What earlier
+        // calls covered stays, for what the request already used (its time).
+        funds.giveBack(this.#taken - before, this.#takenAt);
+        this.#taken = before;
         return false;
       }
     }
     return true;
+  }
+
+  /**
+   * Makes this request hold as much as there is up to `totalMicro`, the agent's whole available balance (within
+   * its daily limit) if need be: what bounds a statement's time. Resolves to what it holds in all.
+   */
+  async coverAvailable(totalMicro: bigint): Promise<bigint> {
+    const funds = this.hold.funds;
+    if (this.#taken < totalMicro) this.#taken += funds.take(totalMicro - this.#taken);
+    if (this.#taken < totalMicro) {
+      await funds.takeAvailable(totalMicro - this.#taken);
+      this.#taken += funds.take(totalMicro - this.#taken);
+    }
+    return this.#taken;
+  }
+
+  /** What this request holds and has not charged. */
+  get coveredMicro(): bigint {
+    return this.#taken;
   }
 
   /**

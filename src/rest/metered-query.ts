@@ -1,7 +1,7 @@
 import { performance } from "node:perf_hooks";
 import type pg from "pg";
 import { INVALID_SQL_RULE, type RefusalTally } from "../analytics/refusal-tally.js";
-import { isFree, type Price, priceForRelations, statementCost } from "../billing/cost.js";
+import { costBreakdown, isFree, type Price, priceForRelations, statementCost } from "../billing/cost.js";
 import { dailyLimitRefusing } from "../billing/daily-limits.js";
 import { isLedgerUnavailable } from "../billing/ledger-availability.js";
 import type { Queryable } from "../billing/ledger-statement.js";
@@ -18,6 +18,8 @@ import { BUDGET_EXCEEDED, QueryError, upstreamQueryError } from "./query-errors.
 import { planStatements } from "./query-quote.js";
 import { runReadOnly } from "./read-only-run.js";
 import type { RunOutcome } from "./run-outcome.js";
+import { type StatementTimeLimit, TimeLimitReached } from "./statement-timer.js";
+import { type RequestTimeBound, requestTimeBound, timeLimitError } from "./time-limit.js";
 import { executeInTransaction } from "./transaction-run.js";
 
 export interface MeteredQueryRequest {
@@ -112,6 +114,8 @@ export async function runMeteredQuery(
   }
   const paid = !isFree(request.price);
   if (request.maxCostMicro !== undefined) await refuseOverBudget(deps, request);
+  const firstPrice = priceForRelations(request.price, statements[0]!.relations);
+  let bound: RequestTimeBound | undefined;
   const funds = paid
     ? deps.funds.join(
         request.agentWallet,
@@ -122,37 +126,57 @@ export async function runMeteredQuery(
   try {
     if (funds) {
       // Before running something must be available; what the statement is expected to cost is asked for.
-      const first = priceForRelations(request.price, statements[0]!.relations);
+      const first = firstPrice;
       const only = statements.length === 1 ? statements[0]! : undefined;
       const expected = (only && deps.estimates.get(request.providerId, only.sql)) || { rows: 1 };
+      const usage = { rows: Math.max(1, expected.rows), bytes: "bytes" in expected ? expected.bytes : 0 };
+      // With a time price, what its time may need is asked for in the same reservation.
+      const timeWant = request.price.picoUsdcPerSecond
+        ? timeWantOf(deps, request, first, usage, statements.length)
+        : 0n;
+      const expectedCost = statementCost(expected, first);
       // At least a row's worth: nothing reaches the provider's database unfunded, and an error costs a row.
       const covered = await funds
-        .cover(statementCost({ rows: 1 }, first), statementCost(expected, first))
+        .cover(statementCost({ rows: 1 }, first), timeWant > expectedCost ? timeWant : expectedCost)
         .catch(ledgerUnavailable("so the query was not run"));
       if (!covered) {
         await refuseOverDailyLimit(deps, request, statementCost({ rows: 1 }, first));
         deps.refusals.count(request.providerId, "funds", "insufficient-balance");
         throw new QueryError(402, "insufficient balance: deposit funds with this provider first");
       }
+      if (timeWant > 0n) {
+        const held = await funds
+          .coverAvailable(timeWant)
+          .catch(ledgerUnavailable("so the query was not run"));
+        bound = requestTimeBound(held, usage, first, request.maxCostMicro);
+      }
     }
     const started = performance.now();
     const fingerprint = deps.shapes.fingerprint(request.sql);
     let truncated = false;
-    const outcome = await runOnProvider(deps, statements, request, funds, () => {
+    const outcome = await runOnProvider(deps, statements, request, funds, bound?.limit, () => {
       truncated = true;
     }).catch(async (error: unknown) => {
+      if (funds && bound && error instanceof TimeLimitReached)
+        throw await stopAtTimeLimit(deps, request, funds, bound, firstPrice, fingerprint);
       if (error instanceof QueryError && error.statusCode === 402 && error.costMicro !== undefined)
         deps.refusals.count(request.providerId, "funds", "balance-cut-off");
-      if (funds && error instanceof QueryError && error.databaseText)
-        await funds
-          .charge(statementCost({ rows: 1 }, priceForRelations(request.price, statements[0]!.relations)), {
-            sql: request.sql,
-            fingerprint,
-            rowCount: 1,
-            source: "rest",
-            failed: true,
-          })
-          .catch(ledgerUnavailable("so the error is withheld (it was not charged)"));
+      if (funds && error instanceof QueryError) {
+        // A database error costs a row; the time a failed run took on the database is charged as far as held.
+        const rows = error.databaseText ? 1 : 0;
+        const ms = Math.ceil(bound?.limit.usedMs ?? 0);
+        if (rows > 0 || ms > 0)
+          await funds
+            .charge(heldPart(costBreakdown({ rows, ms }, firstPrice).costMicro, funds, request), {
+              sql: request.sql,
+              fingerprint,
+              rowCount: rows,
+              source: "rest",
+              failed: true,
+              ...(ms > 0 ? { ms } : {}),
+            })
+            .catch(ledgerUnavailable("so the error is withheld (it was not charged)"));
+      }
       throw error;
     });
     const executionMs = performance.now() - started;
@@ -176,6 +200,60 @@ export async function runMeteredQuery(
   } finally {
     await funds?.release();
   }
+}
+
+/** What a run refused after it ran is charged: nothing, or its time on the database when the price counts time. */
+function chargedWhenRefused(price: Price): string {
+  return price.picoUsdcPerSecond ? "only its time on the database was charged" : "nothing was charged";
+}
+
+/** At most what the request holds and its maxCost: a statement's time is charged as far as it was paid for. */
+function heldPart(costMicro: bigint, funds: RequestFunds, request: MeteredQueryRequest): bigint {
+  let most = funds.coveredMicro;
+  if (request.maxCostMicro !== undefined && request.maxCostMicro < most) most = request.maxCostMicro;
+  return costMicro < most ? costMicro : most;
+}
+
+/**
+ * What a request's statement time may need held: the statement timeout's worth per statement after its expected
+ * rows, at most its maxCost. The request holds that, or the agent's whole available balance (within its daily
+ * limit) when it is less, and its time bound is what it holds.
+ */
+function timeWantOf(
+  deps: MeteredQueryDeps,
+  request: MeteredQueryRequest,
+  price: Price,
+  usage: { rows: number; bytes: number },
+  statementCount: number,
+): bigint {
+  const want = statementCost({ ...usage, ms: deps.statementTimeoutMs * statementCount }, price);
+  return request.maxCostMicro !== undefined && request.maxCostMicro < want ? request.maxCostMicro : want;
+}
+
+/**
+ * The request's statement was cancelled at its time bound: its time is charged as far as it was held (one
+ * `query` entry, committed before the answer), and the answer names the limit that stopped it.
+ */
+async function stopAtTimeLimit(
+  deps: MeteredQueryDeps,
+  request: MeteredQueryRequest,
+  funds: RequestFunds,
+  bound: RequestTimeBound,
+  price: Price,
+  fingerprint: string,
+): Promise<QueryError> {
+  const ms = Math.ceil(bound.limit.usedMs);
+  const cost = heldPart(costBreakdown({ rows: 0, ms }, price).costMicro, funds, request);
+  await funds
+    .charge(cost, { sql: request.sql, fingerprint, rowCount: 0, source: "rest", failed: true, ms })
+    .catch(ledgerUnavailable("so the statement's time was not charged"));
+  const dailyLimit =
+    bound.by === "funds"
+      ? await dailyLimitRefusing(deps.ledger, request.agentWallet, request.providerId, 1n).catch(() => null)
+      : null;
+  const rule = bound.by === "max-cost" ? "max-cost" : dailyLimit ? "daily-limit" : "balance-cut-off";
+  deps.refusals.count(request.providerId, "funds", rule);
+  return timeLimitError(bound.by, bound.limit.usedMs, cost, request.maxCostMicro, dailyLimit);
 }
 
 /** The ledger entry's metadata of a request's charge: its bytes and time too when it used any. */
@@ -246,7 +324,7 @@ function fitToBudget(outcome: RunOutcome, request: MeteredQueryRequest, onTrunca
   if (!last || outcome.runs.some((run) => run.writes) || before > budget)
     throw new QueryError(
       422,
-      `over budget: this request costs ${formatMicro(cost.costMicro)} USDC, above maxCost ${formatMicro(budget)} USDC, and a write cannot be cut short; it was rolled back and nothing was charged`,
+      `over budget: this request costs ${formatMicro(cost.costMicro)} USDC, above maxCost ${formatMicro(budget)} USDC, and a write cannot be cut short; it was rolled back and ${chargedWhenRefused(request.price)}`,
       BUDGET_EXCEEDED,
     );
   const kept = rowsWithinBudget(last, outcome.rowBytes, request.price, budget - before);
@@ -267,6 +345,7 @@ async function runOnProvider(
   statements: GuardedStatement[],
   request: MeteredQueryRequest,
   funds: RequestFunds | null,
+  timeLimit: StatementTimeLimit | undefined,
   onTruncated: () => void,
 ): Promise<RunOutcome> {
   const only = statements.length === 1 ? statements[0]! : undefined;
@@ -276,7 +355,7 @@ async function runOnProvider(
   let outcome: RunOutcome | "read-write" = "read-write";
   try {
     // Copied only when the price counts time: the shared settings object is not rebuilt on every request.
-    const settings = request.price.picoUsdcPerSecond ? { ...deps, timed: true } : deps;
+    const settings = request.price.picoUsdcPerSecond ? { ...deps, timed: true, timeLimit } : deps;
     if (reads && only)
       outcome = await runReadOnly(client, settings, only, request.params, deps.estimates, request.providerId);
     if (outcome === "read-write") {
@@ -305,7 +384,7 @@ async function runOnProvider(
     }
   } catch (error) {
     broken = await rollBack(client);
-    if (error instanceof QueryError) throw error;
+    if (error instanceof QueryError || error instanceof TimeLimitReached) throw error;
     const pricesTables = (request.price.tablePicoUsdcPer1000Rows?.size ?? 0) > 0;
     const withheld = statements.some((statement) => withholdsDatabaseText(statement, pricesTables));
     throw upstreamQueryError(error, deps.statementTimeoutMs, withheld);
@@ -343,7 +422,7 @@ async function secure(
     await refuseOverDailyLimit(deps, request, costMicro);
     throw new QueryError(
       402,
-      `insufficient balance: this result of ${outcome.rowCount} rows costs more than the available balance; nothing was charged`,
+      `insufficient balance: this result of ${outcome.rowCount} rows costs more than the available balance; ${chargedWhenRefused(request.price)}`,
       undefined,
       costMicro,
     );

@@ -5,7 +5,7 @@ import type { EstimateCache, PlanEstimate } from "./estimate-cache.js";
 import { planEstimate, type QueryPlan } from "./plan-rows.js";
 import { QueryError } from "./query-errors.js";
 import type { RunOutcome } from "./run-outcome.js";
-import { withStatementTimer } from "./statement-timer.js";
+import { type StatementTimeLimit, withStatementTimer } from "./statement-timer.js";
 import { type PipelineError, type PipelineStep, runPipeline } from "./upstream-pipeline.js";
 
 export interface ReadOnlyRunSettings {
@@ -15,6 +15,8 @@ export interface ReadOnlyRunSettings {
   /** The price counts statement time: each statement's time is measured apart (see runPipeline). */
   timed?: boolean;
   statementTimeoutMs: number;
+  /** What pays for the statements' time, when the price counts it: each takes its time from it. */
+  timeLimit?: StatementTimeLimit;
 }
 
 /**
@@ -65,6 +67,7 @@ async function runOnce(
       client,
       settings.statementTimeoutMs,
       runPipeline(client, steps, settings.timed, settings.maxResultBytes),
+      settings.timeLimit,
     );
   } catch (error) {
     const failed = error as PipelineError;

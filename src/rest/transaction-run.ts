@@ -4,7 +4,7 @@ import type { EstimateCache } from "./estimate-cache.js";
 import { estimateStatements } from "./plan-rows.js";
 import { QueryError } from "./query-errors.js";
 import type { RunOutcome } from "./run-outcome.js";
-import { withStatementTimer } from "./statement-timer.js";
+import { type StatementTimeLimit, withStatementTimer } from "./statement-timer.js";
 import { type PipelineStep, runPipeline } from "./upstream-pipeline.js";
 
 export interface TransactionRunSettings {
@@ -14,6 +14,8 @@ export interface TransactionRunSettings {
   /** The price counts statement time: each statement's time is measured apart (see runPipeline). */
   timed?: boolean;
   statementTimeoutMs: number;
+  /** What pays for the statements' time, when the price counts it: each takes its time from it. */
+  timeLimit?: StatementTimeLimit;
   /** A statement that writes more rows is rolled back with the whole request (403). */
   maxRowsWritten: number;
   /** The transaction's lock_timeout: an agent's write does not wait long on the provider's locks. */
@@ -62,6 +64,7 @@ export async function executeInTransaction(
       client,
       settings.statementTimeoutMs,
       runPipeline(client, steps, settings.timed, settings.maxResultBytes),
+      settings.timeLimit,
     );
     const result = results[steps.length - 1]!;
     if (result.rows.length > remaining) {

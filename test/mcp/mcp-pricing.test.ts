@@ -422,3 +422,21 @@ describe("MCP balance and daily limits", () => {
     expect(await settledBalance(agent)).toBe(FUNDS - charged);
   }, 30_000);
 });
+
+describe("MCP query with max_cost on a time-priced provider", () => {
+  it("stops the statement at the time max_cost pays for, and charges no more than max_cost", async () => {
+    const timeOnly = { basePricePer1000Rows: 0.000001, markupMultiplier: 1, pricePerSecond: 1 };
+    const secondId = await registerProviderOver(pgtoll.httpUrl, providerDb.url, timeOnly);
+    const agent = await fundedAgent(secondId);
+    const { client, end } = await remote(agent);
+    const started = performance.now();
+    const answer = await call(client, "query", { sql: "SELECT pg_sleep(2)", max_cost: "0.2" });
+    const ms = performance.now() - started;
+    expect(ms, `answered after ${ms} ms: ${text(answer)}`).toBeLessThan(1200);
+    expect(text(answer)).toMatch(/stopped at max_cost.*time up to max_cost/);
+    await end();
+    const spent = FUNDS - (await settledBalance(agent));
+    expect(spent, `charged ${spent}`).toBeLessThanOrEqual(200_000n);
+    expect(spent).toBeGreaterThanOrEqual(100_000n);
+  }, 30_000);
+});
