@@ -11,17 +11,17 @@ import { type CliProcess, runCli } from "./support/cli.js";
 import { expectedCostMicro } from "./support/expected-cost.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
-const devStackDoc = readFileSync(join(root, "docs/dev-stack.md"), "utf8");
 /** The price the walk-through sets, in the test's own terms: 0.5 USDC per 1000 rows, markup 1.2. */
 /** `node dist/cli.js` as the docs print it, but from the sources (support/cli.ts does the same): no stale build. */
 const CLI = "node --import tsx src/cli.ts";
 const walkThroughPrice = { basePerThousandRowsMicro: 500_000n, markupPpm: 1_200_000n };
 
-/** The first `sh` block after the heading `heading` of docs/dev-stack.md, as printed. */
-function docBlock(heading: string): string {
-  const section = devStackDoc.slice(devStackDoc.indexOf(`\n## ${heading}\n`));
+/** The first `sh` block after the heading `## heading` of the docs page `page`, as printed. */
+function docBlock(page: string, heading: string): string {
+  const text = readFileSync(join(root, "docs", page), "utf8");
+  const section = text.slice(text.indexOf(`\n## ${heading}\n`));
   const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1];
-  if (!block) throw new Error(`docs/dev-stack.md has no sh block under "## ${heading}"`);
+  if (!block) throw new Error(`docs/${page} has no sh block under "## ${heading}"`);
   return block;
 }
 
@@ -96,7 +96,7 @@ afterAll(async () => {
 
 describe("a provider's first hour on pgtoll dev, from docs/dev-stack.md", () => {
   it("runs the documented walk-through as printed: own database, registration, prices, funded agent, paid queries", async () => {
-    const printed = docBlock("Your own provider and agent");
+    const printed = docBlock("dev-stack.md", "Your own provider and agent");
     expect(printed).toContain("API=http://127.0.0.1:3000");
     expect(printed).toContain("port=6543");
     // Only the ports differ from the docs' (the test's stack takes free ones); the values it made are echoed after.
@@ -175,6 +175,28 @@ printf 'VALUES %s %s %s %s\\n' "$PROVIDER" "$AGENT" "$TX" "$DB_URL"
       await role.end();
     }
   }, 180_000);
+
+  it("runs docs/payment-gateway.md's walk-through as printed, with the figures its comments show", async () => {
+    const printed = docBlock("payment-gateway.md", "Walk-through (curl)");
+    expect(printed).toContain("API=http://127.0.0.1:3000");
+    const script = `${printed.replaceAll("node dist/cli.js", CLI).replace("API=http://127.0.0.1:3000", `API=${httpUrl}`)}
+printf '\\nVALUES %s %s\\n' "$PROVIDER" "$AGENT"
+`;
+    const run = await sh(script, { PGTOLL_DATA_DIR: dataDir });
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    const [, providerId, agent] = /^VALUES (\S+) (\S+)$/m.exec(run.stdout) ?? [];
+    expect(run.stdout).toContain('"email":"data@acme.example"');
+    expect(run.stdout).toContain('{"success":true,"balance":"25.000000"');
+    expect(run.stdout).toMatch(/"rowCount":3,"estimatedCost":"0\.001800","actualCost":"0\.001800"/);
+    expect(formatMicro(expectedCostMicro(walkThroughPrice, { rows: 3 }))).toBe("0.001800");
+    const balance = (await (await fetch(`${httpUrl}/api/balance/${agent}/${providerId}`)).json()) as {
+      balance: string;
+    };
+    expect(balance.balance).toBe("24.998200");
+    expect(run.stdout).toContain('"balance":"24.998200","available":"24.998200"');
+    expect(run.stdout).toContain('{"status":"healthy"');
+  }, 120_000);
 
   it("refuses a database name that is taken, and a provider id nobody registered, with a clear message", async () => {
     const env = { PGTOLL_DATA_DIR: dataDir };
