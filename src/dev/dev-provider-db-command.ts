@@ -19,7 +19,12 @@ export async function devProviderDbCommand(argv: readonly string[], env: NodeJS.
   const config = loadConfig(env, rest, Object.keys(flags));
   const name = typeof values.name === "string" ? values.name : "my_data";
   const state = await runningDevStack(config);
-  const adminUrl = await devClusterUrl(config, state, "postgres");
+  const adminUrl = await devClusterUrl(
+    config,
+    state,
+    "create the database there (docs/security.md#a-role-for-agents)",
+    "postgres",
+  );
   try {
     return (await createProviderDatabase(adminUrl, name)).connectionString;
   } catch (error) {

@@ -25,7 +25,9 @@ async function providerWallet(config: Config, state: DevState, id: string): Prom
   if (id === state.providerId) return state.providerWallet;
   if (!/^[0-9a-f-]{36}$/i.test(id))
     throw new UsageError(`--provider must be a provider id (a UUID), got "${id}"`);
-  const db = new pg.Client({ connectionString: await devClusterUrl(config, state) });
+  const db = new pg.Client({
+    connectionString: await devClusterUrl(config, state, "name the wallet with --to"),
+  });
   await db.connect();
   try {
     const { rows } = await db.query<{ wallet_address: Address }>(

@@ -37,6 +37,22 @@ async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>
   }
 }
 
+/** The sample table, and the agents' role's rights: CONNECT, USAGE on public, SELECT on products. */
+async function fillDatabase(owner: pg.Client, name: string, role: string): Promise<void> {
+  await owner.query(`REVOKE ALL ON DATABASE ${name} FROM PUBLIC`);
+  await owner.query(`REVOKE CREATE ON SCHEMA public FROM PUBLIC`);
+  await owner.query(
+    "CREATE TABLE products (id int PRIMARY KEY, name text NOT NULL, price_usd numeric(10, 2) NOT NULL, in_stock boolean NOT NULL)",
+  );
+  await owner.query(
+    `INSERT INTO products VALUES ${PRODUCTS.map((_, i) => `($${4 * i + 1}, $${4 * i + 2}, $${4 * i + 3}, $${4 * i + 4})`).join(", ")}`,
+    PRODUCTS.flat(),
+  );
+  await owner.query(`GRANT CONNECT ON DATABASE ${name} TO ${role}`);
+  await owner.query(`GRANT USAGE ON SCHEMA public TO ${role}`);
+  await owner.query(`GRANT SELECT ON products TO ${role}`);
+}
+
 /**
  * Creates database `name` on the cluster behind the superuser URL `adminUrl`, with a table `products` of a few
  * rows, and the role `<name>_agents` as docs/security.md's "A role for agents" describes: LOGIN with a generated
@@ -74,20 +90,16 @@ export async function createProviderDatabase(adminUrl: string, name: string): Pr
   });
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
-  await withClient(url.toString(), async (owner) => {
-    await owner.query(`REVOKE ALL ON DATABASE ${name} FROM PUBLIC`);
-    await owner.query(`REVOKE CREATE ON SCHEMA public FROM PUBLIC`);
-    await owner.query(
-      "CREATE TABLE products (id int PRIMARY KEY, name text NOT NULL, price_usd numeric(10, 2) NOT NULL, in_stock boolean NOT NULL)",
-    );
-    await owner.query(
-      `INSERT INTO products VALUES ${PRODUCTS.map((_, i) => `($${4 * i + 1}, $${4 * i + 2}, $${4 * i + 3}, $${4 * i + 4})`).join(", ")}`,
-      PRODUCTS.flat(),
-    );
-    await owner.query(`GRANT CONNECT ON DATABASE ${name} TO ${role}`);
-    await owner.query(`GRANT USAGE ON SCHEMA public TO ${role}`);
-    await owner.query(`GRANT SELECT ON products TO ${role}`);
-  });
+  try {
+    await withClient(url.toString(), (owner) => fillDatabase(owner, name, role));
+  } catch (error) {
+    // Half a provider database is none: a second try with the same name would find it taken.
+    await withClient(adminUrl, async (admin) => {
+      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await admin.query(`DROP ROLE IF EXISTS ${role}`);
+    });
+    throw error;
+  }
   url.username = role;
   url.password = password;
   return { database: name, role, connectionString: url.toString() };

@@ -29,15 +29,20 @@ export function chainDownError(state: DevState, error: unknown): Error {
 
 /**
  * Superuser URL of `database` (default: pgtoll's metadata database) on the running dev stack's embedded
- * PostgreSQL. Throws when the dev stack runs on DATABASE_URL's server instead.
+ * PostgreSQL. Throws when the dev stack runs on DATABASE_URL's server instead, with `otherwise` (what to do then).
  */
-export async function devClusterUrl(config: Config, state: DevState, database?: string): Promise<string> {
+export async function devClusterUrl(
+  config: Config,
+  state: DevState,
+  otherwise: string,
+  database?: string,
+): Promise<string> {
   const url = state.cluster
     ? await embeddedClusterUrl(config.dataDir, state.cluster.port, database ?? state.cluster.metadataDatabase)
     : null;
   if (!url) {
     throw new Error(
-      "the pgtoll dev on this data directory runs on DATABASE_URL's PostgreSQL, not an embedded one: create the database there (docs/security.md#a-role-for-agents)",
+      `the pgtoll dev on this data directory runs on DATABASE_URL's PostgreSQL, not an embedded one: ${otherwise}`,
     );
   }
   return url;
