@@ -4,8 +4,9 @@ import { join } from "node:path";
 
 /**
  * What a running `pgtoll dev` tells other commands of the same data directory (`pgtoll dev-transfer`,
- * `pgtoll dev-wallet`, `pgtoll dev-provider-db`) about its chain and cluster. Written once the stack is up, removed when it stops. Holds no key: the agent is named by its index
- * among hardhat's dev accounts.
+ * `pgtoll dev-wallet`, `pgtoll dev-provider-db`) about its chain and cluster. Written once the stack is up,
+ * removed when it stops. Holds no key: the agent is named by its index among hardhat's dev accounts, and the
+ * cluster's credentials stay in the data directory's `credentials.json`.
  */
 export interface DevState {
   rpcUrl: string;
