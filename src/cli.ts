@@ -30,8 +30,14 @@ Usage:
   pgtoll pay-query --provider ID --sql SQL [--url HTTP_URL] [--max-payment USDC]
                            run SQL with POST /api/query, paying with x402 (signed with the key in
                            PGTOLL_AGENT_KEY) when the balance cannot
-  pgtoll dev-transfer --amount USDC [--data-dir DIR]
-                           send dev USDC from the demo agent of a running pgtoll dev; print the tx hash
+  pgtoll dev-transfer --amount USDC [--provider ID | --to WALLET] [--data-dir DIR]
+                           send dev USDC on a running pgtoll dev's chain to a provider (default: the
+                           sample provider) from PGTOLL_AGENT_KEY's wallet or the demo agent; print the tx hash
+  pgtoll dev-wallet [--usdc USDC] [--data-dir DIR]
+                           make a new wallet (WALLET= and KEY= lines); with --usdc, fund it on the dev chain
+  pgtoll dev-provider-db [--name NAME] [--data-dir DIR]
+                           create a database of your own with a role for agents on a running pgtoll dev's
+                           PostgreSQL; print its connection string
   pgtoll admin bootstrap --email EMAIL [--org NAME]
                            create a management API user (and organization); prints its first API key once
   pgtoll help [COMMAND]    this text, or COMMAND's (as does pgtoll COMMAND --help, or -h)
@@ -64,6 +70,8 @@ const COMMAND_USAGE: Record<string, () => Promise<string>> = {
   mcp: async () => (await import("./mcp/stdio-command.js")).MCP_USAGE,
   "pay-query": async () => (await import("./x402/pay-query-command.js")).PAY_QUERY_USAGE,
   "dev-transfer": async () => (await import("./dev/dev-transfer-command.js")).DEV_TRANSFER_USAGE,
+  "dev-wallet": async () => (await import("./dev/dev-wallet-command.js")).DEV_WALLET_USAGE,
+  "dev-provider-db": async () => (await import("./dev/dev-provider-db-command.js")).DEV_PROVIDER_DB_USAGE,
   admin: async () => `${(await import("./control/admin-cli.js")).ADMIN_USAGE}\n\n${OPTIONS_USAGE}`,
   help: async () => USAGE,
   version: async () => "Usage: pgtoll version\n\nPrints the version of pgtoll.\n",
@@ -109,7 +117,7 @@ async function start(argv: string[]): Promise<void> {
   process.stdout.write(`pgtoll ready ${server.httpUrl} ${server.proxyUrl}\n`);
 }
 
-// start, dev, agent-token, mcp, pay-query and dev-transfer import their modules when run: a small command does not load the server.
+// Commands import their modules when run: a small command does not load the server.
 async function main(args: string[]): Promise<void> {
   const [command = "help", ...rest] = args;
   if (Object.hasOwn(COMMAND_USAGE, command) && asksForHelp(rest)) return printUsage(command);
@@ -133,6 +141,16 @@ async function main(args: string[]): Promise<void> {
     case "dev-transfer": {
       const { devTransferCommand } = await import("./dev/dev-transfer-command.js");
       process.stdout.write(`${await devTransferCommand(rest, process.env)}\n`);
+      return;
+    }
+    case "dev-wallet": {
+      const { devWalletCommand } = await import("./dev/dev-wallet-command.js");
+      process.stdout.write(`${await devWalletCommand(rest, process.env)}\n`);
+      return;
+    }
+    case "dev-provider-db": {
+      const { devProviderDbCommand } = await import("./dev/dev-provider-db-command.js");
+      process.stdout.write(`${await devProviderDbCommand(rest, process.env)}\n`);
       return;
     }
     case "admin":

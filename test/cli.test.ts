@@ -146,6 +146,8 @@ describe("pgtoll COMMAND --help", () => {
     ["mcp", /pgtoll mcp --provider ID/],
     ["pay-query", /pgtoll pay-query --provider ID --sql SQL/],
     ["dev-transfer", /^Usage: pgtoll dev-transfer --amount USDC/],
+    ["dev-wallet", /^Usage: pgtoll dev-wallet \[--usdc USDC\]/],
+    ["dev-provider-db", /^Usage: pgtoll dev-provider-db \[--name NAME\]/],
     ["admin", /pgtoll admin bootstrap --email EMAIL/],
     ["version", /^Usage: pgtoll version/],
     ["help", /^pgtoll: metered SQL access/],

@@ -46,6 +46,24 @@ async function loadOrCreateCredentials(dir: string): Promise<ClusterCredentials>
   return credentials;
 }
 
+function clusterUrl(credentials: ClusterCredentials, port: number, database: string): string {
+  return `postgres://${credentials.user}:${encodeURIComponent(credentials.password)}@127.0.0.1:${port}/${database}`;
+}
+
+/**
+ * Superuser URL of `database` on the embedded cluster of `dataDir`, running on `port` (for another process of
+ * the same data directory, e.g. a `pgtoll dev` helper command); null when that directory has no cluster.
+ */
+export async function embeddedClusterUrl(
+  dataDir: string,
+  port: number,
+  database: string,
+): Promise<string | null> {
+  const file = join(dataDir, "credentials.json");
+  if (!existsSync(file)) return null;
+  return clusterUrl(JSON.parse(await readFile(file, "utf8")) as ClusterCredentials, port, database);
+}
+
 /**
  * Starts (initialising on first use) a PostgreSQL cluster in `<dataDir>/postgres`, listening on loopback only
  * with no Unix socket, so it never collides with a system PostgreSQL.
@@ -112,8 +130,7 @@ export async function startEmbeddedCluster(
     const detail = lines.join("").trim() || (error instanceof Error ? error.message : String(error));
     throw new Error(`the embedded PostgreSQL in ${clusterDir} did not start: ${detail}`);
   }
-  const urlFor = (database: string) =>
-    `postgres://${credentials.user}:${encodeURIComponent(credentials.password)}@127.0.0.1:${port}/${database}`;
+  const urlFor = (database: string) => clusterUrl(credentials, port, database);
   const { stop } = trackRunning(cluster);
   return {
     adminUrl: urlFor("postgres"),

@@ -163,6 +163,14 @@ export async function startDevStack(
       agentAccountIndex: DEV_ACCOUNT.agent,
       providerId: provider.id,
       providerWallet: demo.provider.address,
+      ...(server.embedded
+        ? {
+            cluster: {
+              port: server.embedded.port,
+              metadataDatabase: new URL(server.databaseUrl).pathname.slice(1),
+            },
+          }
+        : {}),
     });
     cleanups.push(() => removeDevState(config.dataDir));
 

@@ -3,9 +3,10 @@ import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 
 /**
- * What a running `pgtoll dev` tells other commands of the same data directory (`pgtoll dev-transfer`) about its
- * chain. Written once the stack is up, removed when it stops. Holds no key: the agent is named by its index
- * among hardhat's dev accounts.
+ * What a running `pgtoll dev` tells other commands of the same data directory (`pgtoll dev-transfer`,
+ * `pgtoll dev-wallet`, `pgtoll dev-provider-db`) about its chain and cluster. Written once the stack is up,
+ * removed when it stops. Holds no key: the agent is named by its index among hardhat's dev accounts, and the
+ * cluster's credentials stay in the data directory's `credentials.json`.
  */
 export interface DevState {
   rpcUrl: string;
@@ -14,6 +15,11 @@ export interface DevState {
   agentAccountIndex: number;
   providerId: string;
   providerWallet: `0x${string}`;
+  /**
+   * pgtoll's embedded PostgreSQL, when it runs one (no DATABASE_URL): its port and pgtoll's metadata database.
+   * Its credentials stay in the data directory's `credentials.json`.
+   */
+  cluster?: { port: number; metadataDatabase: string };
 }
 
 const FILE = "dev-stack.json";
