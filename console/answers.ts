@@ -81,3 +81,28 @@ export interface DatabaseCheck {
   error: string | null;
   checkedAt: string;
 }
+
+export interface TableNotes {
+  description?: string;
+  columns?: Record<string, string>;
+}
+
+export interface Listing {
+  providerId: string;
+  listed: boolean;
+  name: string;
+  description: string;
+  tags: string[];
+  tableDescriptions: Record<string, TableNotes>;
+  shownTables: string[] | null;
+  refreshedAt: string | null;
+  refreshError: string | null;
+  tables: {
+    schema: string;
+    name: string;
+    kind: string;
+    approximateRows: number | null;
+    description: string;
+    columns: { name: string; type: string; description: string }[];
+  }[];
+}

@@ -18,7 +18,7 @@ export class ApiError extends Error {
 export async function providerApi<T>(
   credentials: Credentials,
   path: string,
-  init: { method?: "GET" | "POST"; body?: unknown } = {},
+  init: { method?: "GET" | "POST" | "PUT"; body?: unknown } = {},
 ): Promise<T> {
   const response = await fetch(`/api/providers/${encodeURIComponent(credentials.providerId)}/${path}`, {
     method: init.method ?? "GET",

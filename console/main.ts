@@ -1,12 +1,22 @@
 import "uplot/dist/uPlot.min.css";
 import "./console.css";
-import type { Agents, Earnings, Pricing, ProviderAccount, Refusals, Statements, Summary } from "./answers.js";
+import type {
+  Agents,
+  Earnings,
+  Listing,
+  Pricing,
+  ProviderAccount,
+  Refusals,
+  Statements,
+  Summary,
+} from "./answers.js";
 import { ApiError, type Credentials, providerApi } from "./api.js";
 import { card, h, show } from "./dom.js";
 import { customRange, type Granularity, PRESETS, rangeOf, rangeQuery } from "./range.js";
 import { forgetCredentials, saveCredentials, savedCredentials } from "./session.js";
 import { renderDatabaseCheck } from "./views/database.js";
 import { followWidth, renderEarnings } from "./views/earnings.js";
+import { renderListingForm } from "./views/listing.js";
 import { renderPricingForm, renderReadOnlySwitch } from "./views/pricing.js";
 import { renderAgents, renderRefusals, renderStatements } from "./views/rankings.js";
 import { renderSummary } from "./views/summary.js";
@@ -105,6 +115,7 @@ function openDashboard(credentials: Credentials): void {
   const pricing = card("pricing", "Pricing");
   const readOnly = card("read-only", "Read-only");
   const database = card("database", "Database");
+  const listing = card("listing", "Catalog listing");
   show(
     dashboard,
     controls,
@@ -119,6 +130,7 @@ function openDashboard(credentials: Credentials): void {
       pricing.section,
       readOnly.section,
       database.section,
+      listing.section,
     ),
   );
   followWidth(earnings.body);
@@ -197,6 +209,10 @@ function openDashboard(credentials: Credentials): void {
     },
   );
   renderDatabaseCheck(database.body, credentials);
+  providerApi<Listing>(credentials, "listing").then(
+    (current) => renderListingForm(listing.body, credentials, current),
+    (e) => failedPanel(listing.body, e),
+  );
   byId("main").focus();
 }
 

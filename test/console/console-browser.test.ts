@@ -248,6 +248,47 @@ describe.skipIf(skipReason !== null)("the provider console in Chromium", () => {
     await shoot("read-only", "#read-only");
   });
 
+  it("lists the provider in the catalog, its table described, and takes it off again", async () => {
+    await page.locator("#listing-form").waitFor();
+    await page.getByLabel("Listed in the public catalog").check();
+    await page.getByLabel("Name in the catalog").fill("Console test shop");
+    await page.getByLabel("Description", { exact: true }).fill("Items sold in a test shop");
+    await page.getByLabel("Tags", { exact: true }).fill("shop, console-test");
+    expect(await page.locator("#listing-tables").textContent()).toContain(
+      "Your tables are read from your database when you save.",
+    );
+    await page.getByRole("button", { name: "Save listing" }).click();
+    // Saved, the tables read from the provider's database can be described.
+    await page.getByLabel("What items holds").fill("one row per item");
+    const itemsTable = page.locator('[data-table="items"]');
+    await itemsTable.getByText("Describe the columns of items").click();
+    await itemsTable.getByLabel("name (text)", { exact: true }).fill("what the item is called");
+    await page.getByRole("button", { name: "Save listing" }).click();
+    await expect
+      .poll(() => page.locator("#listing-status").textContent())
+      .toBe("Saved: listed in the catalog.");
+    const found = await gateway.app.inject({ method: "GET", url: "/api/providers?tag=console-test" });
+    expect(found.json().providers.map((p: { id: string }) => p.id)).toEqual([provider.providerId]);
+    const profile = await gateway.app.inject({ method: "GET", url: `/api/providers/${provider.providerId}` });
+    expect(profile.json()).toMatchObject({
+      name: "Console test shop",
+      description: "Items sold in a test shop",
+      tags: ["shop", "console-test"],
+    });
+    const items = profile.json().tables.find((t: { name: string }) => t.name === "items");
+    expect(items.description).toBe("one row per item");
+    expect(items.columns.find((c: { name: string }) => c.name === "name").description).toBe(
+      "what the item is called",
+    );
+    await shoot("listing", "#listing");
+
+    await page.getByLabel("Listed in the public catalog").uncheck();
+    await page.getByRole("button", { name: "Save listing" }).click();
+    await expect.poll(() => page.locator("#listing-status").textContent()).toBe("Saved: not listed.");
+    const gone = await gateway.app.inject({ method: "GET", url: `/api/providers/${provider.providerId}` });
+    expect(gone.statusCode).toBe(404);
+  });
+
   it("fits a narrow window without scrolling sideways", async () => {
     await page.setViewportSize({ width: 375, height: 800 });
     await page.reload();
