@@ -12,21 +12,44 @@ export interface BazaarListing {
   tags: string[];
 }
 
-const QUERY_BODY_SCHEMA = {
-  type: "object",
-  properties: {
-    sql: { type: "string", description: "one or more SQL statements, $1, $2 ... for params" },
-    params: {
-      type: "array",
-      items: { type: ["string", "number", "boolean", "null"] },
-      description: "values for $1, $2 ... (a single statement only)",
+/** An EVM address: what `agentWallet` must be, and how a client tells which field its own wallet goes in. */
+const WALLET_PATTERN = "^0x[0-9a-fA-F]{40}$";
+
+/**
+ * The JSON Schema of the query body for one provider. The body's example values are placeholders a client
+ * replaces, except the provider's id, which is what picks the provider (every listed provider has the same
+ * URL): `const` says so. `agentWallet` must be the address that signs the payment (a payment from another
+ * wallet is refused), which its pattern and description let a client recognise as its own.
+ */
+function queryBodySchema(providerId: string) {
+  return {
+    type: "object",
+    properties: {
+      sql: { type: "string", description: "one or more SQL statements, $1, $2 ... for params" },
+      params: {
+        type: "array",
+        items: { type: ["string", "number", "boolean", "null"] },
+        description: "values for $1, $2 ... (a single statement only)",
+      },
+      providerId: {
+        type: "string",
+        format: "uuid",
+        const: providerId,
+        description: "the provider whose database runs the SQL: this value, as given",
+      },
+      agentWallet: {
+        type: "string",
+        pattern: WALLET_PATTERN,
+        description: "the payer: the wallet that signs the x402 payment and whose balance is charged",
+      },
+      maxCost: {
+        type: ["string", "number"],
+        description: 'USDC this request may cost at most, e.g. "0.05"',
+      },
     },
-    providerId: { type: "string", format: "uuid", description: "the provider whose database runs the SQL" },
-    agentWallet: { type: "string", description: "the paying agent's wallet, 0x and 40 hex digits" },
-    maxCost: { type: "string", description: "USDC this request may cost at most" },
-  },
-  required: ["sql", "providerId", "agentWallet"],
-} as const;
+    required: ["sql", "providerId", "agentWallet"],
+  } as const;
+}
 
 const OUTPUT_EXAMPLE = {
   rows: [{ id: 1 }],
@@ -37,31 +60,33 @@ const OUTPUT_EXAMPLE = {
 };
 
 /** The JSON Schema (draft 2020-12) `info` is validated against, as the spec requires for a body method. */
-const INFO_SCHEMA = {
-  $schema: "https://json-schema.org/draft/2020-12/schema",
-  type: "object",
-  properties: {
-    input: {
-      type: "object",
-      properties: {
-        type: { type: "string", const: "http" },
-        method: { type: "string", enum: ["POST", "PUT", "PATCH"] },
-        bodyType: { type: "string", enum: ["json", "form-data", "text"] },
-        body: QUERY_BODY_SCHEMA,
-        queryParams: { type: "object", additionalProperties: { type: "string" } },
-        headers: { type: "object", additionalProperties: { type: "string" } },
+function infoSchema(providerId: string) {
+  return {
+    $schema: "https://json-schema.org/draft/2020-12/schema",
+    type: "object",
+    properties: {
+      input: {
+        type: "object",
+        properties: {
+          type: { type: "string", const: "http" },
+          method: { type: "string", enum: ["POST", "PUT", "PATCH"] },
+          bodyType: { type: "string", enum: ["json", "form-data", "text"] },
+          body: queryBodySchema(providerId),
+          queryParams: { type: "object", additionalProperties: { type: "string" } },
+          headers: { type: "object", additionalProperties: { type: "string" } },
+        },
+        required: ["type", "method", "bodyType", "body"],
+        additionalProperties: false,
       },
-      required: ["type", "method", "bodyType", "body"],
-      additionalProperties: false,
+      output: {
+        type: "object",
+        properties: { type: { type: "string" }, example: { type: "object" } },
+        required: ["type"],
+      },
     },
-    output: {
-      type: "object",
-      properties: { type: { type: "string" }, example: { type: "object" } },
-      required: ["type"],
-    },
-  },
-  required: ["input"],
-} as const;
+    required: ["input"],
+  } as const;
+}
 
 /** The `bazaar` extension declaring the query endpoint of a listed provider. */
 export function bazaarExtension(listing: BazaarListing) {
@@ -80,7 +105,7 @@ export function bazaarExtension(listing: BazaarListing) {
       },
       output: { type: "json", example: OUTPUT_EXAMPLE },
     },
-    schema: INFO_SCHEMA,
+    schema: infoSchema(listing.providerId),
   };
 }
 
