@@ -146,13 +146,16 @@ export function formatDevInstructions(info: DevStackInfo): string {
 function trustLines(info: DevStackInfo, conninfo: string, tokenCommand: string): string[] {
   if (!info.tlsRootCert) return [];
   const file = shellQuote(info.tlsRootCert.file);
-  const port = dialUrl(info.proxyUrl).port;
+  const { port, hostname } = dialUrl(info.proxyUrl);
+  const wildcard = info.tlsRootCert.names.findLast((name) => name.startsWith("*.")) ?? "*.localhost";
+  const endpoints = wildcard.slice(1);
   return [
     `The proxy's TLS certificate, self-signed by pgtoll dev for ${info.tlsRootCert.names.join(", ")}, is ${file}:`,
     "trust it and psql checks the proxy's name too (sslmode=verify-full):",
     `  PGSSLROOTCERT=${file} PGPASSWORD=$(${tokenCommand}) psql "${conninfo.replace("sslmode=require", "sslmode=verify-full")}"`,
-    "The management API's endpoints (docs/management-api.md) are found by that TLS's server name, as neonctl prints them:",
-    `  PGHOSTADDR=127.0.0.1 PGPORT=${port} psql "$(npx neonctl connection-string <branch> --project-id <id> --api-host ${dialUrl(info.httpUrl).origin}/api/v2 --api-key <key>)"`,
+    `The management API's endpoints (docs/management-api.md) are ep-…${endpoints}, found by that TLS's server name;`,
+    `with a key from ${info.cli} admin bootstrap --email you@example.com${info.dataDirFlag}, psql takes what neonctl prints:`,
+    `  PGHOSTADDR=${dialHost(hostname)} PGPORT=${port} psql "$(npx neonctl connection-string --project-id <id> --api-host ${dialUrl(info.httpUrl).origin}/api/v2 --api-key <key>)"`,
     "",
   ];
 }
