@@ -149,7 +149,7 @@ export const optionSpecs = {
   tlsCert: {
     env: "PGTOLL_TLS_CERT",
     description:
-      "PEM certificate file for the proxy's TLS (with PGTOLL_TLS_KEY). Unset: SSLRequest is answered N.",
+      "PEM certificate file for the proxy's TLS (with PGTOLL_TLS_KEY). Unset: SSLRequest is answered N; `pgtoll dev` makes a certificate of its own.",
     parse: text("PGTOLL_TLS_CERT"),
   },
   tlsKey: {

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { formatMicro, parseMicro } from "../src/billing/money.js";
 import { DEMO_DEPOSIT_MICRO, DEMO_PRICE } from "../src/dev/demo-defaults.js";
 import { verifyAgentToken } from "../src/proxy/agent-token.js";
+import { neonctlFor } from "./management/neonctl-support.js";
 import { type CliProcess, runCli } from "./support/cli.js";
 import { expectedCostMicro } from "./support/expected-cost.js";
 
@@ -75,6 +76,7 @@ function parse(output: string) {
     ready: find((l) => l.startsWith("pgtoll ready "), "ready"),
     psql,
     freshPsql: find((l) => l.startsWith("PGPASSWORD=$("), "fresh-token psql"),
+    verifiedPsql: find((l) => l.startsWith("PGSSLROOTCERT="), "verify-full psql"),
     agentToken: find((l) => l.startsWith("PGTOLL_AGENT_KEY=") && l.includes(" agent-token "), "agent-token"),
     payQuery: find((l) => l.startsWith("PGTOLL_AGENT_KEY=") && l.includes(" pay-query "), "pay-query"),
     balance: curl("/api/balance/"),
@@ -110,6 +112,45 @@ async function balanceBecomes(line: string, expected: bigint): Promise<bigint> {
   }
   return balance;
 }
+
+/**
+ * What `neonctl connection-string` prints for a new project of this dev stack, used with psql as the docs say
+ * (PGHOSTADDR and PGPORT beside it: the URI names `ep-….localhost` and no port), by TLS server name alone.
+ */
+async function neonctlConnects(dataDir: string, httpUrl: string, proxyPort: string, rootCert: string) {
+  const bootstrap = runCli(["admin", "bootstrap", "--email", "dev@example.com", "--org", "Dev"], {
+    PGTOLL_DATA_DIR: dataDir,
+    DATABASE_URL: "",
+  });
+  expect(await bootstrap.exited, bootstrap.stderr()).toBe(0);
+  const key = bootstrap.stdout().trim().split("\n").pop()!;
+  const configDir = await mkdtemp(join(tmpdir(), "pgtoll-neonctl-"));
+  dirs.push(configDir);
+  const neonctl = neonctlFor(`${httpUrl}/api/v2`, key, configDir);
+  const projectId = (await neonctl.json(["projects", "create", "--name", "tls"])).project.id as string;
+  const psql = async (ssl: string, env: Record<string, string> = {}) => {
+    const printed = await neonctl.run(["connection-string", "--project-id", projectId, "--ssl", ssl]);
+    expect(printed.code, printed.stderr).toBe(0);
+    const uri = printed.stdout.trim();
+    expect(new URL(uri).hostname).toMatch(/^ep-[a-z0-9-]+\.localhost$/);
+    const line = `PGHOSTADDR=127.0.0.1 PGPORT=${proxyPort} psql ${shellWord(uri)} -Atc 'SELECT 1'`;
+    return sh(
+      Object.entries(env)
+        .map(([name, value]) => `${name}=${shellWord(value)} `)
+        .join("") + line,
+    );
+  };
+  // neonctl's default: sslmode=require&channel_binding=require.
+  expect(await psql("require")).toEqual({ code: 0, stdout: "1\n", stderr: "" });
+  // The endpoint's name checked against the dev certificate's wildcard.
+  expect(await psql("verify-full", { PGSSLROOTCERT: rootCert })).toEqual({
+    code: 0,
+    stdout: "1\n",
+    stderr: "",
+  });
+}
+
+const shellWord = (value: string) => `'${value.replaceAll("'", `'"'"'`)}'`;
 
 async function stopped(cli: CliProcess, signal: NodeJS.Signals): Promise<number | null> {
   cli.child.kill(signal);
@@ -301,7 +342,17 @@ describe("pgtoll dev", () => {
     // The daily-limit line is one shell line (its -w '\n' escaped) and sets the limit.
     const limit = await json(run.dailyLimit);
     expect(limit).toMatchObject({ dailyLimit: "1.000000", spentToday: expect.any(String) });
-    const afterMcp = afterDeposit - countCost("5210") - (parseMicro(budgeted.actualCost) ?? 0n);
+
+    // The proxy offers TLS with the certificate pgtoll dev made; the printed verify-full line trusts it.
+    const rootCert = /^PGSSLROOTCERT=(\S+) /.exec(run.verifiedPsql)?.[1] ?? "";
+    expect(rootCert).toBe(join(dataDir, "tls", "dev-proxy.crt"));
+    const verified = await sh(run.verifiedPsql, "SELECT count(*) FROM regions;\n");
+    expect(verified.stderr).toBe("");
+    expect(verified.stdout).toMatch(/^\s+3901$/m);
+    const certificate = await readFile(rootCert, "utf8");
+    await neonctlConnects(dataDir, consoleUrl.origin, new URL(run.ready.split(" ")[3]!).port, rootCert);
+    const afterMcp =
+      afterDeposit - countCost("5210") - (parseMicro(budgeted.actualCost) ?? 0n) - countCost("3901");
 
     expect(await stopped(first, "SIGTERM")).toBe(0);
     for (const file of ["dev-stack.json", "pgtoll.pid", "postgres/postmaster.pid"]) {
@@ -315,6 +366,9 @@ describe("pgtoll dev", () => {
     const rerun = parse(second.stdout());
     expect(rerun.providerId).toBe(run.providerId);
     expect(rerun.provider).toContain("registered by an earlier run, reused");
+    // The certificate of the first run is reused.
+    expect(second.stdout()).toContain(`reused: ${rootCert}`);
+    expect(await readFile(rootCert, "utf8")).toBe(certificate);
     // A new key each run: the console signs in with the one printed now, not the last run's.
     const summaryWith = (apiKey: string) =>
       fetch(`${new URL(rerun.console).origin}/api/providers/${rerun.providerId}/summary`, {

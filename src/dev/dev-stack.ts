@@ -16,6 +16,7 @@ import {
   X402_AGENT_FUNDS_MICRO,
 } from "./demo-defaults.js";
 import { fundDemoAgent } from "./demo-funding.js";
+import { devProxyTls } from "./dev-certificate.js";
 import { removeDevState, writeDevState } from "./dev-state.js";
 import { dialUrl } from "./dial-address.js";
 import type { DevStackInfo } from "./instructions.js";
@@ -83,11 +84,14 @@ export async function startDevStack(
     const x402 = config.x402FacilitatorUrl
       ? {}
       : { x402SettlerKey: config.x402SettlerKey ?? accounts[DEV_ACCOUNT.x402Settler]!.privateKey };
+    // The proxy offers TLS, so that clients reach endpoints by SNI (neonctl connection-string's URIs).
+    const { rootCert, ...tls } = await devProxyTls(config, progress);
     const [chainStart, serverStart] = await Promise.allSettled([
       startDemoChain(plan, done),
       startServer(
         {
           ...config,
+          ...tls,
           // The dev stack's own sample database is on loopback, and so are the databases one tries it with.
           providerHosts: config.providerHosts ?? ANY_PROVIDER_HOSTS,
           rpcUrl: plan.rpcUrl,
@@ -178,7 +182,8 @@ export async function startDevStack(
       info: {
         httpUrl: server.httpUrl,
         proxyUrl: server.proxyUrl,
-        tls: Boolean(config.tlsCert && config.tlsKey),
+        tls: Boolean((tls.tlsCert ?? config.tlsCert) && (tls.tlsKey ?? config.tlsKey)),
+        ...(rootCert ? { tlsRootCert: rootCert } : {}),
         rpcUrl: demo.chain.rpcUrl,
         chainId: demo.chain.chainId,
         tokenAddress: demo.token.address,

@@ -84,6 +84,27 @@ describe("formatDevInstructions", () => {
     expect(formatDevInstructions({ ...info, tls: true })).toContain("sslmode=require");
   });
 
+  it("names the dev certificate and a verify-full psql line that trusts it, only when pgtoll dev made one", () => {
+    expect(formatDevInstructions({ ...info, tls: true })).not.toContain("PGSSLROOTCERT");
+    const text = formatDevInstructions({
+      ...info,
+      tls: true,
+      tlsRootCert: {
+        file: "/tmp/my dir/tls/dev-proxy.crt",
+        names: ["localhost", "*.localhost", "127.0.0.1"],
+      },
+    });
+    expect(text).toContain("self-signed by pgtoll dev for localhost, *.localhost, 127.0.0.1");
+    expect(lines(text)).toContainEqual(
+      expect.stringMatching(
+        new RegExp(
+          `^PGSSLROOTCERT='/tmp/my dir/tls/dev-proxy\\.crt' PGPASSWORD=\\$\\(.+\\) psql "host=127\\.0\\.0\\.1 port=6543 user=${WALLET} dbname=${PROVIDER} sslmode=verify-full"$`,
+        ),
+      ),
+    );
+    expect(text).toContain('PGHOSTADDR=127.0.0.1 PGPORT=6543 psql "$(npx neonctl connection-string');
+  });
+
   it("states every dimension of the price, and what 1000 rows cost by the cost rule", () => {
     const text = formatDevInstructions(info);
     expect(text).toContain("0.060000 per 1000 rows; minimum 0.000100 per statement; 0.060000 per MB");

@@ -11,6 +11,8 @@ export interface DevStackInfo {
   proxyUrl: string;
   /** The proxy offers TLS (PGTOLL_TLS_CERT/KEY): psql is told sslmode=require instead of disable. */
   tls: boolean;
+  /** The certificate pgtoll dev made for the proxy and the names it is for; clients trust it as their root. */
+  tlsRootCert?: { file: string; names: string[] };
   rpcUrl: string;
   chainId: number;
   tokenAddress: string;
@@ -103,6 +105,7 @@ export function formatDevInstructions(info: DevStackInfo): string {
     `  ${tokenCommand}`,
     `  PGPASSWORD=$(${tokenCommand}) psql "${conninfo}"`,
     "",
+    ...trustLines(info, conninfo, tokenCommand),
     "REST gateway: balance, a query, the ledger:",
     `  ${curl} ${http}/api/balance/${wallet}/${providerId}`,
     `  ${curl} ${http}/api/query ${json({ sql: "SELECT iata_code, name, elevation_ft FROM airports ORDER BY elevation_ft DESC NULLS LAST LIMIT 5", agentWallet: wallet, providerId })}`,
@@ -137,6 +140,24 @@ export function formatDevInstructions(info: DevStackInfo): string {
     `  (${transfer} alone sends a transfer and prints its hash)`,
     "",
   ].join("\n");
+}
+
+/** Where the dev certificate is and how psql trusts it, and the neonctl line that needs the proxy's TLS. */
+function trustLines(info: DevStackInfo, conninfo: string, tokenCommand: string): string[] {
+  if (!info.tlsRootCert) return [];
+  const file = shellQuote(info.tlsRootCert.file);
+  const { port, hostname } = dialUrl(info.proxyUrl);
+  const wildcard = info.tlsRootCert.names.findLast((name) => name.startsWith("*.")) ?? "*.localhost";
+  const endpoints = wildcard.slice(1);
+  return [
+    `The proxy's TLS certificate, self-signed by pgtoll dev for ${info.tlsRootCert.names.join(", ")}, is ${file}:`,
+    "trust it and psql checks the proxy's name too (sslmode=verify-full):",
+    `  PGSSLROOTCERT=${file} PGPASSWORD=$(${tokenCommand}) psql "${conninfo.replace("sslmode=require", "sslmode=verify-full")}"`,
+    `The management API's endpoints (docs/management-api.md) are ep-…${endpoints}, found by that TLS's server name;`,
+    `with a key from ${info.cli} admin bootstrap --email you@example.com${info.dataDirFlag}, psql takes what neonctl prints:`,
+    `  PGHOSTADDR=${dialHost(hostname)} PGPORT=${port} psql "$(npx neonctl connection-string --project-id <id> --api-host ${dialUrl(info.httpUrl).origin}/api/v2 --api-key <key>)"`,
+    "",
+  ];
 }
 
 /** The `mcpServers` block for the demo agent: the stdio server with deposits on, against this dev stack. */

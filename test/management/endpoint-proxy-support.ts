@@ -15,7 +15,7 @@ export async function startEndpointProxy(h: ManagementHarness): Promise<TestProx
     { ctx: h.ctx },
     {
       endpoints: { clusterUrl: clusterUrl(), proxyHost: "localhost", cluster },
-      tls: await selfSignedContext("/CN=*.localhost"),
+      tls: await selfSignedContext(["*.localhost"]),
     },
   );
   h.settings.proxyPort = proxy.port;

@@ -33,7 +33,7 @@ async function proxyTrusting(trusted: string[], required: boolean): Promise<Test
     { ctx: h.ctx },
     {
       endpoints: { clusterUrl: clusterUrl(), proxyHost: "localhost", cluster },
-      tls: await selfSignedContext("/CN=*.localhost"),
+      tls: await selfSignedContext(["*.localhost"]),
       proxyProtocol: { trusted: addressMatcher(trusted), required },
       // Each proxy counts in a registry of its own, so each test reads its own counts.
       metrics: createProxyMetrics(new Registry()),
