@@ -141,14 +141,18 @@ describe("a value larger than an agent may read, on the wire", () => {
     const { codes, peakGrowthMb, keptGrowthMb } = await fourLargeValues(uncapped, providers.uncapped!.dear);
     expect(codes).toEqual(Array(8).fill("PT402"));
     expect(peakGrowthMb).toBeLessThan(300);
-    expect(keptGrowthMb).toBeLessThan(50);
+    // Socket chunks freed by the garbage collector when it runs: a round may leave some tens of MB the next one
+    // reuses. Rows buffered whole kept over a GB a round.
+    expect(keptGrowthMb).toBeLessThan(100);
   }, 240_000);
 
   it("is refused from its length word above PGTOLL_MAX_ROW_BYTES when the agent could pay for it: the same bound", async () => {
     const { codes, peakGrowthMb, keptGrowthMb } = await fourLargeValues(capped, providers.capped!.cheap);
     expect(codes).toEqual(Array(8).fill("54000"));
     expect(peakGrowthMb).toBeLessThan(300);
-    expect(keptGrowthMb).toBeLessThan(50);
+    // Socket chunks freed by the garbage collector when it runs: a round may leave some tens of MB the next one
+    // reuses. Rows buffered whole kept over a GB a round.
+    expect(keptGrowthMb).toBeLessThan(100);
   }, 240_000);
 
   it("names the limit and the setting, and charges the rows before the large one only", async () => {
@@ -222,7 +226,9 @@ describe("no request takes pgtoll down", () => {
     it(`answers a 600 MB value ${name} with an error on REST, the wire and MCP, and serves every surface after`, async () => {
       const providerId = cheap ? providers.capped!.cheap : providers.capped!.dear;
       const agent = newAgent();
-      await creditAgent(meta.db.url, agent.wallet, providerId, 10_000n);
+      // 1 USDC: never enough for the value at the dear price (1 200 USDC), and enough that the holds its closed
+      // sessions give back in the background leave a row's worth for the surfaces' last queries.
+      await creditAgent(meta.db.url, agent.wallet, providerId, 1_000_000n);
 
       const rest = await restQuery(capped, agent, providerId, HUGE);
       const body = (await rest.json()) as { error: string; code?: string };

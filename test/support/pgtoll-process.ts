@@ -180,6 +180,8 @@ export async function ledgerStateOf(
   const db = new pg.Client({ connectionString: databaseUrl });
   await db.connect();
   try {
+    // One snapshot: charges other processes are still writing must not fall between the balance and the entries.
+    await db.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
     const balance = await db.query(
       "SELECT balance_micro::text, reserved_micro::text FROM balances WHERE agent_wallet = $1 AND provider_id = $2",
       [wallet, providerId],
@@ -206,6 +208,7 @@ export async function ledgerStateOf(
       queryEntries: entries.rows.filter((row) => row.type === "query").length,
     };
   } finally {
+    await db.query("COMMIT").catch(() => {});
     await db.end();
   }
 }
