@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import pg from "pg";
+import type pg from "pg";
+import { withClient } from "./sample-database.js";
 
 /** Names `pgtoll dev-provider-db` accepts: a plain lower-case identifier, so no quoting question arises. */
 export const DATABASE_NAME = /^[a-z][a-z0-9_]{0,39}$/;
@@ -25,16 +26,6 @@ export interface ProviderDatabase {
   role: string;
   /** `postgres://role:password@127.0.0.1:port/database`, for `POST /api/providers/register`. */
   connectionString: string;
-}
-
-async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await use(client);
-  } finally {
-    await client.end();
-  }
 }
 
 /** The sample table, and the agents' role's rights: CONNECT, USAGE on public, SELECT on products. */

@@ -231,19 +231,21 @@ class RowMetering implements StatementMetering {
 
   fundRow(bytes: number): Promise<CutOffReason | undefined> {
     if (this.#meter.budgetStops(1, bytes)) return Promise.resolve("budget");
-    return this.#meter.topUp(1, bytes).then(
-      async (ok) => {
-        if (ok && this.#meter.allowRows(1, bytes) === 1) return undefined;
-        const short = await this.#meter.shortfall(1, bytes);
-        if (short.kind === "daily-limit") this.#limit = short;
-        return short.kind;
-      },
-      (error: unknown) => {
-        if (!isLedgerUnavailable(error)) throw error;
-        this.options.logger.warn({ err: error }, "the ledger is unavailable: result cut off");
-        return "ledger-unavailable";
-      },
-    );
+    return this.#meter.topUp(1, bytes).then(async (ok) => {
+      if (ok && this.#meter.allowRows(1, bytes) === 1) return undefined;
+      const short = await this.#meter.shortfall(1, bytes);
+      if (short.kind === "daily-limit") this.#limit = short;
+      return short.kind;
+    }, this.#cutOffWhileLedgerUnavailable("result cut off"));
+  }
+
+  /** A ledger out of reach cuts the statement off (the session stays usable); any other failure ends the session. */
+  #cutOffWhileLedgerUnavailable(what: string): (error: unknown) => CutOffReason {
+    return (error) => {
+      if (!isLedgerUnavailable(error)) throw error;
+      this.options.logger.warn({ err: error }, `the ledger is unavailable: ${what}`);
+      return "ledger-unavailable";
+    };
   }
 
   timeLeftMs(elapsedMs: number): number {
@@ -251,18 +253,11 @@ class RowMetering implements StatementMetering {
   }
 
   fundTime(elapsedMs: number): Promise<CutOffReason | undefined> {
-    return this.#meter.fundTime(elapsedMs).then(
-      (short) => {
-        if (!short) return undefined;
-        if (short.kind === "daily-limit") this.#limit = short;
-        return short.kind;
-      },
-      (error: unknown) => {
-        if (!isLedgerUnavailable(error)) throw error;
-        this.options.logger.warn({ err: error }, "the ledger is unavailable: statement cut off");
-        return "ledger-unavailable";
-      },
-    );
+    return this.#meter.fundTime(elapsedMs).then((short) => {
+      if (!short) return undefined;
+      if (short.kind === "daily-limit") this.#limit = short;
+      return short.kind;
+    }, this.#cutOffWhileLedgerUnavailable("statement cut off"));
   }
 
   async cutOff(sql: string, reason: CutOffReason, ms?: number): Promise<Buffer> {
