@@ -15,9 +15,4 @@ export interface RelayWire {
   /** How the client is done, once it is: it sent Terminate, or it is gone. */
   closing(): "terminated" | "gone" | undefined;
   ended(): boolean;
-  /**
-   * Milliseconds the relay has kept the upstream waiting for a slow client so far (its reading paused until the
-   * client drained): not the database's time, so not charged as statement time.
-   */
-  clientWaitMs(now: number): number;
 }

@@ -100,9 +100,6 @@ export class Relay {
    */
   #idleSince: number | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
-  /** Time the upstream was paused for the client to drain, ended waits; and when the current one began. */
-  #clientWaitMs = 0;
-  #clientWaitSince: number | undefined;
   /** Set by `endWhenIdle`: the FATAL that ends the session at its next idle moment. */
   #farewell: { frame: Buffer; reason: string } | undefined;
 
@@ -128,8 +125,6 @@ export class Relay {
       cancelUpstream: deps.cancelUpstream,
       closing: () => this.#closing,
       ended: () => this.#ended,
-      clientWaitMs: (now) =>
-        this.#clientWaitMs + (this.#clientWaitSince === undefined ? 0 : now - this.#clientWaitSince),
     };
     const { policy, metering, settings, logger } = deps;
     const queue = new AnswerQueue(deps.status);
@@ -198,10 +193,6 @@ export class Relay {
     upstream.on("data", (chunk: Buffer) => this.#receive(this.#upstream, chunk));
     // A pass waiting for the ledger keeps its socket paused: resuming it early would queue a whole result.
     client.on("drain", () => {
-      if (this.#clientWaitSince !== undefined) {
-        this.#clientWaitMs += performance.now() - this.#clientWaitSince;
-        this.#clientWaitSince = undefined;
-      }
       if (!this.#upstream.busy) upstream.resume();
     });
     upstream.on("drain", () => {
@@ -410,10 +401,7 @@ export class Relay {
   }
 
   #flushToClient(): void {
-    if (!this.#toClient.flushTo(this.deps.client) && this.#closing !== "gone") {
-      this.deps.upstream.pause();
-      this.#clientWaitSince ??= performance.now();
-    }
+    if (!this.#toClient.flushTo(this.deps.client) && this.#closing !== "gone") this.deps.upstream.pause();
   }
 
   #becameIdle(now: number): void {
