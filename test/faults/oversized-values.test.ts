@@ -226,9 +226,9 @@ describe("no request takes pgtoll down", () => {
     it(`answers a 600 MB value ${name} with an error on REST, the wire and MCP, and serves every surface after`, async () => {
       const providerId = cheap ? providers.capped!.cheap : providers.capped!.dear;
       const agent = newAgent();
-      // 1 USDC: never enough for the value at the dear price (1 200 USDC), and enough that the holds its closed
-      // sessions give back in the background leave a row's worth for the surfaces' last queries.
-      await creditAgent(meta.db.url, agent.wallet, providerId, 1_000_000n);
+      // 100 USDC: never enough for the value at the dear price (1 200 USDC), and enough that what the holds of its
+      // just-closed sessions still hold (given back in the background) leaves funds for the surfaces' last queries.
+      await creditAgent(meta.db.url, agent.wallet, providerId, 100_000_000n);
 
       const rest = await restQuery(capped, agent, providerId, HUGE);
       const body = (await rest.json()) as { error: string; code?: string };
