@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { inTransaction } from "../control/sql.js";
 import type { CatalogTable } from "./introspect.js";
 import type { ListingSettings, TableNotes } from "./listing.js";
 
@@ -90,9 +91,7 @@ export async function saveListing(
   settings: ListingSettings,
   read: { tables: CatalogTable[] } | { refreshError: string },
 ): Promise<StoredListing> {
-  const client = await db.connect();
-  try {
-    await client.query("BEGIN");
+  await inTransaction(db, async (client) => {
     await client.query(
       `INSERT INTO provider_listings AS l (provider_id, listed, name, description, tags, table_descriptions, shown_tables)
        VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -110,13 +109,7 @@ export async function saveListing(
       ],
     );
     await writeTables(client, providerId, read);
-    await client.query("COMMIT");
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
   return (await findListing(db, providerId))!;
 }
 
@@ -126,17 +119,7 @@ export async function saveTables(
   providerId: string,
   read: { tables: CatalogTable[] } | { refreshError: string },
 ): Promise<void> {
-  const client = await db.connect();
-  try {
-    await client.query("BEGIN");
-    await writeTables(client, providerId, read);
-    await client.query("COMMIT");
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  await inTransaction(db, (client) => writeTables(client, providerId, read));
 }
 
 async function writeTables(
