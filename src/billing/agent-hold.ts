@@ -274,14 +274,6 @@ export class AgentHold implements LimitBoundHold {
     return this.#charges.written();
   }
 
-  /**
-   * Resolves once at most one of the charges queued so far is still unwritten; undefined, rather than a
-   * promise, when that is so already.
-   */
-  allButOneWritten(): Promise<void> | undefined {
-    return this.#charges.unwritten > 1 ? this.#charges.allButOneWritten() : undefined;
-  }
-
   /** The agent's balance once every charge queued so far is written. */
   async writtenBalance(): Promise<bigint> {
     await this.#charges.written();

@@ -10,23 +10,13 @@ import type { ReservationCharge } from "./ledger.js";
 export class QueuedCharges {
   #unwritten = 0;
   #allWritten: { promise: Promise<void>; resolve(): void } | null = null;
-  #oneLeft: { promise: Promise<void>; resolve(): void } | null = null;
   readonly #oneWritten = (): void => {
     --this.#unwritten;
-    if (this.#unwritten <= 1 && this.#oneLeft) {
-      this.#oneLeft.resolve();
-      this.#oneLeft = null;
-    }
     if (this.#unwritten === 0 && this.#allWritten) {
       this.#allWritten.resolve();
       this.#allWritten = null;
     }
   };
-
-  /** Charges submitted and not yet written or failed. */
-  get unwritten(): number {
-    return this.#unwritten;
-  }
 
   constructor(private readonly writer: ChargeWriter) {}
 
@@ -51,13 +41,6 @@ export class QueuedCharges {
     if (this.#unwritten === 0) return Promise.resolve();
     this.#allWritten ??= deferred();
     return this.#allWritten.promise;
-  }
-
-  /** Resolves once at most one of the charges submitted so far is still unwritten (a session's latest window). */
-  allButOneWritten(): Promise<void> {
-    if (this.#unwritten <= 1) return Promise.resolve();
-    this.#oneLeft ??= deferred();
-    return this.#oneLeft.promise;
   }
 }
 

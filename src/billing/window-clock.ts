@@ -50,7 +50,7 @@ export class WindowClock {
    */
   tickEarly(): void {
     this.#closeTogether(this.#due, true);
-    // Written without the writer's wait for more: the session may be waiting for its window before this one.
+    // Written without the writer's wait for more: the session may be waiting for its windows to be written.
     void this.writer.flush();
   }
 

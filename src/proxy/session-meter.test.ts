@@ -202,6 +202,48 @@ describe("SessionMeter", () => {
     expect((await queryEntries(agent)).map((entry) => entry.amountMicro)).toEqual([-100n, -100n]);
   });
 
+  it("keeps what a session spent unwritten under twice the bound when the clock closes its windows and the ledger stalls", async () => {
+    const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
+    let open = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const writer = new ChargeWriter(
+      watchedLedger(meta.pool, (name) => (name === "pgtoll_ledger_charge_batch" ? gate : undefined)),
+      { ttlSeconds: 60 },
+    );
+    // Ticks every 10 ms close windows of 30 micro-USDC, well below the bound of 100: none reaches it.
+    const meter = new SessionMeter(meta.pool, writer, agent, meta.providerId, ONE_MICRO_A_ROW, {
+      reserveRows: 1000,
+      maxReserveRows: 1000,
+      reservationTtlSeconds: 60,
+      clock: new WindowClock(10, writer),
+      windowMaxCostMicro: 100n,
+      sessionId: randomUUID(),
+      shapes: new StatementShapes(),
+    });
+    expect(await meter.topUp(1)).toBe(true);
+    let spent = 0;
+    let waiting: Promise<void> | undefined;
+    for (let i = 0; i < 50 && !waiting; i++) {
+      expect(meter.allowRows(30)).toBe(30);
+      waiting = meter.endStatement(30, "SELECT 1");
+      spent += 30;
+      await new Promise((resolve) => setTimeout(resolve, 15));
+    }
+    // The session stopped once its unwritten windows reached twice the bound, not after fifty of them.
+    expect(waiting).toBeInstanceOf(Promise);
+    expect(spent).toBeGreaterThanOrEqual(200);
+    expect(spent).toBeLessThan(200 + 30);
+    let done = false;
+    void waiting?.then(() => (done = true));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(done).toBe(false);
+    open();
+    await waiting;
+    await meter.release();
+    const charged = (await queryEntries(agent)).reduce((sum, entry) => sum - entry.amountMicro, 0n);
+    expect(charged).toBe(BigInt(spent));
+  });
+
   it("closes a window once its cost reaches the bound, and the rest at the clock's next tick", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
     const { meter } = countedMeter(agent, 1000, { windowMaxCostMicro: 100n, windowIntervalMs: 300 });

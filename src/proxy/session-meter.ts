@@ -94,8 +94,10 @@ export type Shortfall =
  *   and added to the session's charge window, which is written as one ledger entry at the clock's next tick (at
  *   most its interval after it opened), when it reaches `windowMaxCostMicro`, or when the session is cut off,
  *   goes idle or ends (`release`, which writes the last window with the release in one statement).
- * - The crash bound: a session whose window reaches the cost bound while its window before is still being
- *   written waits for that commit, so what a crash can leave uncharged per session is at most twice the bound.
+ * - The crash bound: what a session has spent and the ledger has not written (its closed windows still being
+ *   written and its open one) is kept under twice `windowMaxCostMicro`. A statement that takes it there makes the
+ *   session wait, before its next statement, until enough of its windows are written, however they were closed
+ *   (by the bound or by the clock), so a crash leaves at most that, and the statement running, uncharged.
  */
 export class SessionMeter {
   readonly #hold: AgentHold;
@@ -124,6 +126,10 @@ export class SessionMeter {
   #sessionCostMicro = 0n;
   /** Charges of writes taken from the hold whose transaction has not committed yet (`settleWrites`). */
   #pendingWrites: PendingWrite[] = [];
+  /** Cost of this session's closed windows that are queued for the ledger and not written yet. */
+  #unwrittenMicro = 0n;
+  /** The session waits on it while its unwritten spending is at the crash bound (see `#underCrashBound`). */
+  #crashBoundWait: { promise: Promise<void>; resolve(): void } | null = null;
 
   constructor(
     ledger: Queryable,
@@ -491,8 +497,7 @@ export class SessionMeter {
 
   /**
    * Takes a statement's cost from the hold and adds it to the window. Returns a promise, which the session waits
-   * for, only when the window reached the cost bound while an earlier window of the session is still being
-   * written: what a crash can leave uncharged stays within the window being written and the open one.
+   * for before its next statement, only when its unwritten spending reached the crash bound (`#underCrashBound`).
    */
   #charge(
     costMicro: bigint,
@@ -528,14 +533,44 @@ export class SessionMeter {
     const window = this.#window;
     window.add(sql, rows, cost, outcome, Number(used?.bytes ?? 0), Number(used?.ms ?? 0), shape);
     if (cost > 0n) this.options.onCharge?.(cost);
-    let waiting: Promise<void> | undefined;
-    if (window.costMicro >= this.options.windowMaxCostMicro) {
-      this.options.clock.tickEarly();
-      waiting = this.#hold.allButOneWritten();
-    } else if (outcome === "cutOff" || window.distinctTexts >= MAX_WINDOW_TEXTS) this.closeWindow();
+    if (window.costMicro >= this.options.windowMaxCostMicro) this.options.clock.tickEarly();
+    else if (outcome === "cutOff" || window.distinctTexts >= MAX_WINDOW_TEXTS) this.closeWindow();
     this.#updateLimit();
     this.#hold.topUpAhead(false);
-    return waiting;
+    return this.#underCrashBound();
+  }
+
+  /** What the session has spent that the ledger has not written: its unwritten windows and its open one. */
+  get #unwrittenSpendingMicro(): bigint {
+    return this.#unwrittenMicro + (this.#window?.costMicro ?? 0n);
+  }
+
+  /**
+   * A promise the session waits for before its next statement while its unwritten spending is at or above twice
+   * the window cost bound; undefined when it is below. Windows the clock closed count as much as those the bound
+   * closed: when the ledger stalls, they pile up at one per tick.
+   */
+  #underCrashBound(): Promise<void> | undefined {
+    if (this.#unwrittenSpendingMicro < 2n * this.options.windowMaxCostMicro) return undefined;
+    // The open window is closed now, so that the wait is for commits already under way, not for the next tick.
+    if (this.#window) this.closeWindow();
+    if (this.#unwrittenMicro < 2n * this.options.windowMaxCostMicro) return undefined;
+    if (!this.#crashBoundWait) {
+      let resolve = () => {};
+      const promise = new Promise<void>((done) => (resolve = done));
+      this.#crashBoundWait = { promise, resolve };
+    }
+    return this.#crashBoundWait.promise;
+  }
+
+  /** One of the session's windows is written (or its writing failed, which the charge writer reports). */
+  #windowWritten(costMicro: bigint): void {
+    this.#unwrittenMicro -= costMicro;
+    const wait = this.#crashBoundWait;
+    if (wait && this.#unwrittenSpendingMicro < 2n * this.options.windowMaxCostMicro) {
+      this.#crashBoundWait = null;
+      wait.resolve();
+    }
   }
 
   /**
@@ -550,7 +585,9 @@ export class SessionMeter {
   /** Queues the open window's charges for the ledger as one entry (nothing when it cost nothing). */
   closeWindow(): void {
     const charge = this.#takeWindow();
-    if (charge) this.#hold.queue(charge);
+    if (!charge) return;
+    this.#unwrittenMicro += charge.costMicro;
+    this.#hold.queue(charge, () => this.#windowWritten(charge.costMicro));
   }
 
   /** Closes the open window; returns its charge, or null when it cost nothing. */

@@ -165,8 +165,7 @@ export class UpstreamAnswers {
         return;
       case BackendCode.ReadyForQuery:
         if (this.#stopping) return this.#stopping.then(() => this.#onReady(buffer, start, end));
-        this.#onReady(buffer, start, end);
-        return;
+        return this.#onReady(buffer, start, end);
       default:
         if (!this.#cutOff) this.#toClient.pushRange(buffer, start, end);
         return;
@@ -378,13 +377,13 @@ export class UpstreamAnswers {
     if (written !== null) return this.#endWrite(head, written, sql, buffer, start, end, last, ms);
     // Outside a block, Executes share an implicit transaction: past a statement that is not a write (a COMMIT,
     // a SAVEPOINT, a read), the writes before it are charged, whatever the pipeline's end.
-    if (head?.kind === "execute") void this.#metering.settleWrites(true);
+    const settled = head?.kind === "execute" ? this.#metering.settleWrites(true) : undefined;
     // A portal read in several Executes is one statement: its minimum is charged with its first batch only.
     const continued = head?.kind === "execute" && head.continued;
     const ended = this.#metering.endStatement(sql, buffer, start, ms, continued, shape);
     if (typeof ended === "string") return this.#cutOffResult(ended);
     this.#relayComplete(head, buffer, start, end, last);
-    return ended;
+    return ended ?? settled;
   }
 
   /**
@@ -539,14 +538,14 @@ export class UpstreamAnswers {
     if (notice) this.#toClient.push(notice);
   }
 
-  #onReady(buffer: Buffer, start: number, end: number): void {
+  /** Returns a promise when the writes charged at this point make the session wait for the ledger. */
+  #onReady(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
     const now = performance.now();
     const status = readyForQueryStatusOf(buffer, start, end);
     const head = this.#queue.head;
     if (head?.kind === "injected") {
       this.#queue.shift();
-      this.#endInjected(head, status, buffer, start, end, now);
-      return;
+      return this.#endInjected(head, status, buffer, start, end, now);
     }
     const closed = this.#queue.closeAtReady();
     if (closed) this.#tally.upstreamLatency.observe((now - closed.started) / 1000);
@@ -578,9 +577,10 @@ export class UpstreamAnswers {
     // Executes' writes: committed at this Sync unless a statement failed outside a block; inside one (the
     // pipeline opened it) they are charged as the agent's block's writes are. A wrapped query's writes wait for
     // the proxy's COMMIT, which a client that is gone never gets.
-    if (!closed?.wrapped) void this.#metering.settleWrites(status !== "I" || !statementFailed);
+    const waiting = closed?.wrapped ? undefined : this.#metering.settleWrites(status !== "I" || !statementFailed);
     this.#toClient.pushRange(buffer, start, end);
     if (status === "I" && this.#queue.empty) this.#wire.becameIdle(now);
+    return waiting;
   }
 
   /** Sends a statement of the proxy's own that the write the client waits for now depends on. */
@@ -598,14 +598,15 @@ export class UpstreamAnswers {
     start: number,
     end: number,
     now: number,
-  ): void {
+  ): Promise<void> | undefined {
     if (unit.role === "begin") return;
     // The proxy's COMMIT (or ROLLBACK, after which nothing is pending) ended the writes' transaction.
-    if (unit.role === "end") void this.#metering.settleWrites(unit.error === undefined);
+    const waiting = unit.role === "end" ? this.#metering.settleWrites(unit.error === undefined) : undefined;
     if (unit.error) this.#toClient.push(unit.error);
     else if (unit.held) this.#toClient.push(unit.held);
     this.#queue.status = status;
     this.#toClient.pushRange(buffer, start, end);
     if (status === "I" && this.#queue.empty) this.#wire.becameIdle(now);
+    return waiting;
   }
 }
