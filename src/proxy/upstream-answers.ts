@@ -577,7 +577,9 @@ export class UpstreamAnswers {
     // Executes' writes: committed at this Sync unless a statement failed outside a block; inside one (the
     // pipeline opened it) they are charged as the agent's block's writes are. A wrapped query's writes wait for
     // the proxy's COMMIT, which a client that is gone never gets.
-    const waiting = closed?.wrapped ? undefined : this.#metering.settleWrites(status !== "I" || !statementFailed);
+    const waiting = closed?.wrapped
+      ? undefined
+      : this.#metering.settleWrites(status !== "I" || !statementFailed);
     this.#toClient.pushRange(buffer, start, end);
     if (status === "I" && this.#queue.empty) this.#wire.becameIdle(now);
     return waiting;
