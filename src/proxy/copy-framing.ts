@@ -37,6 +37,11 @@ export class CopyOut {
     this.#binary = isBinaryCopy(response, start);
   }
 
+  /** A CopyData was relayed without being looked at (a large row streamed through): the header is behind. */
+  rowPassed(): void {
+    this.#headerPending = false;
+  }
+
   /** Whether the CopyData frame `buffer[start, end)` is the header line or the binary trailer. */
   isFraming(buffer: Buffer, start: number, end: number): boolean {
     if (this.#headerPending) {

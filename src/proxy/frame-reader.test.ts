@@ -5,6 +5,7 @@ import {
   FrameBatch,
   FrameReader,
   ROW_HEADER,
+  ROW_PIECE,
 } from "./frame-reader.js";
 import { ProtocolViolationError } from "./protocol-violation-error.js";
 import {
@@ -221,20 +222,26 @@ describe("FrameReader with admitRowsAbove", () => {
   /** Feeds `chunks`, deciding each large row's header with `decide`; returns the entries as type letters (H: a header). */
   function read(
     chunks: Buffer[],
-    decide: "admit" | "skip",
-  ): { codes: string[]; lengths: number[]; reader: FrameReader } {
+    decide: "admit" | "skip" | "stream",
+  ): { codes: string[]; lengths: number[]; reader: FrameReader; streamed: Buffer } {
     const reader = new FrameReader({ dataRowRuns: true, admitRowsAbove: 100 });
     const batch = new FrameBatch();
     const codes: string[] = [];
     const lengths: number[] = [];
+    const pieces: Buffer[] = [];
     const drain = () => {
       while (batch.head < batch.length) {
         const at = batch.head++;
         const code = batch.codes[at]!;
         lengths.push(batch.ends[at]! - batch.starts[at]!);
-        if (code >= ROW_HEADER) {
+        if (code === ROW_PIECE) {
+          // A piece is a view of the chunk: copied, as the relay writes it out before the chunk is reused.
+          pieces.push(Buffer.from(batch.buffers[at]!.subarray(batch.starts[at]!, batch.ends[at]!)));
+          if (codes.at(-1) !== "P") codes.push("P");
+        } else if (code >= ROW_HEADER) {
           codes.push("H");
           if (decide === "admit") reader.admitRow(batch);
+          else if (decide === "stream") reader.streamRow(batch);
           else reader.skipRow(batch);
         } else codes.push(String.fromCharCode(code).repeat(batch.rows[at]!));
       }
@@ -244,7 +251,7 @@ describe("FrameReader with admitRowsAbove", () => {
       reader.feedInto(chunk, batch);
       drain();
     }
-    return { codes, lengths, reader };
+    return { codes, lengths, reader, streamed: Buffer.concat(pieces) };
   }
 
   const splits = (bytes: Buffer) =>
@@ -280,6 +287,22 @@ describe("FrameReader with admitRowsAbove", () => {
     }
     expect(most).toBeLessThan(100);
     expect(reader.skippedBytes).toBe(large.length);
+  });
+
+  it("streams an admitted row's bytes through as they arrive, header first, and frames what follows", () => {
+    for (const chunks of [[result], ...splits(result)]) {
+      const { codes, reader, streamed } = read(chunks, "stream");
+      expect(codes).toEqual(["D", "H", "P", "C", "Z"]);
+      expect(streamed.equals(large)).toBe(true);
+      expect(reader.bufferedBytes).toBe(0);
+    }
+    // Byte by byte: the row is never held, yet every byte of it is handed out in order.
+    const { codes, streamed } = read(
+      [...result].map((byte) => Buffer.of(byte)),
+      "stream",
+    );
+    expect(codes).toEqual(["D", "H", "P", "C", "Z"]);
+    expect(streamed.equals(large)).toBe(true);
   });
 
   it("parks what arrives before the decision, unread", () => {

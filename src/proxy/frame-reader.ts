@@ -14,6 +14,15 @@ const COPY_DATA = 0x64;
  */
 export const ROW_HEADER = 0x100;
 
+/**
+ * Batch entry code of a piece of a large row that is passed through as it arrives (see
+ * {@link FrameReader.streamRow}): bytes of the row, header first, to relay as they are; not a message.
+ */
+export const ROW_PIECE = 0x200;
+
+/** What the reader does with a large row whose header it handed out. */
+export type RowDecision = "read" | "stream" | "skip";
+
 /** PostgreSQL's own cap on one message (MaxAllocSize): the right limit for backend traffic. */
 export const BACKEND_MAX_FRAME_LENGTH = 1024 * 1024 * 1024;
 
@@ -174,6 +183,8 @@ export class FrameReader {
   private admitted = false;
   /** Bytes of a skipped row still to come, dropped as they arrive. */
   private skipping = 0;
+  /** Bytes of a streamed row still to come, handed out as pieces as they arrive. */
+  private passing = 0;
 
   constructor(options: FrameReaderOptions = {}) {
     this.maxFrameLength = options.maxFrameLength ?? BACKEND_MAX_FRAME_LENGTH;
@@ -216,9 +227,26 @@ export class FrameReader {
     this.#scan(chunk, batch.add, this.dataRowRuns ? batch : undefined);
   }
 
+  /** Carries out the caller's decision on the large row whose header was handed out (see the three methods). */
+  decideRow(decision: RowDecision, batch: FrameBatch): void {
+    if (decision === "read") this.admitRow(batch);
+    else if (decision === "stream") this.streamRow(batch);
+    else this.skipRow(batch);
+  }
+
   /** The large row whose header was handed out is read whole; what arrived after its header is framed into `batch`. */
   admitRow(batch: FrameBatch): void {
     this.admitted = true;
+    this.#unpark(batch);
+  }
+
+  /**
+   * The large row whose header was handed out is passed through, never held whole: its bytes, header included,
+   * are appended to `batch` as {@link ROW_PIECE} entries as they arrive (views of the chunks), and framing goes on
+   * after it. Memory then follows the socket's chunks, not the row's length.
+   */
+  streamRow(batch: FrameBatch): void {
+    this.passing = this.parkedTotal;
     this.#unpark(batch);
   }
 
@@ -246,6 +274,11 @@ export class FrameReader {
       offset = Math.min(this.skipping, chunk.length);
       this.skipping -= offset;
       this.skippedBytes += offset;
+      if (offset === chunk.length) return;
+    } else if (this.passing > 0) {
+      offset = Math.min(this.passing, chunk.length);
+      this.passing -= offset;
+      onFrame(ROW_PIECE, chunk, 0, offset);
       if (offset === chunk.length) return;
     } else if (this.pendingBytes > 0) {
       offset = this.continuePending(chunk, onFrame);

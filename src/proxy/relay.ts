@@ -12,6 +12,8 @@ import {
   FrameBatch,
   FrameReader,
   ROW_HEADER,
+  ROW_PIECE,
+  type RowDecision,
 } from "./frame-reader.js";
 import type { SessionSettings } from "./in-band-settings.js";
 import { BackendCode, FrontendCode } from "./message-codes.js";
@@ -308,6 +310,12 @@ export class Relay {
         const code = frames.codes[at]!;
         const buffer = frames.buffers[at]!;
         let end = frames.ends[at]!;
+        if (code === ROW_PIECE) {
+          // Bytes of a large row streamed through: relayed as they are (upstream-answers.ts admitted the row).
+          frames.head++;
+          this.#answers.relayPiece(buffer, frames.starts[at]!, end);
+          continue;
+        }
         if (code >= ROW_HEADER) {
           // The header of a large row (frame-reader.ts's ROW_HEADER): read it or skip it, from its length word.
           frames.head++;
@@ -355,12 +363,11 @@ export class Relay {
     direction.busy = false;
   }
 
-  /** Reads the large row whose header was handled, or skips it unread; framing goes on after it. */
-  #readRow(decision: "relay" | "skip"): void {
+  /** Reads, streams or skips the large row whose header was handled; framing goes on after it. */
+  #readRow(decision: RowDecision): void {
     const { reader, frames } = this.#upstream;
     try {
-      if (decision === "relay") reader.admitRow(frames);
-      else reader.skipRow(frames);
+      reader.decideRow(decision, frames);
     } catch (error) {
       // What arrived after the row breaks the protocol: the session ends (the pass sees it ended).
       this.#protocolFailure("upstream", error as Error);

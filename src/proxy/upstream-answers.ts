@@ -16,7 +16,7 @@ import {
   writeCountOf,
 } from "./backend-messages.js";
 import { CopyOut } from "./copy-framing.js";
-import { FRAME_HEADER_LENGTH, type FrameBatch } from "./frame-reader.js";
+import { FRAME_HEADER_LENGTH, type FrameBatch, type RowDecision } from "./frame-reader.js";
 import { type SessionSettings, showResult, unreadableSetting } from "./in-band-settings.js";
 import { refusedParse, refusedQuery } from "./injected-errors.js";
 import { KEPT_ROWS_MAX_BYTES, type KeptRows, keptRowsError } from "./kept-rows.js";
@@ -66,6 +66,10 @@ export class UpstreamAnswers {
   #fatalRelayed = false;
   /** A large row was admitted from its header (and counted): its DataRow or CopyData is relayed unmetered. */
   #admitted = false;
+  /** Bytes of a streamed large row still to relay: nothing else may reach the client inside them. */
+  #streamingLeft = 0;
+  /** What stopped the running statement for its time while a row was streaming: acted on at the row's end. */
+  #stopAfterRow: CutOffReason | undefined;
   /** An error ended a statement since the last ReadyForQuery: an implicit transaction was not committed. */
   #failedSinceReady = false;
   /** When the last statement answered ended: where the next one's time starts. */
@@ -216,26 +220,52 @@ export class UpstreamAnswers {
 
   /**
    * A row longer than the frame reader reads unasked, seen by its header alone (`bytes` its payload): whether it
-   * is read and relayed ("relay", counted now as `#onRow` would) or skipped unread ("skip"): a row over the cap,
+   * is relayed (counted now as `#onRow` would: "stream", or "read" whole when kept, see `#admit`) or skipped
+   * unread ("skip"): a row over the cap,
    * or one the agent cannot pay for, cuts the result off (nothing charged for it), and a row that is dropped
    * anyway is not read either.
    */
-  admitRow(bytes: number): "relay" | "skip" | Promise<"relay" | "skip"> {
+  admitRow(bytes: number): RowDecision | Promise<RowDecision> {
     if (this.#dropsRows()) return "skip";
     if (bytes > this.#metering.maxRowBytes) return this.#cutOffResult("row-too-large").then(() => "skip");
     if (this.#metering.pricesTables) this.#metering.priceStatement(this.#runningStatement());
-    if (this.#metering.allowRows(1, bytes) === 1) {
-      this.#admitted = true;
-      return "relay";
-    }
+    if (this.#metering.allowRows(1, bytes) === 1) return this.#admit(bytes);
     return this.#metering.fundRow(bytes).then(async (cutOff) => {
       if (cutOff) {
         await this.#cutOffResult(cutOff);
         return "skip";
       }
-      this.#admitted = true;
-      return "relay";
+      return this.#admit(bytes);
     });
+  }
+
+  /**
+   * A paid large row goes to the client as it arrives ("stream"), so a session never holds one whole; one that a
+   * write's Execute row limit keeps for later (kept-rows.ts) is read whole ("read") and kept.
+   */
+  #admit(bytes: number): RowDecision {
+    const head = this.#queue.head;
+    const kept = head?.kind === "execute" ? head.kept : undefined;
+    if (kept && !kept.relaysNext) {
+      this.#admitted = true;
+      return "read";
+    }
+    this.#tally.rowsRelayed++;
+    if (kept) kept.relayed++;
+    // A COPY's header line is its first CopyData: one this large is past it.
+    this.#copy?.rowPassed();
+    this.#streamingLeft = bytes + FRAME_HEADER_LENGTH;
+    return "stream";
+  }
+
+  /** Relays a piece of the streamed row, `buffer[start, end)`; at the row's end, a time stop put off is made. */
+  relayPiece(buffer: Buffer, start: number, end: number): void {
+    this.#toClient.pushRange(buffer, start, end);
+    this.#streamingLeft -= end - start;
+    if (this.#streamingLeft > 0 || this.#stopAfterRow === undefined) return;
+    const reason = this.#stopAfterRow;
+    this.#stopAfterRow = undefined;
+    this.#stopForTime(reason);
   }
 
   #onRow(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
@@ -306,6 +336,12 @@ export class UpstreamAnswers {
   /** The time bound stops the running statement: as a cut-off, outside the relay's pass, so the error is sent now. */
   #stopForTime(reason: CutOffReason): void {
     if (this.#cutOff) return;
+    if (this.#streamingLeft > 0) {
+      // The error may not land inside a row's bytes: the stop (its cancel too, which must not reach a statement
+      // after this one) comes at the row's end, and what is charged for time stays within what was affordable.
+      this.#stopAfterRow ??= reason;
+      return;
+    }
     const stopping = this.#cutOffResult(reason).then(
       () => {
         this.#stopping = undefined;

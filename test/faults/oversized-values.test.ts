@@ -199,6 +199,42 @@ describe("a value larger than an agent may read, on the wire", () => {
   }, 60_000);
 });
 
+describe("large rows an agent pays for, on the wire", () => {
+  it("pass through whole and in order to clients that stop reading for a while, and are charged as rows", async () => {
+    const agent = newAgent();
+    const providerId = providers.capped!.cheap;
+    await creditAgent(meta.db.url, agent.wallet, providerId, 10_000_000n);
+    const clients = await Promise.all(Array.from({ length: 4 }, () => wireClient(capped, agent, providerId)));
+    const sql = `SELECT g, repeat(chr(64 + g), ${5 * MIB} + g) AS v FROM generate_series(1, 3) g`;
+    const answers = clients.map((client) => {
+      const answer = client.query(sql);
+      // The client stops reading at once: the rows wait upstream (backpressure), not in pgtoll.
+      (client as unknown as { connection: { stream: { pause(): void } } }).connection.stream.pause();
+      return answer;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    for (const client of clients)
+      (client as unknown as { connection: { stream: { resume(): void } } }).connection.stream.resume();
+    for (const { rows } of await Promise.all(answers))
+      expect(rows.map((row) => [row.g, row.v.length, row.v[0], row.v.at(-1)])).toEqual([
+        [1, 5 * MIB + 1, "A", "A"],
+        [2, 5 * MIB + 2, "B", "B"],
+        [3, 5 * MIB + 3, "C", "C"],
+      ]);
+    // The statement after the streamed rows is framed and answered as usual.
+    for (const client of clients) expect((await client.query("SELECT 2 AS two")).rows[0].two).toBe(2);
+    await Promise.all(clients.map((client) => client.end()));
+    await waitFor(
+      async () => (await ledgerStateOf(meta.db.url, agent.wallet, providerId)).reservations === 0,
+      10_000,
+      "the sessions' holds to be given back",
+    );
+    // 4 sessions x (3 large rows + 1 row) at 1 USDC per 1000 rows.
+    const ledger = await ledgerStateOf(meta.db.url, agent.wallet, providerId);
+    expect(10_000_000n - ledger.balanceMicro).toBe(16_000n);
+  }, 120_000);
+});
+
 describe("no request takes pgtoll down", () => {
   async function everySurfaceAnswers(pgtoll: PgtollProcess, agent: Agent, providerId: string) {
     const rest = await restQuery(pgtoll, agent, providerId, "SELECT id FROM items WHERE id <= 2");

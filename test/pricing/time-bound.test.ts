@@ -112,6 +112,26 @@ describe("statement time on the wire", () => {
     expect(cost).toBeLessThanOrEqual(micro(0.5));
   });
 
+  it("stops a statement whose large row is passing through only after the row's last byte: the client reads a whole row, then PT402", async () => {
+    const agent = await fundedTestAgent(gateway, timedProviderId, 500_000n);
+    const client = await session(agent);
+    const socket = (client as unknown as { connection: { stream: Socket } }).connection.stream;
+    // Rows of 12 MB pass through as they arrive; the client reads nothing past the balance's 0.5 s.
+    const result = client.query("SELECT repeat('x', 12000000) AS v FROM generate_series(1, 8)").then(
+      () => null,
+      (e: pg.DatabaseError) => e,
+    );
+    socket.pause();
+    await new Promise((resolve) => setTimeout(resolve, 1200));
+    socket.resume();
+    const error = await result;
+    // A message broken in the middle would fail the client's parser instead (or hang it).
+    expect(error?.code).toBe(SqlState.insufficientFunds);
+    await client.end();
+    const cost = await charged(agent.wallet);
+    expect(cost).toBeLessThanOrEqual(micro(0.5));
+  });
+
   it("stops a long count past the balance the same way", async () => {
     const agent = await fundedTestAgent(gateway, timedProviderId, 300_000n);
     const client = await session(agent);
