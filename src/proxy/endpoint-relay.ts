@@ -3,13 +3,27 @@ import type { Socket } from "node:net";
 import { SqlState } from "../db/sql-state.js";
 import { findReadOnlyViolation } from "../guard/index.js";
 import { decodeParameterStatus } from "./backend-messages.js";
-import { FRONTEND_MAX_FRAME_LENGTH, type Frame, FrameReader } from "./frame-reader.js";
+import {
+  FRAME_HEADER_LENGTH,
+  FRONTEND_MAX_FRAME_LENGTH,
+  type Frame,
+  FrameBatch,
+  FrameReader,
+  ROW_HEADER,
+  ROW_PIECE,
+} from "./frame-reader.js";
 import { decodeParse, decodeQuery } from "./frontend-messages.js";
 import { BackendCode, FrontendCode } from "./message-codes.js";
 import { errorFrame } from "./proxy-errors.js";
 import { encodeParse, encodeQuery } from "./serializer.js";
 
-/** SQLSTATE read_only_sql_transaction: what PostgreSQL answers a write in a read-only transaction. */
+/** Rows (and COPY data) longer than this pass through a read-only endpoint as they arrive, never held whole. */
+const STREAMED_ROW_BYTES = 64 * 1024;
+/**
+ * Other messages from the database are read whole, to be screened: above this (an error quoting a huge value)
+ * the session ends rather than hold it.
+ */
+const MAX_SCREENED_MESSAGE_BYTES = 16 * 1024 * 1024;
 
 export interface EndpointRelayOptions {
   client: Socket;
@@ -56,31 +70,63 @@ export class EndpointRelay {
       return;
     }
     const fromClient = new FrameReader({ maxFrameLength: FRONTEND_MAX_FRAME_LENGTH });
-    const fromUpstream = new FrameReader();
+    const fromUpstream = new FrameReader({
+      admitRowsAbove: STREAMED_ROW_BYTES + FRAME_HEADER_LENGTH,
+      maxOtherFrameLength: MAX_SCREENED_MESSAGE_BYTES + 4,
+    });
     const screened = early.map((frame) => this.#screenClientFrame(frame));
     if (screened.length > 0) upstream.write(Buffer.concat(screened));
-    this.#relayFrames(client, upstream, fromClient, (frame) => this.#screenClientFrame(frame));
-    this.#relayFrames(upstream, client, fromUpstream, (frame) => this.#screenUpstreamFrame(frame));
+    this.#relayFrames(client, upstream, (chunk, out) =>
+      fromClient.feed(chunk, (frame) => out.push(this.#screenClientFrame(frame))),
+    );
+    const batch = new FrameBatch();
+    this.#relayFrames(upstream, client, (chunk, out) => this.#readUpstream(fromUpstream, batch, chunk, out));
     client.resume();
     upstream.resume();
   }
 
-  /** Frames from `source` go to `target` as `screen` rewrites them (null ends the session); with backpressure. */
-  #relayFrames(
-    source: Socket,
-    target: Socket,
-    reader: FrameReader,
-    screen: (frame: Frame) => Buffer | null,
-  ): void {
+  /**
+   * Frames the upstream's `chunk` into `out`: a large row passes through in pieces as it arrives (only errors and
+   * parameter changes need reading), the other messages as `#screenUpstreamFrame` rewrites them.
+   */
+  #readUpstream(reader: FrameReader, batch: FrameBatch, chunk: Buffer, out: Buffer[]): void {
+    reader.feedInto(chunk, batch);
+    try {
+      while (batch.head < batch.length) {
+        const at = batch.head++;
+        const code = batch.codes[at]!;
+        const buffer = batch.buffers[at]!;
+        const start = batch.starts[at]!;
+        const end = batch.ends[at]!;
+        if (code === ROW_PIECE) out.push(buffer.subarray(start, end));
+        // The header is the first bytes of the row's pieces.
+        else if (code >= ROW_HEADER) reader.streamRow(batch);
+        else {
+          const frame = buffer.subarray(start, end);
+          const rewritten = this.#screenUpstreamFrame({
+            code,
+            frame,
+            payload: frame.subarray(FRAME_HEADER_LENGTH),
+          });
+          if (rewritten === null) throw new SessionEnded();
+          out.push(rewritten);
+        }
+      }
+    } finally {
+      batch.clear();
+    }
+  }
+
+  /**
+   * Chunks from `source` go to `target` as `frame` turns them into messages (it throws {@link SessionEnded} to end
+   * the session); with backpressure.
+   */
+  #relayFrames(source: Socket, target: Socket, frame: (chunk: Buffer, out: Buffer[]) => void): void {
     target.on("drain", () => source.resume());
     source.on("data", (chunk: Buffer) => {
       const out: Buffer[] = [];
       try {
-        reader.feed(chunk, (frame) => {
-          const rewritten = screen(frame);
-          if (rewritten === null) throw new SessionEnded();
-          out.push(rewritten);
-        });
+        frame(chunk, out);
       } catch (error) {
         if (!(error instanceof SessionEnded)) {
           const message = `protocol violation: ${(error as Error).message}`;

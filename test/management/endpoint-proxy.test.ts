@@ -220,6 +220,29 @@ describe("a read-only endpoint", () => {
     await writer.end();
   });
 
+  it("passes large values through as they arrive, and screens the messages after them", async () => {
+    const client = endpointClient(readOnlyId, project.password);
+    await client.connect();
+    const { rows } = await client.query(
+      "SELECT g, repeat(chr(64 + g), 300000 * g) AS v FROM generate_series(1, 3) g UNION ALL SELECT 4, repeat('z', 20000000)",
+    );
+    expect(rows.map((row) => [row.g, row.v.length, row.v[0]])).toEqual([
+      [1, 300_000, "A"],
+      [2, 600_000, "B"],
+      [3, 900_000, "C"],
+      [4, 20_000_000, "z"],
+    ]);
+    const copied = await client.query(
+      "SELECT string_agg(v, '') AS v FROM (SELECT repeat('y', 100000) AS v FROM generate_series(1, 5)) s",
+    );
+    expect(copied.rows[0].v).toHaveLength(500_000);
+    // The refusal that follows is still the proxy's own.
+    await expect(client.query("INSERT INTO items VALUES (9, 'nine')")).rejects.toMatchObject({
+      code: "25006",
+    });
+    await client.end();
+  });
+
   it("refuses read-write settings at connect time", async () => {
     const refused = await connectError(
       endpointClient(readOnlyId, project.password, {
