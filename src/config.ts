@@ -3,6 +3,7 @@ import { formatMicro, parseMicro } from "./billing/money.js";
 import { unknownFlagReason } from "./command-flags.js";
 import { DEFAULT_MAX_ROW_BYTES } from "./providers/message-gate.js";
 import { type ProviderHostPolicy, parseProviderHosts } from "./providers/provider-hosts.js";
+import { DEFAULT_MAX_RESULTS_IN_MEMORY } from "./providers/result-memory.js";
 import { parseCidrList } from "./proxy/trusted-proxies.js";
 
 /**
@@ -423,6 +424,18 @@ export const optionSpecs = {
     defaultText: "33554432",
     parse: integer("PGTOLL_MAX_RESULT_BYTES", 32 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
   },
+  maxResultsInMemory: {
+    env: "PGTOLL_MAX_RESULTS_IN_MEMORY",
+    description:
+      "Most bytes of provider results `POST /api/query` holds in memory at once, all requests together (each request's rows until it is answered, and each large message while it is read); a request that would pass it is refused uncharged (503 `results_memory_full`). At least PGTOLL_MAX_RESULT_BYTES.",
+    defaultText: "268435456",
+    parse: integer(
+      "PGTOLL_MAX_RESULTS_IN_MEMORY",
+      DEFAULT_MAX_RESULTS_IN_MEMORY,
+      1024 * 1024,
+      64 * 1024 * 1024 * 1024,
+    ),
+  },
   statementTimeoutMs: {
     env: "PGTOLL_STATEMENT_TIMEOUT_MS",
     description: "Longest a statement may run on a provider's database.",
@@ -589,5 +602,10 @@ function checkCombinations(config: Config): Config {
     );
   if (config.x402MinTopupMicro > config.x402MaxTopupMicro)
     throw new ConfigError("PGTOLL_X402_MIN_TOPUP", "is more than PGTOLL_X402_MAX_TOPUP");
+  if (config.maxResultsInMemory < config.maxResultBytes)
+    throw new ConfigError(
+      "PGTOLL_MAX_RESULTS_IN_MEMORY",
+      "is less than PGTOLL_MAX_RESULT_BYTES: no request could read its largest result",
+    );
   return config;
 }

@@ -134,6 +134,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       statementTimeoutMs: config.statementTimeoutMs,
       refuseSuperuser: !config.allowPrivilegedProviderRoles,
       maxMessageBytes: config.maxRowBytes,
+      maxResultsInMemory: config.maxResultsInMemory,
       ...(providerLookupFn ? { lookup: providerLookupFn } : {}),
     });
     cleanups.push(() => upstream.closeAll());

@@ -2,6 +2,7 @@ import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { encodeCommandComplete, encodeDataRow, encodeReadyForQuery } from "../proxy/serializer.js";
 import { gatedMessages, OversizedMessageError } from "./message-gate.js";
+import { ResultMemory, ResultMemoryFullError } from "./result-memory.js";
 
 /** Writes `chunks` through a gate of `max` bytes; returns what passed and the error the stream was destroyed with. */
 async function through(chunks: Buffer[], max: number, onData?: () => void) {
@@ -49,5 +50,37 @@ describe("gatedMessages", () => {
       throw new RangeError("Cannot create a string longer than 0x1fffffe8 characters");
     });
     expect(error).toBeInstanceOf(RangeError);
+  });
+
+  it("counts a large message in the result memory from its header to its last byte, and gives it back", () => {
+    const memory = new ResultMemory(1024 * 1024);
+    const stream = new PassThrough();
+    const gate = gatedMessages(stream, 1024 * 1024, memory);
+    const held: number[] = [];
+    gate.on("data", () => held.push(memory.heldBytes));
+    const row = encodeDataRow(["x".repeat(100_000)]);
+    const bytes = Buffer.concat([small[0]!, row, ...small.slice(1)]);
+    const cuts = [small[0]!.length + 2, small[0]!.length + 40_000, small[0]!.length + row.length + 3];
+    let from = 0;
+    for (const cut of [...cuts, bytes.length]) {
+      stream.write(bytes.subarray(from, cut));
+      from = cut;
+    }
+    // Small messages are not counted; the row is, while its chunks arrive, and not once it is whole.
+    expect(held).toEqual([0, row.length - 5, 0, 0]);
+    expect(memory.heldBytes).toBe(0);
+  });
+
+  it("ends the connection with ResultMemoryFullError when the process holds its most, and gives back what it took", async () => {
+    const memory = new ResultMemory(150_000);
+    expect(memory.take(100_000)).toBe(true);
+    const stream = new PassThrough();
+    const gate = gatedMessages(stream, 1024 * 1024, memory);
+    gate.on("data", () => {});
+    const failed = new Promise<Error>((resolve) => stream.on("error", resolve));
+    stream.write(encodeDataRow(["x".repeat(100_000)]));
+    const error = await failed;
+    expect(error).toBeInstanceOf(ResultMemoryFullError);
+    expect(memory.heldBytes).toBe(100_000);
   });
 });

@@ -7,6 +7,7 @@ import { jsonSafeTypes } from "./json-safe-types.js";
 import { DEFAULT_MAX_ROW_BYTES, gatedMessages } from "./message-gate.js";
 import { SUPERUSER_UPSTREAM_REFUSAL } from "./provider-role.js";
 import type { ProviderWithSecrets } from "./registry.js";
+import { DEFAULT_MAX_RESULTS_IN_MEMORY, ResultMemory } from "./result-memory.js";
 import type { SecretBox } from "./secret-box.js";
 
 export interface UpstreamPoolOptions {
@@ -33,11 +34,18 @@ export interface UpstreamPoolOptions {
    * Default {@link DEFAULT_MAX_ROW_BYTES}.
    */
   maxMessageBytes?: number;
+  /**
+   * What the REST gateway's results may hold in memory at once, for the whole process (PGTOLL_MAX_RESULTS_IN_MEMORY):
+   * a large message is counted in it while node-postgres assembles it, and requests count their rows in it
+   * (result-memory.ts). Default {@link DEFAULT_MAX_RESULTS_IN_MEMORY}.
+   */
+  maxResultsInMemory?: number;
 }
 
 /** What the pool gives each of its clients: node-postgres's config, and pgtoll's cap on a message. */
 interface ProviderClientConfig extends pg.ClientConfig {
   maxMessageBytes?: number;
+  resultMemory?: ResultMemory;
 }
 
 /** Thrown by `pool.connect()` when the provider's role is a superuser and such sessions are refused. */
@@ -64,7 +72,7 @@ class ProviderClient extends pg.Client {
       const connection = this.connection as unknown as { attachListeners(stream: Duplex): void };
       const attach = connection.attachListeners.bind(connection);
       connection.attachListeners = (stream) =>
-        attach(gatedMessages(stream, maxMessageBytes) as unknown as Duplex);
+        attach(gatedMessages(stream, maxMessageBytes, config?.resultMemory) as unknown as Duplex);
     }
     this.connection.on("parameterStatus", (message: { parameterName: string; parameterValue: string }) => {
       if (message.parameterName === "is_superuser") this.isSuperuser = message.parameterValue === "on";
@@ -86,8 +94,12 @@ interface HeldPool {
  */
 export class UpstreamPools {
   readonly #pools = new Map<string, HeldPool>();
+  /** The bytes of results the pools' connections and the requests reading them hold, together. */
+  readonly resultMemory: ResultMemory;
 
-  constructor(private readonly options: UpstreamPoolOptions) {}
+  constructor(private readonly options: UpstreamPoolOptions) {
+    this.resultMemory = new ResultMemory(options.maxResultsInMemory ?? DEFAULT_MAX_RESULTS_IN_MEMORY);
+  }
 
   /**
    * The provider's pool for `readOnly` sessions. Those start with `default_transaction_read_only=on`, so
@@ -107,6 +119,7 @@ export class UpstreamPools {
     );
     const config: pg.PoolConfig & ProviderClientConfig = {
       maxMessageBytes: this.options.maxMessageBytes ?? DEFAULT_MAX_ROW_BYTES,
+      resultMemory: this.resultMemory,
       host,
       port,
       user,

@@ -11,6 +11,7 @@ import type { AgentLimits } from "../billing/pricing.js";
 import { costOfStatements, type RequestCost, rowsWithinBudget } from "../billing/request-cost.js";
 import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
 import type { StatementShapes } from "../guard/statement-shape.js";
+import type { ResultLease, ResultMemory } from "../providers/result-memory.js";
 import { PrivilegedUpstreamError } from "../providers/upstream-pools.js";
 import type { EstimateCache } from "./estimate-cache.js";
 import type { HeldFunds, RequestFunds } from "./held-funds.js";
@@ -69,6 +70,8 @@ export interface MeteredQueryDeps {
   rowCap: number;
   /** Largest result read, in bytes of its rows (PGTOLL_MAX_RESULT_BYTES). */
   maxResultBytes: number;
+  /** The process's result memory (PGTOLL_MAX_RESULTS_IN_MEMORY): each request's rows are counted in it. */
+  resultMemory: ResultMemory;
   statementTimeoutMs: number;
   /** Where refused statements are counted (by rule, or the agent's funds) for the provider's analytics. */
   refusals: RefusalTally;
@@ -116,6 +119,7 @@ export async function runMeteredQuery(
   if (request.maxCostMicro !== undefined) await refuseOverBudget(deps, request);
   const firstPrice = priceForRelations(request.price, statements[0]!.relations);
   let bound: RequestTimeBound | undefined;
+  const lease = deps.resultMemory.lease(deps.maxResultBytes);
   const funds = paid
     ? deps.funds.join(
         request.agentWallet,
@@ -154,7 +158,7 @@ export async function runMeteredQuery(
     const started = performance.now();
     const fingerprint = deps.shapes.fingerprint(request.sql);
     let truncated = false;
-    const outcome = await runOnProvider(deps, statements, request, funds, bound?.limit, () => {
+    const outcome = await runOnProvider(deps, statements, request, funds, bound?.limit, lease, () => {
       truncated = true;
     }).catch(async (error: unknown) => {
       if (funds && bound && error instanceof TimeLimitReached)
@@ -198,6 +202,7 @@ export async function runMeteredQuery(
       statements: outcome.statements,
     };
   } finally {
+    lease.release();
     await funds?.release();
   }
 }
@@ -346,6 +351,7 @@ async function runOnProvider(
   request: MeteredQueryRequest,
   funds: RequestFunds | null,
   timeLimit: StatementTimeLimit | undefined,
+  lease: ResultLease,
   onTruncated: () => void,
 ): Promise<RunOutcome> {
   const only = statements.length === 1 ? statements[0]! : undefined;
@@ -357,7 +363,15 @@ async function runOnProvider(
     // Copied only when the price counts time: the shared settings object is not rebuilt on every request.
     const settings = request.price.picoUsdcPerSecond ? { ...deps, timed: true, timeLimit } : deps;
     if (reads && only)
-      outcome = await runReadOnly(client, settings, only, request.params, deps.estimates, request.providerId);
+      outcome = await runReadOnly(
+        client,
+        settings,
+        only,
+        request.params,
+        deps.estimates,
+        request.providerId,
+        lease,
+      );
     if (outcome === "read-write") {
       if (reads && deps.reader !== deps.upstream) {
         // It writes after all (a function, nextval): a read-write transaction, on a read-write session.
@@ -380,6 +394,7 @@ async function runOnProvider(
           fitToBudget(ran, request, onTruncated);
           return secure(deps, funds, ran, { ...request, price });
         },
+        lease,
       );
     }
   } catch (error) {

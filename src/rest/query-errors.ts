@@ -2,6 +2,7 @@ import { boundText } from "../billing/message-bounds.js";
 import { withheldDatabaseText } from "../billing/priced-text.js";
 import { SqlState } from "../db/sql-state.js";
 import { OversizedMessageError } from "../providers/message-gate.js";
+import { ResultMemoryFullError } from "../providers/result-memory.js";
 import { ResultTooLargeError } from "./upstream-pipeline.js";
 
 /** Failures of a metered query, each with the HTTP status the gateway answers it with. */
@@ -25,6 +26,8 @@ export class QueryError extends Error {
 export const ROW_TOO_LARGE = "row_too_large";
 /** `code` of a result above PGTOLL_MAX_RESULT_BYTES. */
 export const RESULT_TOO_LARGE = "result_too_large";
+/** `code` of a result refused because the process's result memory (PGTOLL_MAX_RESULTS_IN_MEMORY) is full. */
+export const RESULTS_MEMORY_FULL = "results_memory_full";
 
 /** `code` of an answer refused or cut off by a budget the agent set (never 402: paying would not help). */
 export const BUDGET_EXCEEDED = "budget_exceeded";
@@ -72,6 +75,12 @@ export function upstreamQueryError(error: unknown, statementTimeoutMs: number, w
       422,
       `result too large: a row (or the database's message) of ${error.bytes} bytes is above the limit of ${error.maxBytes} bytes (PGTOLL_MAX_ROW_BYTES); select less of the large value. Nothing was charged`,
       ROW_TOO_LARGE,
+    );
+  if (error instanceof ResultMemoryFullError)
+    return new QueryError(
+      503,
+      `pgtoll is busy: the results it is reading for other requests fill its result memory (${error.maxBytes} bytes, PGTOLL_MAX_RESULTS_IN_MEMORY); try again shortly. Nothing was charged`,
+      RESULTS_MEMORY_FULL,
     );
   if (error instanceof ResultTooLargeError)
     return new QueryError(

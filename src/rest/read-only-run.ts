@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { SqlState } from "../db/sql-state.js";
 import type { GuardedStatement } from "../guard/index.js";
+import type { ResultLease } from "../providers/result-memory.js";
 import type { EstimateCache, PlanEstimate } from "./estimate-cache.js";
 import { planEstimate, type QueryPlan } from "./plan-rows.js";
 import { QueryError } from "./query-errors.js";
@@ -10,8 +11,6 @@ import { type PipelineError, type PipelineStep, runPipeline } from "./upstream-p
 
 export interface ReadOnlyRunSettings {
   rowCap: number;
-  /** Largest result read, in bytes of its rows (PGTOLL_MAX_RESULT_BYTES): past it the run fails, unread. */
-  maxResultBytes: number;
   /** The price counts statement time: each statement's time is measured apart (see runPipeline). */
   timed?: boolean;
   statementTimeoutMs: number;
@@ -36,9 +35,11 @@ export async function runReadOnly(
   params: readonly unknown[] | undefined,
   estimates: EstimateCache,
   providerId: string,
+  /** The request's share of the result memory: its rows' bytes are counted in it as they arrive. */
+  lease?: ResultLease,
 ): Promise<RunOutcome | "read-write"> {
   const known = statement.explainable ? estimates.get(providerId, statement.sql) : NOT_PLANNED;
-  const run = await runOnce(client, settings, statement, params, known === undefined);
+  const run = await runOnce(client, settings, statement, params, known === undefined, lease);
   if (run === "read-write") return run;
   const { outcome, planned } = run;
   if (planned !== undefined) estimates.set(providerId, statement.sql, planned);
@@ -54,6 +55,7 @@ async function runOnce(
   statement: GuardedStatement,
   params: readonly unknown[] | undefined,
   withEstimate: boolean,
+  lease: ResultLease | undefined,
 ): Promise<{ outcome: RunOutcome; planned: PlanEstimate | undefined } | "read-write"> {
   const steps: PipelineStep[] = [];
   if (withEstimate)
@@ -66,7 +68,7 @@ async function runOnce(
     results = await withStatementTimer(
       client,
       settings.statementTimeoutMs,
-      runPipeline(client, steps, settings.timed, settings.maxResultBytes),
+      runPipeline(client, steps, settings.timed, lease),
       settings.timeLimit,
     );
   } catch (error) {
@@ -75,7 +77,7 @@ async function runOnce(
       return "read-write";
     if (withEstimate && failed.failedStep === statementStep - 1 && failed.code !== undefined) {
       // The planner could not explain it: the statement's own execution reports the real error, if any.
-      return runOnce(client, settings, statement, params, false);
+      return runOnce(client, settings, statement, params, false, lease);
     }
     throw error;
   }

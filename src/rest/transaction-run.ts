@@ -1,5 +1,6 @@
 import type pg from "pg";
 import type { GuardedStatement } from "../guard/index.js";
+import type { ResultLease } from "../providers/result-memory.js";
 import type { EstimateCache } from "./estimate-cache.js";
 import { estimateStatements } from "./plan-rows.js";
 import { QueryError } from "./query-errors.js";
@@ -9,8 +10,6 @@ import { type PipelineStep, runPipeline } from "./upstream-pipeline.js";
 
 export interface TransactionRunSettings {
   rowCap: number;
-  /** Largest result read, in bytes of its rows (PGTOLL_MAX_RESULT_BYTES): past it the run fails, unread. */
-  maxResultBytes: number;
   /** The price counts statement time: each statement's time is measured apart (see runPipeline). */
   timed?: boolean;
   statementTimeoutMs: number;
@@ -42,6 +41,8 @@ export async function executeInTransaction(
   estimates: EstimateCache,
   providerId: string,
   secure: (outcome: RunOutcome) => Promise<void>,
+  /** The request's share of the result memory: its rows' bytes are counted in it as they arrive. */
+  lease?: ResultLease,
 ): Promise<RunOutcome> {
   const planned = await estimateStatements(client, statements, params, estimates, providerId);
   const outcome: RunOutcome = { rows: [], rowBytes: [], rowCount: 0, statements: [], runs: [] };
@@ -63,7 +64,7 @@ export async function executeInTransaction(
     const results = await withStatementTimer(
       client,
       settings.statementTimeoutMs,
-      runPipeline(client, steps, settings.timed, settings.maxResultBytes),
+      runPipeline(client, steps, settings.timed, lease),
       settings.timeLimit,
     );
     const result = results[steps.length - 1]!;

@@ -1,5 +1,6 @@
 import { performance } from "node:perf_hooks";
 import pg from "pg";
+import { type ResultLease, ResultMemoryFullError } from "../providers/result-memory.js";
 
 /** pg's row builder and parameter encoder: public on the CommonJS export, absent from its type definitions. */
 interface RowBuilder {
@@ -44,7 +45,7 @@ export interface StepResult {
   ms: number;
 }
 
-/** A result whose rows passed `maxResultBytes` (PGTOLL_MAX_RESULT_BYTES): its connection is ended, unread. */
+/** A result whose rows passed the request's cap (PGTOLL_MAX_RESULT_BYTES): its connection is ended, unread. */
 export class ResultTooLargeError extends Error {
   override name = "ResultTooLargeError";
 
@@ -73,8 +74,6 @@ class Pipeline implements pg.Submittable {
   /** performance.now() when the pipeline was sent, then when its last step completed. */
   #stepStarted = 0;
   #rowError: Error | undefined;
-  /** Bytes of the rows read so far, against `maxResultBytes`. */
-  #resultBytes = 0;
   #stream: { destroy(error: Error): void } | undefined;
   readonly done: Promise<StepResult[]>;
   #settle!: { resolve(results: StepResult[]): void; reject(error: PipelineError): void };
@@ -82,7 +81,7 @@ class Pipeline implements pg.Submittable {
   constructor(
     private readonly steps: readonly PipelineStep[],
     private readonly timed: boolean,
-    private readonly maxResultBytes: number,
+    private readonly lease: ResultLease | undefined,
   ) {
     this.results = steps.map(() => ({
       rows: [],
@@ -133,10 +132,13 @@ class Pipeline implements pg.Submittable {
 
   handleDataRow(message: { fields: unknown[]; length: number }): void {
     if (this.#rowError) return;
-    this.#resultBytes += message.length - 4;
-    if (this.#resultBytes > this.maxResultBytes) {
+    const over = this.lease?.add(message.length - 4);
+    if (over) {
       // The rest of the result is not read: the connection ends (the pool replaces it), and with it the statement.
-      this.#rowError = new ResultTooLargeError(this.maxResultBytes);
+      this.#rowError =
+        over === "request"
+          ? new ResultTooLargeError(this.lease!.maxBytes)
+          : new ResultMemoryFullError(this.lease!.processMaxBytes);
       for (const result of this.results) result.rows.length = 0;
       this.#stream?.destroy(this.#rowError);
       return;
@@ -215,14 +217,15 @@ interface WireConnection {
  * Runs the steps in one round trip on `client`; rejects with a {@link PipelineError} on the first error.
  * `timed`: each step's `ms` is its own (the server sends each answer as it is done); without it the answers
  * arrive together and only the last step's time, which then includes the steps before it, is meaningful.
- * `maxResultBytes`: the rows of all steps together may be at most this many bytes; past it the pipeline rejects
- * with a {@link ResultTooLargeError} and the client's connection is ended.
+ * `lease`: the request's share of the process's result memory (result-memory.ts); each row's bytes are added to it
+ * as the row arrives, and past the request's cap or the process's the pipeline rejects (a {@link ResultTooLargeError}
+ * or a `ResultMemoryFullError`) and the client's connection is ended. Without one, rows are not counted.
  */
 export function runPipeline(
   client: pg.ClientBase,
   steps: readonly PipelineStep[],
   timed = false,
-  maxResultBytes = Number.POSITIVE_INFINITY,
+  lease?: ResultLease,
 ): Promise<StepResult[]> {
-  return client.query(new Pipeline(steps, timed, maxResultBytes)).done;
+  return client.query(new Pipeline(steps, timed, lease)).done;
 }

@@ -75,6 +75,8 @@ export async function startTestGateway(
     size: config.providerPoolSize,
     statementTimeoutMs: config.statementTimeoutMs,
     refuseSuperuser: !config.allowPrivilegedProviderRoles,
+    maxMessageBytes: config.maxRowBytes,
+    maxResultsInMemory: config.maxResultsInMemory,
     ...(lookup ? { lookup } : {}),
   });
   const rateLimitStore = createMemoryStore();
