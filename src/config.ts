@@ -210,7 +210,7 @@ export const optionSpecs = {
     env: "PGTOLL_WINDOW_MAX_COST",
     alsoReadFrom: "PGTOLL_SETTLE_MAX_COST",
     description:
-      "Cost, in USDC, at which a proxy session's open window is closed and written at once. A crash of pgtoll leaves at most twice this much uncharged per open session (the open window and the one being written; never an overcharge). Also read from PGTOLL_SETTLE_MAX_COST.",
+      "Cost, in USDC, at which a proxy session's open window is closed and written at once. A crash of pgtoll leaves at most twice this much uncharged per open session (its open window and its windows being written, together; never an overcharge): a session that reaches that waits for the ledger. Also read from PGTOLL_SETTLE_MAX_COST.",
     defaultText: "1",
     parse: usdc("PGTOLL_WINDOW_MAX_COST", 1_000_000n, 1n, 1_000_000_000n),
   },

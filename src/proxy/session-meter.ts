@@ -551,10 +551,9 @@ export class SessionMeter {
    * closed: when the ledger stalls, they pile up at one per tick.
    */
   #underCrashBound(): Promise<void> | undefined {
+    // The open window is below the bound here (reaching it closed it): the wait ends as the windows before it are
+    // written, without closing it early (a window per statement while the ledger lags would only add to its load).
     if (this.#unwrittenSpendingMicro < 2n * this.options.windowMaxCostMicro) return undefined;
-    // The open window is closed now, so that the wait is for commits already under way, not for the next tick.
-    if (this.#window) this.closeWindow();
-    if (this.#unwrittenMicro < 2n * this.options.windowMaxCostMicro) return undefined;
     if (!this.#crashBoundWait) {
       let resolve = () => {};
       const promise = new Promise<void>((done) => (resolve = done));
