@@ -11,8 +11,10 @@ export interface RestSide {
   /**
    * `pgtoll-free`: the same pgtoll process and agent through a provider priced at 0 (no hold, no charge).
    * `hand-metered`: a bare route that meters by hand on the ledger database (bench/hand-metered-server.ts).
+   * `wire-adapter`: the query run through pgtoll's wire proxy on a pool of agent sessions, answered once
+   *   `SHOW pgtoll.balance` has written its charge (bench/wire-adapter-server.ts).
    */
-  name: "baseline" | "hand-metered" | "pgtoll" | "pgtoll-free";
+  name: "baseline" | "hand-metered" | "pgtoll" | "pgtoll-free" | "wire-adapter";
   url: string;
   rps: Spread;
   latency: LatencySummary;
@@ -56,6 +58,11 @@ export interface RestOptions {
   /** pgtoll's ledger database, where the hand-metered side keeps its balance and entries. */
   ledgerUrl: string;
   agentWallet: string;
+  /** The agent's key: the wire-adapter side signs its proxy password with it. */
+  agentKey: string;
+  /** pgtoll's wire proxy. */
+  proxyHost: string;
+  proxyPort: number;
   providerId: string;
   /** A provider of the same database priced at 0: what the gateway costs without its metering. */
   freeProviderId: string;
@@ -151,6 +158,11 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
         BASELINE_DATABASE_URL: options.dataUrl,
         BASELINE_POOL_SIZE: String(options.poolSize),
         HAND_METERED_LEDGER_URL: options.ledgerUrl,
+        WIRE_ADAPTER_PROXY_HOST: options.proxyHost,
+        WIRE_ADAPTER_PROXY_PORT: String(options.proxyPort),
+        WIRE_ADAPTER_AGENT_WALLET: options.agentWallet,
+        WIRE_ADAPTER_AGENT_KEY: options.agentKey,
+        WIRE_ADAPTER_PROVIDER_ID: options.providerId,
       },
       logFile: join(options.scratchDir, `${name}.log`),
       readyPrefix: `${name} ready `,
@@ -162,7 +174,17 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
       throw error;
     },
   );
-  const bareSide = (name: "baseline" | "hand-metered", server: typeof baseline) => ({
+  const wireAdapter = await spawnServer("bench/wire-adapter-server.ts", "wire-adapter").catch(
+    async (error) => {
+      await Promise.all([
+        stopChild(baseline.child, 5000),
+        stopChild(handMetered.child, 5000),
+        stopChild(wireAdapter.child, 5000),
+      ]);
+      throw error;
+    },
+  );
+  const bareSide = (name: "baseline" | "hand-metered" | "wire-adapter", server: typeof baseline) => ({
     name,
     pid: server.child.pid!,
     url: server.line.split(/\s+/)[2]!,
@@ -181,6 +203,7 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
       bareSide("hand-metered", handMetered),
       pgtollSide("pgtoll", options.providerId),
       pgtollSide("pgtoll-free", options.freeProviderId),
+      bareSide("wire-adapter", wireAdapter),
     ];
     const collected = sides.map(() => ({
       rps: [] as number[],
@@ -255,7 +278,11 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
       }),
     };
   } finally {
-    await Promise.all([stopChild(baseline.child, 5000), stopChild(handMetered.child, 5000)]);
+    await Promise.all([
+      stopChild(baseline.child, 5000),
+      stopChild(handMetered.child, 5000),
+      stopChild(wireAdapter.child, 5000),
+    ]);
   }
 }
 

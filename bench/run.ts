@@ -225,6 +225,9 @@ async function main(): Promise<void> {
           dataUrl: cluster.dataUrl,
           ledgerUrl: cluster.metaUrl,
           agentWallet: agent.wallet,
+          agentKey: agent.key,
+          proxyHost: pgtoll.proxyHost,
+          proxyPort: pgtoll.proxyPort,
           providerId: provider.providerId,
           freeProviderId: freeProvider.providerId,
           ledgerCommits: async () =>

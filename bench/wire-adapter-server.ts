@@ -1,0 +1,41 @@
+/**
+ * The REST "through the wire pipeline" side: a fastify route that answers `POST /api/query` by running the query
+ * through pgtoll's wire proxy, as the agent, on a pool of proxy sessions, and then asks the session for its written
+ * balance (`SHOW pgtoll.balance`), which closes the session's charge window and waits for the ledger: the answer
+ * comes after its charge is durable, as the REST spec wants. It is what a REST adapter over the proxy's statement
+ * pipeline costs at least (plus a loopback hop an in-process adapter would save), next to pgtoll's own REST path.
+ * Run as its own process by the benchmark (`node --import tsx bench/wire-adapter-server.ts`); prints
+ * "wire-adapter ready <url>".
+ */
+import Fastify from "fastify";
+import pg from "pg";
+import type { Hex } from "viem";
+import { createAgentToken } from "../src/proxy/agent-token.js";
+
+const poolSize = Number(process.env.BASELINE_POOL_SIZE ?? 5);
+const providerId = process.env.WIRE_ADAPTER_PROVIDER_ID ?? "";
+const agentKey = (process.env.WIRE_ADAPTER_AGENT_KEY ?? "") as Hex;
+const sessions = new pg.Pool({
+  host: process.env.WIRE_ADAPTER_PROXY_HOST,
+  port: Number(process.env.WIRE_ADAPTER_PROXY_PORT),
+  user: process.env.WIRE_ADAPTER_AGENT_WALLET,
+  database: providerId,
+  password: () => createAgentToken(agentKey, providerId),
+  max: poolSize,
+});
+sessions.on("error", () => {});
+
+const app = Fastify();
+app.post<{ Body: { sql: string; params?: unknown[] } }>("/api/query", async (request) => {
+  const session = await sessions.connect();
+  try {
+    const result = await session.query(request.body.sql, request.body.params);
+    const balance = await session.query<{ "pgtoll.balance": string }>("SHOW pgtoll.balance");
+    return { rows: result.rows, rowCount: result.rowCount, balance: balance.rows[0]?.["pgtoll.balance"] };
+  } finally {
+    session.release();
+  }
+});
+
+const address = await app.listen({ host: "127.0.0.1", port: 0 });
+console.log(`wire-adapter ready ${address}`);
