@@ -73,6 +73,16 @@ async function runStatement(meter: SessionMeter, rows: number, sql = "SELECT 1")
   return true;
 }
 
+/** Checks that `waiting` is still pending 50 ms on, then that it resolves once `open` lets the ledger answer. */
+async function expectHeldUntil(waiting: Promise<void> | undefined, open: () => void): Promise<void> {
+  let done = false;
+  void waiting?.then(() => (done = true));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  expect(done).toBe(false);
+  open();
+  await waiting;
+}
+
 /** The client's think time between statements, during which a top-up ahead can land. */
 const pause = () => new Promise((resolve) => setTimeout(resolve, 2));
 
@@ -192,12 +202,7 @@ describe("SessionMeter", () => {
     expect(meter.allowRows(100)).toBe(100);
     const waiting = meter.endStatement(100, "SELECT 1");
     expect(waiting).toBeInstanceOf(Promise);
-    let done = false;
-    void waiting?.then(() => (done = true));
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(done).toBe(false);
-    open();
-    await waiting;
+    await expectHeldUntil(waiting, open);
     await meter.release();
     expect((await queryEntries(agent)).map((entry) => entry.amountMicro)).toEqual([-100n, -100n]);
   });
@@ -233,12 +238,7 @@ describe("SessionMeter", () => {
     expect(waiting).toBeInstanceOf(Promise);
     expect(spent).toBeGreaterThanOrEqual(200);
     expect(spent).toBeLessThan(200 + 30);
-    let done = false;
-    void waiting?.then(() => (done = true));
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(done).toBe(false);
-    open();
-    await waiting;
+    await expectHeldUntil(waiting, open);
     await meter.release();
     const charged = (await queryEntries(agent)).reduce((sum, entry) => sum - entry.amountMicro, 0n);
     expect(charged).toBe(BigInt(spent));

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { creditDeposit, getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
+import { getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
 import type { TestDatabase } from "../support/database.js";
-import { randomTxHash, randomWallet } from "../support/fixtures.js";
+import { depositFor } from "../support/fixtures.js";
 import {
   createProviderDatabase,
   registerPricedProvider,
@@ -26,18 +26,7 @@ afterAll(async () => {
   await providerDb?.drop();
 });
 
-async function fundedAgent(): Promise<string> {
-  const agent = randomWallet();
-  await creditDeposit(gateway.ctx.db, {
-    chainId: 8453,
-    txHash: randomTxHash(),
-    agentWallet: agent,
-    providerId,
-    amountMicro: 10_000_000n,
-    blockNumber: 1n,
-  });
-  return agent;
-}
+const fundedAgent = () => depositFor(gateway.ctx.db, providerId, 10_000_000n);
 
 function query(agentWallet: string, sql: string) {
   return gateway.app.inject({
