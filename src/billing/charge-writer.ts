@@ -86,6 +86,8 @@ export class ChargeWriter {
   #corked = 0;
   /** Attempts in a row that found the ledger unavailable. */
   #unavailableAttempts = 0;
+  /** Shared by everyone waiting for the ledger to be found unavailable (see `ledgerUnavailable`). */
+  #unavailable: { promise: Promise<void>; resolve(): void } | null = null;
   readonly #maxBatch: number;
   readonly #intervalMs: number;
   readonly #fullBatch: number;
@@ -151,6 +153,20 @@ export class ChargeWriter {
     }
   }
 
+  /**
+   * Resolves once a write finds the ledger unavailable, at once while the last one did: a session waiting for its
+   * charges to be written stops waiting for what cannot come soon.
+   */
+  ledgerUnavailable(): Promise<void> {
+    if (this.#unavailableAttempts > 0) return Promise.resolve();
+    if (!this.#unavailable) {
+      let resolve = () => {};
+      const promise = new Promise<void>((done) => (resolve = done));
+      this.#unavailable = { promise, resolve };
+    }
+    return this.#unavailable.promise;
+  }
+
   get pending(): number {
     return this.#queue.length;
   }
@@ -165,6 +181,8 @@ export class ChargeWriter {
           tell();
           this.#queue.unshift(...retry);
           const delay = RETRY_DELAYS_MS[Math.min(this.#unavailableAttempts++, RETRY_DELAYS_MS.length - 1)]!;
+          this.#unavailable?.resolve();
+          this.#unavailable = null;
           await this.#sleep(delay);
           continue;
         }

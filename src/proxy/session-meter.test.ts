@@ -244,6 +244,28 @@ describe("SessionMeter", () => {
     expect(charged).toBe(BigInt(spent));
   });
 
+  it("does not hold a session at the crash bound for a ledger outage: the wait ends when a write finds the ledger unavailable", async () => {
+    const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
+    let down = false;
+    const ledger = watchedLedger(meta.pool, async (name) => {
+      if (down && name === "pgtoll_ledger_charge_batch")
+        throw Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
+    });
+    const meter = meterOver(ledger, agent, 100n);
+    expect(await meter.topUp(1)).toBe(true);
+    down = true;
+    expect(meter.allowRows(100)).toBe(100);
+    expect(meter.endStatement(100, "SELECT 1")).toBeUndefined();
+    expect(meter.allowRows(100)).toBe(100);
+    const waiting = meter.endStatement(100, "SELECT 1");
+    expect(waiting).toBeInstanceOf(Promise);
+    // The writer's first failed attempt ends the wait; the charges stay queued and are written once it is back.
+    await waiting;
+    down = false;
+    await meter.release();
+    expect((await queryEntries(agent)).reduce((sum, entry) => sum - entry.amountMicro, 0n)).toBe(200n);
+  });
+
   it("closes a window once its cost reaches the bound, and the rest at the clock's next tick", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
     const { meter } = countedMeter(agent, 1000, { windowMaxCostMicro: 100n, windowIntervalMs: 300 });

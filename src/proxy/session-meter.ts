@@ -102,6 +102,7 @@ export type Shortfall =
 export class SessionMeter {
   readonly #hold: AgentHold;
   readonly #ledger: Queryable;
+  readonly #writer: ChargeWriter;
   #statementRows = 0;
   #rowLimit = 0;
   /** Row of the running statement at which the next part of the hold is reserved ahead. */
@@ -144,6 +145,7 @@ export class SessionMeter {
     this.#statementPrice = price;
     const base = costOfRows(options.reserveRows, price);
     this.#ledger = ledger;
+    this.#writer = writer;
     this.#hold = new AgentHold(ledger, writer, agentWallet, providerId, {
       ttlSeconds: options.reservationTtlSeconds,
       baseMicro: base > 0n ? base : 1n,
@@ -556,8 +558,15 @@ export class SessionMeter {
     if (this.#unwrittenSpendingMicro < 2n * this.options.windowMaxCostMicro) return undefined;
     if (!this.#crashBoundWait) {
       let resolve = () => {};
-      const promise = new Promise<void>((done) => (resolve = done));
-      this.#crashBoundWait = { promise, resolve };
+      const written = new Promise<void>((done) => (resolve = done));
+      const wait = { promise: written, resolve };
+      // While the ledger is out of reach the session is not held for the outage's length: it spends what its
+      // hold already holds, then its statements get 57P03 as a top-up fails (billing.md, "What a crash can lose").
+      const unavailable = this.#writer.ledgerUnavailable().then(() => {
+        if (this.#crashBoundWait === wait) this.#crashBoundWait = null;
+      });
+      wait.promise = Promise.race([written, unavailable]);
+      this.#crashBoundWait = wait;
     }
     return this.#crashBoundWait.promise;
   }
