@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { type Deferred, deferred } from "./deferred.js";
 import {
   chargeReservations,
   chargeWithoutReservation,
@@ -87,7 +88,7 @@ export class ChargeWriter {
   /** Attempts in a row that found the ledger unavailable. */
   #unavailableAttempts = 0;
   /** Shared by everyone waiting for the ledger to be found unavailable (see `ledgerUnavailable`). */
-  #unavailable: { promise: Promise<void>; resolve(): void } | null = null;
+  #unavailable: Deferred | null = null;
   readonly #maxBatch: number;
   readonly #intervalMs: number;
   readonly #fullBatch: number;
@@ -159,11 +160,7 @@ export class ChargeWriter {
    */
   ledgerUnavailable(): Promise<void> {
     if (this.#unavailableAttempts > 0) return Promise.resolve();
-    if (!this.#unavailable) {
-      let resolve = () => {};
-      const promise = new Promise<void>((done) => (resolve = done));
-      this.#unavailable = { promise, resolve };
-    }
+    this.#unavailable ??= deferred();
     return this.#unavailable.promise;
   }
 

@@ -1,4 +1,5 @@
 import type { ChargeWriter, ChargeWritten } from "./charge-writer.js";
+import { type Deferred, deferred } from "./deferred.js";
 import type { ReservationCharge } from "./ledger.js";
 
 /**
@@ -9,7 +10,7 @@ import type { ReservationCharge } from "./ledger.js";
  */
 export class QueuedCharges {
   #unwritten = 0;
-  #allWritten: { promise: Promise<void>; resolve(): void } | null = null;
+  #allWritten: Deferred | null = null;
   readonly #oneWritten = (): void => {
     --this.#unwritten;
     if (this.#unwritten === 0 && this.#allWritten) {
@@ -42,10 +43,4 @@ export class QueuedCharges {
     this.#allWritten ??= deferred();
     return this.#allWritten.promise;
   }
-}
-
-function deferred(): { promise: Promise<void>; resolve(): void } {
-  let resolve = () => {};
-  const promise = new Promise<void>((done) => (resolve = done));
-  return { promise, resolve };
 }

@@ -16,6 +16,7 @@ import {
 } from "../billing/cost.js";
 import type { LimitWatch } from "../billing/daily-limit-watch.js";
 import { type DailyLimit, dailyLimitRefusing, getDailyLimit } from "../billing/daily-limits.js";
+import { type Deferred, deferred } from "../billing/deferred.js";
 import type { Queryable } from "../billing/ledger.js";
 import type { WindowClock } from "../billing/window-clock.js";
 import type { StatementShapes } from "../guard/statement-shape.js";
@@ -130,7 +131,7 @@ export class SessionMeter {
   /** Cost of this session's closed windows that are queued for the ledger and not written yet. */
   #unwrittenMicro = 0n;
   /** The session waits on it while its unwritten spending is at the crash bound (see `#underCrashBound`). */
-  #crashBoundWait: { promise: Promise<void>; resolve(): void } | null = null;
+  #crashBoundWait: Deferred | null = null;
 
   constructor(
     ledger: Queryable,
@@ -557,9 +558,8 @@ export class SessionMeter {
     // written, without closing it early (a window per statement while the ledger lags would only add to its load).
     if (this.#unwrittenSpendingMicro < 2n * this.options.windowMaxCostMicro) return undefined;
     if (!this.#crashBoundWait) {
-      let resolve = () => {};
-      const written = new Promise<void>((done) => (resolve = done));
-      const wait = { promise: written, resolve };
+      const wait = deferred();
+      const written = wait.promise;
       // While the ledger is out of reach the session is not held for the outage's length: it spends what its
       // hold already holds, then its statements get 57P03 as a top-up fails (billing.md, "What a crash can lose").
       const unavailable = this.#writer.ledgerUnavailable().then(() => {
