@@ -76,6 +76,16 @@ function status(pid: number, field: "VmRSS" | "VmHWM"): number {
   return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(text)?.[1]) / 1024;
 }
 
+/** What an agent credited with 10 USDC has spent, once its sessions' holds are given back. */
+async function spentOnceReleased(agent: Agent, providerId: string): Promise<bigint> {
+  await waitFor(
+    async () => (await ledgerStateOf(meta.db.url, agent.wallet, providerId)).reservations === 0,
+    10_000,
+    "the sessions' holds to be given back",
+  );
+  return 10_000_000n - (await ledgerStateOf(meta.db.url, agent.wallet, providerId)).balanceMicro;
+}
+
 async function wireClient(pgtoll: PgtollProcess, agent: Agent, providerId: string): Promise<pg.Client> {
   const client = new pg.Client({
     host: "127.0.0.1",
@@ -173,14 +183,9 @@ describe("a value larger than an agent may read, on the wire", () => {
     expect(error?.message).toContain("cut off after 2 rows");
     expect((await client.query("SELECT id FROM items WHERE id <= 3")).rowCount).toBe(3);
     await client.end();
-    await waitFor(
-      async () => (await ledgerStateOf(meta.db.url, agent.wallet, providerId)).reservations === 0,
-      10_000,
-      "the session's hold to be given back",
-    );
-    const ledger = await ledgerStateOf(meta.db.url, agent.wallet, providerId);
+    const spent = await spentOnceReleased(agent, providerId);
     // 2 rows and then 3 rows at 1 USDC per 1000 rows: 0.005 USDC, nothing for the large row.
-    expect(10_000_000n - ledger.balanceMicro).toBe(5000n);
+    expect(spent).toBe(5000n);
   }, 60_000);
 
   it("is read and relayed under the cap when the agent pays for it", async () => {
@@ -224,14 +229,8 @@ describe("large rows an agent pays for, on the wire", () => {
     // The statement after the streamed rows is framed and answered as usual.
     for (const client of clients) expect((await client.query("SELECT 2 AS two")).rows[0].two).toBe(2);
     await Promise.all(clients.map((client) => client.end()));
-    await waitFor(
-      async () => (await ledgerStateOf(meta.db.url, agent.wallet, providerId)).reservations === 0,
-      10_000,
-      "the sessions' holds to be given back",
-    );
     // 4 sessions x (3 large rows + 1 row) at 1 USDC per 1000 rows.
-    const ledger = await ledgerStateOf(meta.db.url, agent.wallet, providerId);
-    expect(10_000_000n - ledger.balanceMicro).toBe(16_000n);
+    expect(await spentOnceReleased(agent, providerId)).toBe(16_000n);
   }, 120_000);
 });
 
