@@ -128,6 +128,8 @@ export class SessionMeter {
   #sessionCostMicro = 0n;
   /** Charges of writes taken from the hold whose transaction has not committed yet (`settleWrites`). */
   #pendingWrites: PendingWrite[] = [];
+  /** Twice `windowMaxCostMicro`: what the session may have spent and the ledger not written (`#underCrashBound`). */
+  readonly #crashBoundMicro: bigint;
   /** Cost of this session's closed windows that are queued for the ledger and not written yet. */
   #unwrittenMicro = 0n;
   /** The session waits on it while its unwritten spending is at the crash bound (see `#underCrashBound`). */
@@ -147,6 +149,7 @@ export class SessionMeter {
     const base = costOfRows(options.reserveRows, price);
     this.#ledger = ledger;
     this.#writer = writer;
+    this.#crashBoundMicro = 2n * options.windowMaxCostMicro;
     this.#hold = new AgentHold(ledger, writer, agentWallet, providerId, {
       ttlSeconds: options.reservationTtlSeconds,
       baseMicro: base > 0n ? base : 1n,
@@ -556,7 +559,7 @@ export class SessionMeter {
   #underCrashBound(): Promise<void> | undefined {
     // The open window is below the bound here (reaching it closed it): the wait ends as the windows before it are
     // written, without closing it early (a window per statement while the ledger lags would only add to its load).
-    if (this.#unwrittenSpendingMicro < 2n * this.options.windowMaxCostMicro) return undefined;
+    if (this.#unwrittenSpendingMicro < this.#crashBoundMicro) return undefined;
     if (!this.#crashBoundWait) {
       const wait = deferred();
       const written = wait.promise;
@@ -575,7 +578,7 @@ export class SessionMeter {
   #windowWritten(costMicro: bigint): void {
     this.#unwrittenMicro -= costMicro;
     const wait = this.#crashBoundWait;
-    if (wait && this.#unwrittenSpendingMicro < 2n * this.options.windowMaxCostMicro) {
+    if (wait && this.#unwrittenSpendingMicro < this.#crashBoundMicro) {
       this.#crashBoundWait = null;
       wait.resolve();
     }
