@@ -12,6 +12,8 @@ export interface RelayWire {
   becameIdle(now: number): void;
   /** Cancels the statement running upstream. */
   cancelUpstream(): void;
+  /** Reads the upstream again if it was paused for a slow client (not while a frame waits for the ledger). */
+  readUpstream(): void;
   /** How the client is done, once it is: it sent Terminate, or it is gone. */
   closing(): "terminated" | "gone" | undefined;
   ended(): boolean;

@@ -125,6 +125,9 @@ export class Relay {
       flushToClient: () => this.#flushToClient(),
       becameIdle: (now) => this.#becameIdle(now),
       cancelUpstream: deps.cancelUpstream,
+      readUpstream: () => {
+        if (!this.#upstream.busy) deps.upstream.resume();
+      },
       closing: () => this.#closing,
       ended: () => this.#ended,
     };
@@ -392,7 +395,8 @@ export class Relay {
           if (!upstream.writableNeedDrain) client.resume();
         } else {
           // A slow client keeps the upstream paused: its 'drain' resumes it, not the ledger's answer.
-          const clientWaiting = this.#closing !== "gone" && client.writableNeedDrain;
+          const clientWaiting =
+            this.#closing !== "gone" && client.writableNeedDrain && !this.#answers.drainsRow;
           if (!clientWaiting) upstream.resume();
         }
         this.#pump(direction);
@@ -408,7 +412,9 @@ export class Relay {
   }
 
   #flushToClient(): void {
-    if (!this.#toClient.flushTo(this.deps.client) && this.#closing !== "gone") this.deps.upstream.pause();
+    // A statement stopped inside a streamed row has the rest of that row read regardless (upstream-answers.ts).
+    if (!this.#toClient.flushTo(this.deps.client) && this.#closing !== "gone" && !this.#answers.drainsRow)
+      this.deps.upstream.pause();
   }
 
   #becameIdle(now: number): void {

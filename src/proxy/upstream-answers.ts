@@ -265,7 +265,15 @@ export class UpstreamAnswers {
     if (this.#streamingLeft > 0 || this.#stopAfterRow === undefined) return;
     const reason = this.#stopAfterRow;
     this.#stopAfterRow = undefined;
-    this.#stopForTime(reason);
+    this.#stopForTime(reason, true);
+  }
+
+  /**
+   * A time stop waits for the end of the row being streamed: its rest is read from the upstream even while the
+   * client does not read (the relay does not pause the upstream for the client meanwhile).
+   */
+  get drainsRow(): boolean {
+    return this.#stopAfterRow !== undefined;
   }
 
   #onRow(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
@@ -334,15 +342,20 @@ export class UpstreamAnswers {
   }
 
   /** The time bound stops the running statement: as a cut-off, outside the relay's pass, so the error is sent now. */
-  #stopForTime(reason: CutOffReason): void {
+  #stopForTime(reason: CutOffReason, cancelled = false): void {
     if (this.#cutOff) return;
     if (this.#streamingLeft > 0) {
-      // The error may not land inside a row's bytes: the stop (its cancel too, which must not reach a statement
-      // after this one) comes at the row's end, and what is charged for time stays within what was affordable.
-      this.#stopAfterRow ??= reason;
+      // The error may not land inside a row's bytes: it follows the row's end. The statement is cancelled now, and
+      // the rest of the row is read whatever the client reads (`drainsRow`), so a client that stops reading
+      // mid-row does not hold the provider's backend past what was paid for; the row's rest waits in pgtoll.
+      if (this.#stopAfterRow === undefined) {
+        this.#stopAfterRow = reason;
+        this.#wire.cancelUpstream();
+        this.#wire.readUpstream();
+      }
       return;
     }
-    const stopping = this.#cutOffResult(reason).then(
+    const stopping = this.#cutOffResult(reason, cancelled).then(
       () => {
         this.#stopping = undefined;
         this.#wire.flushToClient();
@@ -367,12 +380,13 @@ export class UpstreamAnswers {
    * The result ends before its last row (statement-metering.ts says why): the client gets the error in place of
    * the rest, which is cancelled. A write cut off in its RETURNING rows is not committed.
    */
-  async #cutOffResult(reason: CutOffReason): Promise<void> {
+  async #cutOffResult(reason: CutOffReason, cancelled = false): Promise<void> {
     this.#cutOff = true;
     const head = this.#queue.head;
     if (head?.kind === "simple" && head.writes) head.failed = true;
-    // Cancelled before the charge is awaited: the database's time ends as soon as it can.
-    this.#wire.cancelUpstream();
+    // Cancelled before the charge is awaited (unless a time stop inside a streamed row already did, whose second
+    // cancel could reach the next statement): the database's time ends as soon as it can.
+    if (!cancelled) this.#wire.cancelUpstream();
     const error = await this.#metering.cutOff(sqlOf(head), reason, this.#statementMs(head));
     this.#tally.cutOff++;
     this.#toClient.push(error);

@@ -1,6 +1,6 @@
 import type { Socket } from "node:net";
 import { performance } from "node:perf_hooks";
-import type pg from "pg";
+import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { setDailyLimit } from "../../src/billing/daily-limits.js";
 import { creditDeposit, getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
@@ -122,9 +122,17 @@ describe("statement time on the wire", () => {
       (e: pg.DatabaseError) => e,
     );
     socket.pause();
-    await new Promise((resolve) => setTimeout(resolve, 1200));
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // The client still reads nothing, yet the statement stopped paying at 0.5 s: the backend is not held for it.
+    const backend = new pg.Client({ connectionString: providerDb.url });
+    await backend.connect();
+    const running = await backend.query(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT repeat(''x'', 12000000)%'",
+    );
+    await backend.end();
     socket.resume();
     const error = await result;
+    expect(running.rows[0].n).toBe(0);
     // A message broken in the middle would fail the client's parser instead (or hang it).
     expect(error?.code).toBe(SqlState.insufficientFunds);
     await client.end();
