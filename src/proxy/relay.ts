@@ -396,7 +396,7 @@ export class Relay {
         } else {
           // A slow client keeps the upstream paused: its 'drain' resumes it, not the ledger's answer.
           const clientWaiting =
-            this.#closing !== "gone" && client.writableNeedDrain && !this.#answers.drainsRow;
+            this.#closing !== "gone" && client.writableNeedDrain && !this.#answers.drainsUpstream;
           if (!clientWaiting) upstream.resume();
         }
         this.#pump(direction);
@@ -412,8 +412,12 @@ export class Relay {
   }
 
   #flushToClient(): void {
-    // A statement stopped inside a streamed row has the rest of that row read regardless (upstream-answers.ts).
-    if (!this.#toClient.flushTo(this.deps.client) && this.#closing !== "gone" && !this.#answers.drainsRow)
+    // The upstream is read regardless while what it sends is discarded or a stopped row ends (upstream-answers.ts).
+    if (
+      !this.#toClient.flushTo(this.deps.client) &&
+      this.#closing !== "gone" &&
+      !this.#answers.drainsUpstream
+    )
       this.deps.upstream.pause();
   }
 

@@ -269,11 +269,13 @@ export class UpstreamAnswers {
   }
 
   /**
-   * A time stop waits for the end of the row being streamed: its rest is read from the upstream even while the
-   * client does not read (the relay does not pause the upstream for the client meanwhile).
+   * The upstream is read even while the client does not read (the relay does not pause it for the client): while a
+   * time stop waits for the end of the row being streamed, and while a cut-off result's rest, which is discarded,
+   * comes in. The statement is cancelled then, but a backend blocked in sending a row does not see its cancel: a
+   * client that stops reading would otherwise hold it past what was paid for.
    */
-  get drainsRow(): boolean {
-    return this.#stopAfterRow !== undefined;
+  get drainsUpstream(): boolean {
+    return this.#stopAfterRow !== undefined || this.#cutOff;
   }
 
   #onRow(buffer: Buffer, start: number, end: number): Promise<void> | undefined {
@@ -346,7 +348,7 @@ export class UpstreamAnswers {
     if (this.#cutOff) return;
     if (this.#streamingLeft > 0) {
       // The error may not land inside a row's bytes: it follows the row's end. The statement is cancelled now, and
-      // the rest of the row is read whatever the client reads (`drainsRow`), so a client that stops reading
+      // the rest of the row is read whatever the client reads (`drainsUpstream`), so a client that stops reading
       // mid-row does not hold the provider's backend past what was paid for; the row's rest waits in pgtoll.
       if (this.#stopAfterRow === undefined) {
         this.#stopAfterRow = reason;
@@ -387,6 +389,8 @@ export class UpstreamAnswers {
     // Cancelled before the charge is awaited (unless a time stop inside a streamed row already did, whose second
     // cancel could reach the next statement): the database's time ends as soon as it can.
     if (!cancelled) this.#wire.cancelUpstream();
+    // The rest is discarded: read whatever the client does (`drainsUpstream`).
+    this.#wire.readUpstream();
     const error = await this.#metering.cutOff(sqlOf(head), reason, this.#statementMs(head));
     this.#tally.cutOff++;
     this.#toClient.push(error);
