@@ -20,7 +20,13 @@ import type { SessionMeter } from "./session-meter.js";
 /** What the settings read of the session's meter. */
 export type SettingsMeter = Pick<
   SessionMeter,
-  "writtenBalance" | "sessionCostMicro" | "price" | "budgetMicro" | "lastStatementCost" | "dailyLimit"
+  | "writtenBalance"
+  | "sessionCostMicro"
+  | "price"
+  | "budgetMicro"
+  | "lastStatementCost"
+  | "dailyLimit"
+  | "synchronousCharges"
 >;
 
 /** What a session's settings are read from. */
@@ -30,11 +36,20 @@ export interface SettingSource {
   depositAddress: string;
 }
 
-/** One in-band setting: how `SHOW` reads it, and for those an agent may change, how `SET` and `RESET` do. */
+/** How an agent changes a setting, with `SET`, `RESET` or `-c name=value` at connect time. */
+interface SettingChange {
+  /** Whether `value` (null: RESET, or SET ... TO DEFAULT) is one the setting takes. */
+  accepts(value: string | null): boolean;
+  /** What the setting takes, for the error that refuses another value. */
+  values: string;
+  /** Applies an accepted value. */
+  apply(source: SettingSource, value: string | null): void;
+}
+
+/** One in-band setting: how `SHOW` reads it, and for those an agent may change, how it changes. */
 interface InBandSetting {
   show(source: SettingSource): string | Promise<string>;
-  /** Applies `value` (null: RESET, or SET ... TO DEFAULT); returns the error that refuses a bad value. */
-  set?(source: SettingSource, value: string | null): Buffer | undefined;
+  set?: SettingChange;
 }
 
 /** The largest session budget accepted, in micro-USDC (one billion USDC). */
@@ -44,7 +59,7 @@ const MAX_SESSION_BUDGET_MICRO = 1_000_000_000_000_000n;
  * A value of `pgtoll.max_session_cost`: a USDC amount with at most 6 decimals, or `none` (no budget; also RESET).
  * Undefined when it is neither.
  */
-export function parseSessionBudget(value: string | null): bigint | null | undefined {
+function parseSessionBudget(value: string | null): bigint | null | undefined {
   const text = value?.trim().toLowerCase() ?? "none";
   if (text === "none" || text === "") return null;
   const micro = parseMicro(text);
@@ -52,19 +67,40 @@ export function parseSessionBudget(value: string | null): bigint | null | undefi
 }
 
 /** What a bad value of `pgtoll.max_session_cost` is told. */
-export const SESSION_BUDGET_VALUES = "a USDC amount with at most 6 decimals, such as '0.50', or 'none'";
+const SESSION_BUDGET_VALUES = "a USDC amount with at most 6 decimals, such as '0.50', or 'none'";
 
-function setSessionBudget({ meter }: SettingSource, value: string | null): Buffer | undefined {
-  const budget = parseSessionBudget(value);
-  if (budget === undefined)
-    return errorFrame(
-      SqlState.invalidParameterValue,
-      `invalid value for parameter "pgtoll.max_session_cost": "${value}"`,
-      { hint: SESSION_BUDGET_VALUES },
-    );
-  meter.budgetMicro = budget;
-  return undefined;
+const sessionBudget: SettingChange = {
+  accepts: (value) => parseSessionBudget(value) !== undefined,
+  values: SESSION_BUDGET_VALUES,
+  apply: ({ meter }, value) => {
+    meter.budgetMicro = parseSessionBudget(value) ?? null;
+  },
+};
+
+/** PostgreSQL's spellings of a boolean setting's value (the unique prefixes PostgreSQL also takes are not). */
+const BOOLEAN_VALUES = new Map([
+  ["on", true],
+  ["off", false],
+  ["true", true],
+  ["false", false],
+  ["yes", true],
+  ["no", false],
+  ["1", true],
+  ["0", false],
+]);
+
+/** A boolean's value as PostgreSQL spells it; RESET is off. Undefined when it is none of them. */
+function parseBoolean(value: string | null): boolean | undefined {
+  return value === null ? false : BOOLEAN_VALUES.get(value.trim().toLowerCase());
 }
+
+const synchronousCharges: SettingChange = {
+  accepts: (value) => parseBoolean(value) !== undefined,
+  values: "on or off",
+  apply: ({ meter }, value) => {
+    meter.synchronousCharges = parseBoolean(value) ?? false;
+  },
+};
 
 /** `SHOW pgtoll.last_statement_cost`: the last statement's cost and its parts, as JSON. */
 function lastCostText(cost: CostBreakdown | null): string {
@@ -78,8 +114,9 @@ function lastCostText(cost: CostBreakdown | null): string {
  * charged to this session so far), `SHOW pgtoll.price` (every dimension of the price, markup included),
  * `SHOW pgtoll.deposit_address` (the provider's wallet, where USDC deposits go), `pgtoll.max_session_cost` (the
  * session's budget, which `SET` and `RESET` change), `SHOW pgtoll.daily_limit` and `pgtoll.daily_remaining` (the
- * agent's daily limit with the provider), and `SHOW pgtoll.last_statement_cost` (the last statement's cost and its
- * parts, JSON). Free. Every in-band setting of a session is listed here, whatever reads or writes it.
+ * agent's daily limit with the provider), `SHOW pgtoll.last_statement_cost` (the last statement's cost and its
+ * parts, JSON), and `pgtoll.synchronous_charges` (on: each query's ReadyForQuery waits until what it cost is written
+ * to the ledger; off by default). Free. Every in-band setting of a session is listed here, whatever reads or writes it.
  */
 const SETTINGS = new Map<string, InBandSetting>([
   ["pgtoll.balance", { show: async ({ meter }) => formatMicro(await meter.writtenBalance()) }],
@@ -90,7 +127,7 @@ const SETTINGS = new Map<string, InBandSetting>([
     "pgtoll.max_session_cost",
     {
       show: ({ meter }) => (meter.budgetMicro === null ? "none" : formatMicro(meter.budgetMicro)),
-      set: setSessionBudget,
+      set: sessionBudget,
     },
   ],
   [
@@ -112,6 +149,10 @@ const SETTINGS = new Map<string, InBandSetting>([
     },
   ],
   ["pgtoll.last_statement_cost", { show: ({ meter }) => lastCostText(meter.lastStatementCost) }],
+  [
+    "pgtoll.synchronous_charges",
+    { show: ({ meter }) => (meter.synchronousCharges ? "on" : "off"), set: synchronousCharges },
+  ],
 ]);
 
 /** The settings an agent may SET (at startup too, with `-c name=value` in `options`). */
@@ -160,7 +201,11 @@ class InBandSettings implements SessionSettings {
       });
     if (statementCount > 1)
       return errorFrame(SqlState.featureNotSupported, `SET ${name} must be sent as a query of its own`);
-    return setting.set(this.source, value);
+    const refused = invalidSettingValue(name, value);
+    if (refused !== undefined)
+      return errorFrame(SqlState.invalidParameterValue, refused, { hint: setting.set.values });
+    setting.set.apply(this.source, value);
+    return undefined;
   }
 
   async value(name: string): Promise<string> {
@@ -168,6 +213,17 @@ class InBandSettings implements SessionSettings {
     if (!setting) throw new Error(`no in-band setting ${name}`);
     return setting.show(this.source);
   }
+}
+
+/**
+ * Why `value` is not one an agent may give the setting `name` (one of {@link SETTABLE_SETTINGS}): the message of
+ * the error that refuses it, the values it takes included; undefined when it is accepted.
+ */
+export function invalidSettingValue(name: string, value: string | null): string | undefined {
+  const change = SETTINGS.get(name)?.set;
+  if (!change) return `parameter "${name}" cannot be changed`;
+  if (change.accepts(value)) return undefined;
+  return `invalid value for parameter "${name}": "${value}": ${change.values}`;
 }
 
 /** The error PostgreSQL gives for a setting it does not know, for `SHOW pgtoll.<anything else>`. */

@@ -30,6 +30,17 @@ export function ledgerUnavailable(rowsDelivered?: number): Buffer {
 }
 
 /**
+ * The query ran and its result was delivered, but the ledger could not be reached to write what it cost before its
+ * answer ended (`pgtoll.synchronous_charges`): the charge stays queued and is written once the ledger is back.
+ */
+export function chargeNotWritten(): Buffer {
+  return errorFrame(
+    SqlState.cannotConnectNow,
+    "the pgtoll ledger is unavailable: this query's result stands, but its charge is not written yet (pgtoll keeps trying); try the next query shortly",
+  );
+}
+
+/**
  * A row larger than pgtoll reads (PGTOLL_MAX_ROW_BYTES): refused from its length word, unread and not charged;
  * the rows before it were delivered and charged.
  */

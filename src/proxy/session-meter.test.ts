@@ -266,6 +266,52 @@ describe("SessionMeter", () => {
     expect((await queryEntries(agent)).reduce((sum, entry) => sum - entry.amountMicro, 0n)).toBe(200n);
   });
 
+  it("writes what the session spent so far on request, one entry per call, and resolves only once it is written", async () => {
+    const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
+    let open = () => {};
+    let gate: Promise<void> | undefined = new Promise<void>((resolve) => (open = resolve));
+    const ledger = watchedLedger(meta.pool, (name) =>
+      name === "pgtoll_ledger_charge_batch" ? gate : undefined,
+    );
+    const meter = meterOver(ledger, agent, 1_000_000n);
+    expect(meter.writeCharges()).toBeUndefined();
+    expect(await runStatement(meter, 7, "SELECT 7")).toBe(true);
+    const first = meter.writeCharges();
+    let written = false;
+    void first?.then(() => (written = true));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(written).toBe(false);
+    open();
+    expect(await first).toBe("written");
+    gate = undefined;
+    expect(await runStatement(meter, 3, "SELECT 3")).toBe(true);
+    expect(await runStatement(meter, 2, "SELECT 2")).toBe(true);
+    expect(await meter.writeCharges()).toBe("written");
+    expect(meter.writeCharges()).toBeUndefined();
+    const entries = await queryEntries(agent);
+    expect(entries.map((entry) => [entry.amountMicro, entry.metadata.rowCount])).toEqual([
+      [-7n, 7],
+      [-5n, 5],
+    ]);
+    await meter.release();
+  });
+
+  it("stops waiting for its charges when a write finds the ledger unavailable, and writes them once it is back", async () => {
+    const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
+    let down = false;
+    const ledger = watchedLedger(meta.pool, async (name) => {
+      if (down && name === "pgtoll_ledger_charge_batch")
+        throw Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
+    });
+    const meter = meterOver(ledger, agent, 1_000_000n);
+    expect(await runStatement(meter, 4)).toBe(true);
+    down = true;
+    expect(await meter.writeCharges()).toBe("unavailable");
+    down = false;
+    await meter.release();
+    expect((await queryEntries(agent)).reduce((sum, entry) => sum - entry.amountMicro, 0n)).toBe(4n);
+  });
+
   it("closes a window once its cost reaches the bound, and the rest at the clock's next tick", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
     const { meter } = countedMeter(agent, 1000, { windowMaxCostMicro: 100n, windowIntervalMs: 300 });

@@ -134,6 +134,8 @@ export class SessionMeter {
   #unwrittenMicro = 0n;
   /** The session waits on it while its unwritten spending is at the crash bound (see `#underCrashBound`). */
   #crashBoundWait: Deferred | null = null;
+  /** `pgtoll.synchronous_charges`: each query's answer waits for its charge to be written (`writeCharges`). */
+  synchronousCharges = false;
 
   constructor(
     ledger: Queryable,
@@ -616,6 +618,20 @@ export class SessionMeter {
       metadata: window.metadata(this.options.sessionId, this.#windowsClosed, this.options.shapes),
       key: randomUUID(),
     };
+  }
+
+  /**
+   * Closes the open window and resolves once every charge of the session queued so far is written: "written", or
+   * "unavailable" as soon as a write finds the ledger out of reach (the charge writer keeps the charges and retries
+   * them; the caller says so rather than wait for the outage's length). Undefined when nothing is left to write.
+   */
+  writeCharges(): Promise<"written" | "unavailable"> | undefined {
+    this.closeWindow();
+    if (this.#unwrittenMicro === 0n) return undefined;
+    return Promise.race([
+      this.#hold.written().then(() => "written" as const),
+      this.#writer.ledgerUnavailable().then(() => "unavailable" as const),
+    ]);
   }
 
   /** The agent's balance with every charge of this session written: closes the window and waits for it. */

@@ -2,7 +2,7 @@ import { normalizeAddress } from "../billing/address.js";
 import { SqlState } from "../db/sql-state.js";
 import { isUtf8EncodingName, SETTABLE_PARAMETERS } from "../guard/index.js";
 import { clientApplicationName, withClientApplicationName } from "./client-application-name.js";
-import { parseSessionBudget, SESSION_BUDGET_VALUES } from "./in-band-settings.js";
+import { invalidSettingValue, SETTABLE_SETTINGS } from "./in-band-settings.js";
 import { StartupRefusal } from "./proxy-errors.js";
 
 /** Startup parameters libpq and drivers send that are not settings, or that the proxy decides itself. */
@@ -26,7 +26,7 @@ export interface SessionRequest {
   settings: Record<string, string>;
   /** The client's application_name (startup parameter, `-c` in options, or its fallback); "" for none. */
   applicationName: string;
-  /** `-c pgtoll.<name>=value` settings the proxy applies itself (only `pgtoll.max_session_cost`), checked. */
+  /** `-c pgtoll.<name>=value` settings the proxy applies itself (`SETTABLE_SETTINGS`), checked. */
   pgtollSettings: Record<string, string>;
 }
 
@@ -124,14 +124,12 @@ export function parseSessionRequest(params: Record<string, string>): SessionRequ
   const named: Record<string, string> = {};
   const pgtollSettings: Record<string, string> = {};
   for (const [name, value] of pairs) {
-    if (name.toLowerCase() === "pgtoll.max_session_cost") {
-      if (parseSessionBudget(value) === undefined)
-        throw new StartupRefusal(
-          SqlState.invalidParameterValue,
-          `invalid value for parameter "pgtoll.max_session_cost": "${value}": ${SESSION_BUDGET_VALUES}`,
-          "bad_setting",
-        );
-      pgtollSettings["pgtoll.max_session_cost"] = value;
+    const pgtollName = name.toLowerCase();
+    if (SETTABLE_SETTINGS.includes(pgtollName)) {
+      const refused = invalidSettingValue(pgtollName, value);
+      if (refused !== undefined)
+        throw new StartupRefusal(SqlState.invalidParameterValue, refused, "bad_setting");
+      pgtollSettings[pgtollName] = value;
       continue;
     }
     if (name === "application_name" || name === "fallback_application_name") {

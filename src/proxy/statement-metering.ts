@@ -6,6 +6,7 @@ import type { GuardedStatement } from "../guard/index.js";
 import { DEFAULT_MAX_ROW_BYTES } from "../providers/message-gate.js";
 import { boundedNotice, pricedTableNotice, withheldError } from "./database-notices.js";
 import {
+  chargeNotWritten,
   dailyLimitError,
   insufficientFunds,
   ledgerUnavailable,
@@ -30,6 +31,8 @@ export type RelayMeter = Pick<
   | "endStatement"
   | "endWrite"
   | "settleWrites"
+  | "synchronousCharges"
+  | "writeCharges"
   | "release"
   | "budgetStops"
   | "shortfall"
@@ -160,6 +163,13 @@ export interface StatementMetering {
     inStatement: boolean,
     statement?: GuardedStatement,
   ): Buffer | undefined;
+  /**
+   * A query is answered (its ReadyForQuery is next). With `pgtoll.synchronous_charges` on, what its statements cost
+   * is written to the ledger first: a promise the ReadyForQuery waits for, resolving to undefined once the charge is
+   * written, or to the ErrorResponse that says the ledger is out of reach (the result stands; the charge is written
+   * later). Undefined when the answer need not wait.
+   */
+  chargesWritten(): Promise<Buffer | undefined> | undefined;
   /** The session has been idle long enough: the unspent hold goes back to the agent's balance. */
   release(): Promise<void>;
 }
@@ -393,6 +403,13 @@ class RowMetering implements StatementMetering {
     return withholdsDatabaseText(statement, this.pricesTables)
       ? pricedTableNotice(buffer, start, end)
       : boundedNotice(buffer, start, end);
+  }
+
+  chargesWritten(): Promise<Buffer | undefined> | undefined {
+    if (!this.#meter.synchronousCharges) return undefined;
+    return this.#meter
+      .writeCharges()
+      ?.then((outcome) => (outcome === "unavailable" ? chargeNotWritten() : undefined));
   }
 
   release(): Promise<void> {

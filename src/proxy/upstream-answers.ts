@@ -634,9 +634,32 @@ export class UpstreamAnswers {
     const waiting = closed?.wrapped
       ? undefined
       : this.#metering.settleWrites(status !== "I" || !statementFailed);
-    this.#toClient.pushRange(buffer, start, end);
-    if (status === "I" && this.#queue.empty) this.#wire.becameIdle(now);
-    return waiting;
+    return this.#passReady(buffer, start, end, status, now, waiting);
+  }
+
+  /**
+   * Passes a query's ReadyForQuery on to the client, once what the query cost is written when the session asks
+   * for that (`pgtoll.synchronous_charges`); returns what the upstream waits for (`waiting` too, when given).
+   */
+  #passReady(
+    buffer: Buffer,
+    start: number,
+    end: number,
+    status: TransactionStatus,
+    now: number,
+    waiting: Promise<void> | undefined,
+  ): Promise<void> | undefined {
+    const written = this.#wire.closing() ? undefined : this.#metering.chargesWritten();
+    if (!written) {
+      this.#toClient.pushRange(buffer, start, end);
+      if (status === "I" && this.#queue.empty) this.#wire.becameIdle(now);
+      return waiting;
+    }
+    return Promise.all([written, waiting]).then(([error]) => {
+      if (error) this.#toClient.push(error);
+      this.#toClient.pushRange(buffer, start, end);
+      if (status === "I" && this.#queue.empty) this.#wire.becameIdle(performance.now());
+    });
   }
 
   /** Sends a statement of the proxy's own that the write the client waits for now depends on. */
@@ -661,8 +684,6 @@ export class UpstreamAnswers {
     if (unit.error) this.#toClient.push(unit.error);
     else if (unit.held) this.#toClient.push(unit.held);
     this.#queue.status = status;
-    this.#toClient.pushRange(buffer, start, end);
-    if (status === "I" && this.#queue.empty) this.#wire.becameIdle(now);
-    return waiting;
+    return this.#passReady(buffer, start, end, status, now, waiting);
   }
 }

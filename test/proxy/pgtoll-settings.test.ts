@@ -2,8 +2,10 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { getBalance } from "../../src/billing/ledger.js";
-import { parseMicro } from "../../src/billing/money.js";
+import { ChargeWriter } from "../../src/billing/charge-writer.js";
+import { getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
+import { formatMicro, parseMicro } from "../../src/billing/money.js";
+import { WindowClock } from "../../src/billing/window-clock.js";
 import type { TestDatabase } from "../support/database.js";
 import {
   createProviderDatabase,
@@ -181,5 +183,104 @@ describe("SHOW pgtoll.*: the agent asks the proxy what it spends", () => {
       { env: { ...process.env, PGPASSWORD: await agent.token() } },
     );
     expect(stdout.trim().split("\n")).toEqual(["1", "2", "3", "0.004500", "1.995500"]);
+  });
+});
+
+describe("pgtoll.synchronous_charges: each answer after its charge is in the ledger", () => {
+  /** A proxy whose charge windows close only every minute: what is written before an answer was written for it. */
+  let slowClockProxy: TestProxy;
+  beforeAll(async () => {
+    const chargeWriter = new ChargeWriter(gateway.ctx.db, { ttlSeconds: 300 });
+    slowClockProxy = await startTestProxy(gateway, {
+      metrics: proxy.ctx.metrics,
+      chargeWriter,
+      windowClock: new WindowClock(60_000, chargeWriter),
+    });
+  });
+  afterAll(async () => {
+    await slowClockProxy?.close();
+  });
+
+  async function balanceOf(agent: { wallet: string }): Promise<bigint> {
+    return (await getBalance(gateway.ctx.db, agent.wallet, providerId)).balanceMicro;
+  }
+
+  it("writes what each query cost before its answer ends, one entry per query, in both protocols", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const client = await connectAgent(slowClockProxy, agent, providerId, {
+      options: "-c pgtoll.synchronous_charges=on",
+    });
+    try {
+      expect((await client.query("SHOW pgtoll.synchronous_charges")).rows).toEqual([
+        { "pgtoll.synchronous_charges": "on" },
+      ]);
+      let spent = 0n;
+      for (const [text, values, rows] of [
+        ["SELECT id FROM items WHERE id <= 3", undefined, 3],
+        ["SELECT id FROM items WHERE id <= $1", [5], 5],
+        ["SELECT id FROM items WHERE id <= 1; SELECT id FROM items WHERE id <= 2", undefined, 3],
+        ["SELECT id FROM items WHERE id <= $1", [4], 4],
+      ] as const) {
+        await client.query(text, values ? [...values] : undefined);
+        // 1500 micro-USDC a row; in the ledger as the answer arrives, the clock far from closing a window.
+        spent += BigInt(rows) * 1500n;
+        expect(await balanceOf(agent)).toBe(1_000_000n - spent);
+      }
+      const entries = (await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId, limit: 100 }))
+        .filter((entry) => entry.type === "query")
+        .reverse();
+      expect(entries.map((entry) => [entry.amountMicro, entry.metadata.rowCount])).toEqual([
+        [-4500n, 3],
+        [-7500n, 5],
+        [-4500n, 3],
+        [-6000n, 4],
+      ]);
+      // Off again: the charge waits in the session's window, unwritten when the answer comes.
+      await client.query("SET pgtoll.synchronous_charges = off");
+      await client.query("SELECT id FROM items WHERE id <= 2");
+      expect(await balanceOf(agent)).toBe(1_000_000n - spent);
+      expect((await client.query("SHOW pgtoll.balance")).rows[0]["pgtoll.balance"]).toBe(
+        formatMicro(1_000_000n - spent - 3000n),
+      );
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("is set from psql as PostgreSQL's booleans are, and refuses any other value, at connect time too", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const { stdout } = await run(
+      "psql",
+      [
+        "-X",
+        "-A",
+        "-t",
+        "-c",
+        "SET pgtoll.synchronous_charges = true",
+        "-c",
+        "SELECT id FROM items WHERE id <= 2",
+        "-c",
+        "SHOW pgtoll.synchronous_charges",
+        `postgresql://${agent.wallet}@127.0.0.1:${slowClockProxy.port}/${providerId}`,
+      ],
+      { env: { ...process.env, PGPASSWORD: await agent.token() } },
+    );
+    expect(stdout.trim().split("\n")).toEqual(["SET", "1", "2", "on"]);
+    expect(await balanceOf(agent)).toBe(1_000_000n - 3000n);
+    const client = await connectAgent(slowClockProxy, agent, providerId);
+    try {
+      await expect(client.query("SET pgtoll.synchronous_charges = maybe")).rejects.toMatchObject({
+        code: "22023",
+        message: 'invalid value for parameter "pgtoll.synchronous_charges": "maybe": on or off',
+      });
+      expect((await client.query("SHOW pgtoll.synchronous_charges")).rows[0]).toEqual({
+        "pgtoll.synchronous_charges": "off",
+      });
+    } finally {
+      await client.end();
+    }
+    await expect(
+      connectAgent(slowClockProxy, agent, providerId, { options: "-c pgtoll.synchronous_charges=sometimes" }),
+    ).rejects.toMatchObject({ code: "22023" });
   });
 });
