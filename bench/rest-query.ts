@@ -11,8 +11,8 @@ export interface RestSide {
   /**
    * `pgtoll-free`: the same pgtoll process and agent through a provider priced at 0 (no hold, no charge).
    * `hand-metered`: a bare route that meters by hand on the ledger database (bench/hand-metered-server.ts).
-   * `wire-adapter`: the query run through pgtoll's wire proxy on a pool of agent sessions, answered once
-   *   `SHOW pgtoll.balance` has written its charge (bench/wire-adapter-server.ts).
+   * `wire-adapter`: the query run through pgtoll's wire proxy on a pool of agent sessions with
+   *   `pgtoll.synchronous_charges` on, answered once its charge is written (bench/wire-adapter-server.ts).
    */
   name: "baseline" | "hand-metered" | "pgtoll" | "pgtoll-free" | "wire-adapter";
   url: string;

@@ -1,9 +1,9 @@
 /**
  * The REST "through the wire pipeline" side: a fastify route that answers `POST /api/query` by running the query
- * through pgtoll's wire proxy, as the agent, on a pool of proxy sessions, and then asks the session for its written
- * balance (`SHOW pgtoll.balance`), which closes the session's charge window and waits for the ledger: the answer
- * comes after its charge is durable, as the REST spec wants. It is what a REST adapter over the proxy's statement
- * pipeline costs at least (plus a loopback hop an in-process adapter would save), next to pgtoll's own REST path.
+ * through pgtoll's wire proxy, as the agent, on a pool of proxy sessions with `pgtoll.synchronous_charges` on: the
+ * query's answer ends only once its charge is written to the ledger, as the REST spec wants of its answer. It is
+ * what a REST adapter over the proxy's statement pipeline costs at least (plus a loopback hop and a second
+ * protocol codec that an in-process adapter would save), next to pgtoll's own REST path.
  * Run as its own process by the benchmark (`node --import tsx bench/wire-adapter-server.ts`); prints
  * "wire-adapter ready <url>".
  */
@@ -21,7 +21,8 @@ const sessions = new pg.Pool({
   user: process.env.WIRE_ADAPTER_AGENT_WALLET,
   database: providerId,
   password: () => createAgentToken(agentKey, providerId),
-  max: poolSize,
+  options: "-c pgtoll.synchronous_charges=on",
+  max: Number(process.env.WIRE_ADAPTER_SESSIONS ?? poolSize),
 });
 sessions.on("error", () => {});
 
@@ -30,8 +31,7 @@ app.post<{ Body: { sql: string; params?: unknown[] } }>("/api/query", async (req
   const session = await sessions.connect();
   try {
     const result = await session.query(request.body.sql, request.body.params);
-    const balance = await session.query<{ "pgtoll.balance": string }>("SHOW pgtoll.balance");
-    return { rows: result.rows, rowCount: result.rowCount, balance: balance.rows[0]?.["pgtoll.balance"] };
+    return { rows: result.rows, rowCount: result.rowCount };
   } finally {
     session.release();
   }
