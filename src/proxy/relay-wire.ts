@@ -14,6 +14,11 @@ export interface RelayWire {
   cancelUpstream(): void;
   /** Reads the upstream again if it was paused for a slow client (not while a frame waits for the ledger). */
   readUpstream(): void;
+  /**
+   * Holds back the client's output from here until `until` settles, writing what it resolves to first (an error
+   * frame), while the upstream's answers after it are still read and metered, up to a bound.
+   */
+  holdClientOutput(until: Promise<Buffer | undefined>): void;
   /** How the client is done, once it is: it sent Terminate, or it is gone. */
   closing(): "terminated" | "gone" | undefined;
   ended(): boolean;

@@ -53,6 +53,11 @@ export interface RelayDeps {
 const ADMITTED_ROW_BYTES = 256 * 1024;
 /** Messages other than rows are refused above the row cap, but never below this: a RowDescription of many columns. */
 const MIN_MESSAGE_CAP = 1024 * 1024;
+/**
+ * Answers a session holds back while their query's charge is written (`pgtoll.synchronous_charges`) before it
+ * stops reading the upstream: a pipelining client's next queries run meanwhile, within this much memory.
+ */
+const MAX_HELD_CLIENT_BYTES = 1024 * 1024;
 
 /** One direction of the relay: frames read from its socket, handled strictly in order. */
 interface Direction {
@@ -128,6 +133,7 @@ export class Relay {
       readUpstream: () => {
         if (!this.#upstream.busy) deps.upstream.resume();
       },
+      holdClientOutput: (until) => this.#toClient.holdUntil(until, () => this.#clientOutputReleased()),
       closing: () => this.#closing,
       ended: () => this.#ended,
     };
@@ -183,6 +189,14 @@ export class Relay {
   }
 
   #sayFarewell(): void {
+    const held = this.#toClient.released();
+    if (held) {
+      // The last answer waits for its charge to be written: the farewell follows it.
+      void held.then(() => {
+        if (!this.#ended) this.#sayFarewell();
+      });
+      return;
+    }
     const farewell = this.#farewell!;
     // After the ReadyForQuery still in the batch, so the client sees its statement complete first.
     this.#toClient.push(farewell.frame);
@@ -198,7 +212,7 @@ export class Relay {
     upstream.on("data", (chunk: Buffer) => this.#receive(this.#upstream, chunk));
     // A pass waiting for the ledger keeps its socket paused: resuming it early would queue a whole result.
     client.on("drain", () => {
-      if (!this.#upstream.busy) upstream.resume();
+      if (!this.#upstream.busy && !this.#holdsTooMuch) upstream.resume();
     });
     upstream.on("drain", () => {
       if (!this.#client.busy) client.resume();
@@ -396,7 +410,9 @@ export class Relay {
         } else {
           // A slow client keeps the upstream paused: its 'drain' resumes it, not the ledger's answer.
           const clientWaiting =
-            this.#closing !== "gone" && client.writableNeedDrain && !this.#answers.drainsUpstream;
+            this.#closing !== "gone" &&
+            (client.writableNeedDrain || this.#holdsTooMuch) &&
+            !this.#answers.drainsUpstream;
           if (!clientWaiting) upstream.resume();
         }
         this.#pump(direction);
@@ -412,13 +428,23 @@ export class Relay {
   }
 
   #flushToClient(): void {
+    const flushed = this.#toClient.flushTo(this.deps.client);
     // The upstream is read regardless while what it sends is discarded or a stopped row ends (upstream-answers.ts).
-    if (
-      !this.#toClient.flushTo(this.deps.client) &&
-      this.#closing !== "gone" &&
-      !this.#answers.drainsUpstream
-    )
+    if ((!flushed || this.#holdsTooMuch) && this.#closing !== "gone" && !this.#answers.drainsUpstream)
       this.deps.upstream.pause();
+  }
+
+  /** The answers held back for the ledger (`pgtoll.synchronous_charges`) are as much as a session may hold. */
+  get #holdsTooMuch(): boolean {
+    return this.#toClient.heldBytes > MAX_HELD_CLIENT_BYTES;
+  }
+
+  /** A hold on the client's output settled: what it kept goes out, and an upstream paused for it reads again. */
+  #clientOutputReleased(): void {
+    if (this.#ended) return;
+    this.#flushToClient();
+    if (!this.deps.client.writableNeedDrain && !this.#holdsTooMuch && !this.#upstream.busy)
+      this.deps.upstream.resume();
   }
 
   #becameIdle(now: number): void {

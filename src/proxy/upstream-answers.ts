@@ -639,7 +639,7 @@ export class UpstreamAnswers {
 
   /**
    * Passes a query's ReadyForQuery on to the client, once what the query cost is written when the session asks
-   * for that (`pgtoll.synchronous_charges`); returns what the upstream waits for (`waiting` too, when given).
+   * for that (`pgtoll.synchronous_charges`); returns `waiting`, what the upstream waits for.
    */
   #passReady(
     buffer: Buffer,
@@ -650,16 +650,12 @@ export class UpstreamAnswers {
     waiting: Promise<void> | undefined,
   ): Promise<void> | undefined {
     const written = this.#wire.closing() ? undefined : this.#metering.chargesWritten();
-    if (!written) {
-      this.#toClient.pushRange(buffer, start, end);
-      if (status === "I" && this.#queue.empty) this.#wire.becameIdle(now);
-      return waiting;
-    }
-    return Promise.all([written, waiting]).then(([error]) => {
-      if (error) this.#toClient.push(error);
-      this.#toClient.pushRange(buffer, start, end);
-      if (status === "I" && this.#queue.empty) this.#wire.becameIdle(performance.now());
-    });
+    // The answer from its ReadyForQuery on waits for the charge; the upstream's next answers are read meanwhile,
+    // so the charges of a pipelining client's queries are written together.
+    if (written) this.#wire.holdClientOutput(written);
+    this.#toClient.pushRange(buffer, start, end);
+    if (status === "I" && this.#queue.empty) this.#wire.becameIdle(now);
+    return waiting;
   }
 
   /** Sends a statement of the proxy's own that the write the client waits for now depends on. */

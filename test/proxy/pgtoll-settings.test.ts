@@ -247,6 +247,57 @@ describe("pgtoll.synchronous_charges: each answer after its charge is in the led
     }
   });
 
+  it("goes on reading a pipelining client's queries while an answer waits for its charge, and answers them in order", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);
+    const sql = postgres({
+      host: "127.0.0.1",
+      port: slowClockProxy.port,
+      user: agent.wallet,
+      database: providerId,
+      password: await agent.token(),
+      max: 1,
+      fetch_types: false,
+      connection: { "pgtoll.synchronous_charges": "on" },
+      onnotice: () => {},
+    });
+    const ledger = await gateway.ctx.db.connect();
+    try {
+      expect((await sql.unsafe("SELECT id FROM items WHERE id <= 1")).count).toBe(1);
+      // The ledger stalls: the agent's balance row is locked, so no charge of it can be written.
+      await ledger.query("BEGIN");
+      await ledger.query("SELECT 1 FROM balances WHERE agent_wallet = $1 AND provider_id = $2 FOR UPDATE", [
+        agent.wallet,
+        providerId,
+      ]);
+      const tally = slowClockProxy.ctx.metrics.tally;
+      const relayedBefore = tally.rowsRelayed;
+      let answered = 0;
+      const queries = [1, 2, 3, 4, 5].map((n) =>
+        sql.unsafe(`SELECT id FROM items WHERE id <= ${n}`).then((rows) => {
+          answered++;
+          return rows.count;
+        }),
+      );
+      const deadline = Date.now() + 5000;
+      while (tally.rowsRelayed - relayedBefore < 15 && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      // Every query ran and was metered while the first answer waited for its charge; none was answered.
+      expect(tally.rowsRelayed - relayedBefore).toBe(15);
+      expect(answered).toBe(0);
+      await ledger.query("ROLLBACK");
+      expect(await Promise.all(queries)).toEqual([1, 2, 3, 4, 5]);
+      const entries = (await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId, limit: 100 }))
+        .filter((entry) => entry.type === "query")
+        .reverse();
+      expect(entries.map((entry) => entry.metadata.rowCount)).toEqual([1, 1, 2, 3, 4, 5]);
+      expect(await balanceOf(agent)).toBe(10_000_000n - 16n * 1500n);
+    } finally {
+      await ledger.query("ROLLBACK").catch(() => {});
+      ledger.release();
+      await sql.end();
+    }
+  });
+
   it("is set from psql as PostgreSQL's booleans are, and refuses any other value, at connect time too", async () => {
     const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
     const { stdout } = await run(
