@@ -8,33 +8,30 @@
  * "wire-adapter ready <url>".
  */
 import Fastify from "fastify";
-import pg from "pg";
+import postgres from "postgres";
 import type { Hex } from "viem";
 import { createAgentToken } from "../src/proxy/agent-token.js";
 
 const poolSize = Number(process.env.BASELINE_POOL_SIZE ?? 5);
 const providerId = process.env.WIRE_ADAPTER_PROVIDER_ID ?? "";
 const agentKey = (process.env.WIRE_ADAPTER_AGENT_KEY ?? "") as Hex;
-const sessions = new pg.Pool({
+// postgres.js pipelines: a request's query is sent while the session's earlier one waits for its charge.
+const sql = postgres({
   host: process.env.WIRE_ADAPTER_PROXY_HOST,
   port: Number(process.env.WIRE_ADAPTER_PROXY_PORT),
   user: process.env.WIRE_ADAPTER_AGENT_WALLET,
   database: providerId,
-  password: () => createAgentToken(agentKey, providerId),
-  options: "-c pgtoll.synchronous_charges=on",
+  pass: () => createAgentToken(agentKey, providerId),
+  connection: { "pgtoll.synchronous_charges": "on" },
   max: Number(process.env.WIRE_ADAPTER_SESSIONS ?? poolSize),
+  onnotice: () => {},
 });
-sessions.on("error", () => {});
 
 const app = Fastify();
 app.post<{ Body: { sql: string; params?: unknown[] } }>("/api/query", async (request) => {
-  const session = await sessions.connect();
-  try {
-    const result = await session.query(request.body.sql, request.body.params);
-    return { rows: result.rows, rowCount: result.rowCount };
-  } finally {
-    session.release();
-  }
+  // Prepared: postgres.js pipelines only statements whose parameter types it knows.
+  const rows = await sql.unsafe(request.body.sql, (request.body.params ?? []) as never[], { prepare: true });
+  return { rows: [...rows], rowCount: rows.count };
 });
 
 const address = await app.listen({ host: "127.0.0.1", port: 0 });
