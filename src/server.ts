@@ -18,11 +18,11 @@ import { createMetadataPool } from "./db/pool.js";
 import { loadGuard } from "./guard/index.js";
 import { createVerdictCache } from "./guard/verdict-cache.js";
 import type { Logger } from "./log.js";
+import type { McpProxyAddress } from "./mcp/proxy-address.js";
 import { providerLookup } from "./providers/checked-connect.js";
 import { providerHostsIn } from "./providers/provider-hosts.js";
 import { createSecretBox, loadSecretKey } from "./providers/secret-box.js";
 import { UpstreamPools } from "./providers/upstream-pools.js";
-import { isLoopback } from "./proxy/loopback.js";
 import { createProxyMetrics } from "./proxy/proxy-metrics.js";
 import { startProxyServer } from "./proxy/proxy-server.js";
 import { SessionDrain } from "./proxy/session-drain.js";
@@ -175,8 +175,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     await limits.start();
     cleanups.push(() => limits.close());
     metrics.ledger.watchHolds(db);
-    // The proxy's port is known once it listens, after the HTTP server: /mcp reads it per request.
-    const mcpProxy = { ...loopbackOf(config.host), port: 0 };
+    // The proxy listens after the HTTP server: /mcp connects to it once it does.
+    const mcpProxy: McpProxyAddress = {};
     const lifecycle: Lifecycle = { draining: false };
     const ctx: GatewayContext = {
       config,
@@ -256,7 +256,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     );
     cleanups.push(() => proxy.close());
     if (config.proxyPublicPort === undefined) management.proxyPort = proxy.port;
-    mcpProxy.port = proxy.port;
+    mcpProxy.connect = () => proxy.connectInProcess();
 
     await releaseExpiredReservations(db);
     const sweeper = setInterval(
@@ -294,12 +294,4 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     await stop();
     throw error;
   }
-}
-
-/** How this process reaches its own proxy listening on `host`: loopback when it can, else `host` with TLS. */
-function loopbackOf(host: string): { host: string; tls: boolean } {
-  if (host === "0.0.0.0" || host === "localhost" || isLoopback(host))
-    return { host: "127.0.0.1", tls: false };
-  if (host === "::" || host === "::1") return { host: "::1", tls: false };
-  return { host, tls: true };
 }

@@ -1,7 +1,7 @@
-/** Where the MCP endpoint reaches this process's own wire proxy; the port is known once the proxy listens. */
+import type { Duplex } from "node:stream";
+
+/** How the MCP endpoint reaches this process's own wire proxy, once the proxy listens. */
 export interface McpProxyAddress {
-  host: string;
-  port: number;
-  /** TLS to the proxy: needed when it is reached on a non-loopback address. */
-  tls: boolean;
+  /** A new connection to the proxy from within the process (no TCP); unset until the proxy listens. */
+  connect?: () => Duplex;
 }

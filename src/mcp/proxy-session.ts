@@ -1,3 +1,4 @@
+import type { Duplex } from "node:stream";
 import pg from "pg";
 import { type Price, parsePrice } from "../billing/cost.js";
 import { formatMicro, parseMicro } from "../billing/money.js";
@@ -9,10 +10,13 @@ import { readCapped, type StatementResult, showSetting } from "./statement-read.
 
 /** Where the wire proxy listens and who the session is for. */
 export interface ProxySessionOptions {
-  host: string;
-  port: number;
+  /** The proxy's host and port, unless `stream` is given. */
+  host?: string;
+  port?: number;
   /** TLS to the proxy; required by the proxy unless it is reached over loopback. */
   ssl?: pg.ClientConfig["ssl"];
+  /** A new connection to a proxy in this process (its `connectInProcess`), in place of `host` and `port`. */
+  stream?: () => Duplex;
   wallet: string;
   providerId: string;
   /**
@@ -221,11 +225,9 @@ export class ProxySession {
   }
 
   async #connect(): Promise<pg.Client> {
-    const { host, port, ssl, wallet, providerId } = this.options;
+    const { host, port, ssl, stream, wallet, providerId } = this.options;
     const client = new pg.Client({
-      host,
-      port,
-      ssl,
+      ...(stream ? { stream } : { host, port, ssl }),
       user: wallet,
       database: providerId,
       password: await this.options.token(),

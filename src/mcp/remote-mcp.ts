@@ -107,10 +107,11 @@ export async function remoteMcpRoutes(app: FastifyInstance, options: RemoteMcpOp
       place,
     } as RemoteSession;
     session.proxySession = new ProxySession({
-      host: proxy.host,
-      port: proxy.port,
-      // Our own proxy, reached on a non-loopback address only when pgtoll listens on one: its certificate.
-      ssl: proxy.tls ? { rejectUnauthorized: false } : false,
+      // Our own proxy, in this process: no socket, no TLS.
+      stream: () => {
+        if (!proxy.connect) throw new Error("pgtoll's wire proxy is not listening yet");
+        return proxy.connect();
+      },
       wallet: agent.wallet,
       providerId: agent.providerId,
       token: async () => session.token,

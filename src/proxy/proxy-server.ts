@@ -1,5 +1,6 @@
 import { createServer, type Server, type Socket } from "node:net";
 import { canonicalAddress } from "../net/canonical-address.js";
+import { InProcessSocket } from "../net/in-process-socket.js";
 import { type ProxyContext, runClientSession } from "./client-session.js";
 import { refuseConnection } from "./connection-refusal.js";
 import { ownHostAddresses } from "./own-host.js";
@@ -15,6 +16,12 @@ export interface RunningProxy {
    */
   drain(graceMs: number): Promise<void>;
   close(): Promise<void>;
+  /**
+   * A connection to this proxy from within the process (an in-process socket, no TCP), served as a client on
+   * loopback is: it starts up and authenticates like any other. It counts in the proxy's limits, and `drain` and
+   * `close` end it like the others.
+   */
+  connectInProcess(): InProcessSocket;
 }
 
 /**
@@ -22,6 +29,9 @@ export interface RunningProxy {
  * ends every session (their charges are written and reservations released) and resolves when all sockets
  * are gone.
  */
+/** The address an in-process connection is served as. */
+const IN_PROCESS_ADDRESS = "127.0.0.1";
+
 export async function startProxyServer(
   ctx: ProxyContext,
   options: { host: string; port: number },
@@ -48,12 +58,15 @@ export async function startProxyServer(
   let whenAllClosed: (() => void) | undefined;
   const allClosed = () =>
     sockets.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => (whenAllClosed = resolve));
-  const server: Server = createServer((socket) => {
+  const track = (socket: Socket) => {
     sockets.add(socket);
     socket.once("close", () => {
       sockets.delete(socket);
       if (sockets.size === 0) whenAllClosed?.();
     });
+  };
+  const server: Server = createServer((socket) => {
+    track(socket);
     const peer = canonicalAddress(socket.remoteAddress);
     if (!ctx.proxyProtocol?.trusted(peer)) return accept(socket, peer);
     socket.on("error", () => {});
@@ -115,6 +128,15 @@ export async function startProxyServer(
       await new Promise<void>((resolve) => setImmediate(resolve));
       while (ctx.releases.size > 0) await Promise.all(ctx.releases);
       await ctx.chargeWriter.flush();
+    },
+    connectInProcess() {
+      const [client, served] = InProcessSocket.pair();
+      const socket = served as unknown as Socket;
+      track(socket);
+      if (closed) socket.destroy();
+      // The client is this process: loopback in every rule that asks where a client is (TLS, per-address limits).
+      else accept(socket, IN_PROCESS_ADDRESS);
+      return client;
     },
   };
   return running;

@@ -1,0 +1,99 @@
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { getBalance } from "../../src/billing/ledger.js";
+import type { TestDatabase } from "../support/database.js";
+import {
+  createProviderDatabase,
+  registerPricedProvider,
+  startTestGateway,
+  type TestGateway,
+} from "../support/gateway.js";
+import { fundedTestAgent, startTestProxy, type TestAgent, type TestProxy } from "../support/proxy.js";
+
+let gateway: TestGateway;
+let proxy: TestProxy;
+let providerDb: TestDatabase;
+let providerId: string;
+
+beforeAll(async () => {
+  gateway = await startTestGateway();
+  proxy = await startTestProxy(gateway);
+  providerDb = await createProviderDatabase(300);
+  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, {
+    basePricePer1000Rows: 1,
+    markupMultiplier: 1,
+  }));
+});
+afterAll(async () => {
+  await proxy?.close();
+  await gateway?.close();
+  await providerDb?.drop();
+});
+
+/** node-postgres connected to the proxy through an in-process socket, as `agent`. */
+async function inProcessClient(agent: TestAgent, password?: string): Promise<pg.Client> {
+  const client = new pg.Client({
+    stream: () => proxy.connectInProcess(),
+    user: agent.wallet,
+    database: providerId,
+    password: password ?? (await agent.token()),
+  });
+  await client.connect();
+  return client;
+}
+
+describe("a connection to the proxy from within the process", () => {
+  it("is an agent session like any other: authenticated, guarded, metered and charged", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const client = await inProcessClient(agent);
+    try {
+      const { rows } = await client.query("SELECT id FROM items WHERE id <= $1 ORDER BY id", [3]);
+      expect(rows).toEqual([{ id: 1 }, { id: 2 }, { id: 3 }]);
+      await expect(client.query("SELECT pg_sleep(0) FROM pg_shadow")).rejects.toMatchObject({
+        code: "42501",
+      });
+      expect((await client.query("SHOW pgtoll.balance")).rows[0]["pgtoll.balance"]).toBe("0.997000");
+    } finally {
+      await client.end();
+    }
+    expect((await getBalance(gateway.ctx.db, agent.wallet, providerId)).balanceMicro).toBe(997_000n);
+    await expect(inProcessClient(agent, "not-a-token")).rejects.toMatchObject({ code: "28P01" });
+  });
+
+  it("carries a large result with backpressure to a client that reads slowly, every row charged", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 100_000_000n);
+    const client = await inProcessClient(agent);
+    try {
+      const socket = (client as unknown as { connection: { stream: NodeJS.ReadableStream } }).connection
+        .stream;
+      const result = client.query("SELECT repeat('x', 1000) AS v FROM generate_series(1, 20000)");
+      socket.pause();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      socket.resume();
+      expect((await result).rowCount).toBe(20_000);
+      expect((await client.query("SHOW pgtoll.session_cost")).rows[0]["pgtoll.session_cost"]).toBe(
+        "20.000000",
+      );
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("is ended with the proxy's other sessions when the proxy closes", async () => {
+    const other = await startTestProxy(gateway, { metrics: proxy.ctx.metrics });
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const client = new pg.Client({
+      stream: () => other.connectInProcess(),
+      user: agent.wallet,
+      database: providerId,
+      password: await agent.token(),
+    });
+    await client.connect();
+    const ended = new Promise<void>((resolve) => client.once("end", () => resolve()));
+    client.on("error", () => {});
+    await client.query("SELECT 1");
+    await other.close();
+    await ended;
+    await expect(client.query("SELECT 1")).rejects.toThrow();
+  });
+});
