@@ -155,11 +155,12 @@ export class ChargeWriter {
   }
 
   /**
-   * Resolves once a write finds the ledger unavailable, at once while the last one did: a session waiting for its
-   * charges to be written stops waiting for what cannot come soon.
+   * Resolves once a write finds the ledger unavailable, at once while the last one did (unless `nextAttempt`:
+   * then only when the next attempt fails too): a session waiting for its charges to be written stops waiting
+   * for what cannot come soon.
    */
-  ledgerUnavailable(): Promise<void> {
-    if (this.#unavailableAttempts > 0) return Promise.resolve();
+  ledgerUnavailable(nextAttempt = false): Promise<void> {
+    if (!nextAttempt && this.#unavailableAttempts > 0) return Promise.resolve();
     this.#unavailable ??= deferred();
     return this.#unavailable.promise;
   }

@@ -622,15 +622,16 @@ export class SessionMeter {
 
   /**
    * Closes the open window and resolves once every charge of the session queued so far is written: "written", or
-   * "unavailable" as soon as a write finds the ledger out of reach (the charge writer keeps the charges and retries
-   * them; the caller says so rather than wait for the outage's length). Undefined when nothing is left to write.
+   * "unavailable" when the writer's next attempt finds the ledger out of reach (the charge writer keeps the charges
+   * and retries them; the caller says so rather than wait for the outage's length). Undefined when nothing is
+   * left to write.
    */
   writeCharges(): Promise<"written" | "unavailable"> | undefined {
     this.closeWindow();
     if (this.#unwrittenMicro === 0n) return undefined;
     return Promise.race([
       this.#hold.written().then(() => "written" as const),
-      this.#writer.ledgerUnavailable().then(() => "unavailable" as const),
+      this.#writer.ledgerUnavailable(true).then(() => "unavailable" as const),
     ]);
   }
 
