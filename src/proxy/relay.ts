@@ -53,6 +53,8 @@ export interface RelayDeps {
 const ADMITTED_ROW_BYTES = 256 * 1024;
 /** Messages other than rows are refused above the row cap, but never below this: a RowDescription of many columns. */
 const MIN_MESSAGE_CAP = 1024 * 1024;
+/** When a client that left mid-statement has its upstream statement cancelled a second time. */
+const CANCEL_AGAIN_MS = 250;
 /**
  * Answers a session holds back while their query's charge is written (`pgtoll.synchronous_charges`) before it
  * stops reading the upstream: a pipelining client's next queries run meanwhile, within this much memory.
@@ -274,7 +276,10 @@ export class Relay {
       // Only reads are left: charge the rows already handed over and drop the upstream, rather than read (and
       // parse) the rest of a result that may fill megabytes of socket buffers. The cancel stops a statement
       // that sends nothing for a while (the server would notice the closed socket only when it next writes).
+      // A cancel that reaches a busy server before its backend has read the statement is lost, and the
+      // statement would run to its timeout: a second one follows (one for a backend that has exited is dropped).
       this.deps.cancelUpstream();
+      setTimeout(() => this.deps.cancelUpstream(), CANCEL_AGAIN_MS).unref();
       this.#answers.abandon();
       this.end(reason);
       return;
