@@ -276,16 +276,13 @@ export class Relay {
       // Only reads are left: charge the rows already handed over and drop the upstream, rather than read (and
       // parse) the rest of a result that may fill megabytes of socket buffers. The cancel stops a statement
       // that sends nothing for a while (the server would notice the closed socket only when it next writes).
-      // A cancel that reaches a busy server before its backend has read the statement is lost, and the
-      // statement would run to its timeout: a second one follows (one for a backend that has exited is dropped).
-      this.deps.cancelUpstream();
-      setTimeout(() => this.deps.cancelUpstream(), CANCEL_AGAIN_MS).unref();
+      this.#cancelForGoneClient();
       this.#answers.abandon();
       this.end(reason);
       return;
     }
     if (how === "gone") {
-      this.deps.cancelUpstream();
+      this.#cancelForGoneClient();
       this.deps.upstream.resume();
     }
     if (!this.#closing) {
@@ -298,6 +295,17 @@ export class Relay {
       this.#drainTimer.unref();
     }
     this.#closing = how;
+  }
+
+  /**
+   * Cancels the statement a client that went away left running, twice: a cancel that reaches a busy server
+   * before its backend has read the statement is lost, and the statement would run to its timeout, even once the
+   * session has ended (something between pgtoll and the server may close the connection at its Terminate). A
+   * cancel for a backend that has exited is dropped by the server.
+   */
+  #cancelForGoneClient(): void {
+    this.deps.cancelUpstream();
+    setTimeout(() => this.deps.cancelUpstream(), CANCEL_AGAIN_MS).unref();
   }
 
   /** Stops relaying; the session closes both sockets. Idempotent. */

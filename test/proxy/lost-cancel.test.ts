@@ -47,12 +47,13 @@ async function startForwarder(target: URL): Promise<number> {
   return (forwarder.address() as { port: number }).port;
 }
 
-async function sleepingBackends(): Promise<number> {
+async function sleepingBackends(pattern = "SELECT pg_sleep(9)%"): Promise<number> {
   const admin = new pg.Client({ connectionString: providerDb.url });
   await admin.connect();
   try {
     const { rows } = await admin.query(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT pg_sleep(9)%'",
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1",
+      [pattern],
     );
     return rows[0].n;
   } finally {
@@ -94,5 +95,30 @@ describe("a client that vanishes mid-statement", () => {
       await new Promise((resolve) => setTimeout(resolve, 50));
     expect(cancelsDropped).toBe(1);
     expect(await sleepingBackends()).toBe(0);
+  });
+
+  it("has a write it left running stopped the same way, and the write rolled back", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const client = await connectAgent(proxy, agent, providerId);
+    client.on("error", () => {});
+    const write = "UPDATE items SET name = 'slept' WHERE id = 1 AND pg_sleep(9) IS NOT NULL";
+    void client.query(write).catch(() => {});
+    const deadline = Date.now() + 5000;
+    while ((await sleepingBackends("UPDATE items SET name = 'slept'%")) === 0 && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await sleepingBackends("UPDATE items SET name = 'slept'%")).toBe(1);
+    cancelsToDrop = 1;
+    cancelsDropped = 0;
+    (client as unknown as { connection: { stream: Socket } }).connection.stream.destroy();
+    const stopBy = Date.now() + 3000;
+    while ((await sleepingBackends("UPDATE items SET name = 'slept'%")) > 0 && Date.now() < stopBy)
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(cancelsDropped).toBe(1);
+    expect(await sleepingBackends("UPDATE items SET name = 'slept'%")).toBe(0);
+    const admin = new pg.Client({ connectionString: providerDb.url });
+    await admin.connect();
+    const { rows } = await admin.query("SELECT name FROM items WHERE id = 1");
+    await admin.end();
+    expect(rows[0].name).not.toBe("slept");
   });
 });
