@@ -47,7 +47,8 @@ async function startForwarder(target: URL): Promise<number> {
   return (forwarder.address() as { port: number }).port;
 }
 
-async function sleepingBackends(pattern = "SELECT pg_sleep(9)%"): Promise<number> {
+/** Backends of the provider running a query that matches `pattern`. */
+async function sleepingBackends(pattern: string): Promise<number> {
   const admin = new pg.Client({ connectionString: providerDb.url });
   await admin.connect();
   try {
@@ -59,6 +60,29 @@ async function sleepingBackends(pattern = "SELECT pg_sleep(9)%"): Promise<number
   } finally {
     await admin.end();
   }
+}
+
+/** Polls the running backends whose query matches `pattern` until `done(count)` or `ms` pass; the last count. */
+async function backendsUntil(pattern: string, done: (count: number) => boolean, ms: number): Promise<number> {
+  const deadline = Date.now() + ms;
+  let count = await sleepingBackends(pattern);
+  while (!done(count) && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    count = await sleepingBackends(pattern);
+  }
+  return count;
+}
+
+/** Starts `sql` as a new agent session, waits for it to run upstream, then drops the client with the next cancel lost. */
+async function vanishMidStatement(sql: string, pattern: string): Promise<void> {
+  const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+  const client = await connectAgent(proxy, agent, providerId);
+  client.on("error", () => {});
+  void client.query(sql).catch(() => {});
+  expect(await backendsUntil(pattern, (n) => n > 0, 5000)).toBe(1);
+  cancelsToDrop = 1;
+  cancelsDropped = 0;
+  (client as unknown as { connection: { stream: Socket } }).connection.stream.destroy();
 }
 
 beforeAll(async () => {
@@ -79,42 +103,20 @@ afterAll(async () => {
 
 describe("a client that vanishes mid-statement", () => {
   it("has its statement stopped even when the first cancel is lost on the way", async () => {
-    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
-    const client = await connectAgent(proxy, agent, providerId);
-    client.on("error", () => {});
-    void client.query("SELECT pg_sleep(9)").catch(() => {});
-    const deadline = Date.now() + 5000;
-    while ((await sleepingBackends()) === 0 && Date.now() < deadline)
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(await sleepingBackends()).toBe(1);
-    cancelsToDrop = 1;
-    (client as unknown as { connection: { stream: Socket } }).connection.stream.destroy();
+    await vanishMidStatement("SELECT pg_sleep(9)", "SELECT pg_sleep(9)%");
     // Well before the statement's own end (9 s) or the statement timeout (10 s).
-    const stopBy = Date.now() + 3000;
-    while ((await sleepingBackends()) > 0 && Date.now() < stopBy)
-      await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await backendsUntil("SELECT pg_sleep(9)%", (n) => n === 0, 3000)).toBe(0);
     expect(cancelsDropped).toBe(1);
-    expect(await sleepingBackends()).toBe(0);
   });
 
   it("has a write it left running stopped the same way, and the write rolled back", async () => {
-    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
-    const client = await connectAgent(proxy, agent, providerId);
-    client.on("error", () => {});
-    const write = "UPDATE items SET name = 'slept' WHERE id = 1 AND pg_sleep(9) IS NOT NULL";
-    void client.query(write).catch(() => {});
-    const deadline = Date.now() + 5000;
-    while ((await sleepingBackends("UPDATE items SET name = 'slept'%")) === 0 && Date.now() < deadline)
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(await sleepingBackends("UPDATE items SET name = 'slept'%")).toBe(1);
-    cancelsToDrop = 1;
-    cancelsDropped = 0;
-    (client as unknown as { connection: { stream: Socket } }).connection.stream.destroy();
-    const stopBy = Date.now() + 3000;
-    while ((await sleepingBackends("UPDATE items SET name = 'slept'%")) > 0 && Date.now() < stopBy)
-      await new Promise((resolve) => setTimeout(resolve, 50));
+    const pattern = "UPDATE items SET name = 'slept'%";
+    await vanishMidStatement(
+      "UPDATE items SET name = 'slept' WHERE id = 1 AND pg_sleep(9) IS NOT NULL",
+      pattern,
+    );
+    expect(await backendsUntil(pattern, (n) => n === 0, 3000)).toBe(0);
     expect(cancelsDropped).toBe(1);
-    expect(await sleepingBackends("UPDATE items SET name = 'slept'%")).toBe(0);
     const admin = new pg.Client({ connectionString: providerDb.url });
     await admin.connect();
     const { rows } = await admin.query("SELECT name FROM items WHERE id = 1");

@@ -28,6 +28,26 @@ function bytesFromUpstream(): number {
   return proxy.ctx.metrics.tally.bytesFromUpstream;
 }
 
+/** The lines psql prints (unaligned, tuples only) for `commands`, each a `-c`, run as `agent` through `on`. */
+async function psqlLines(
+  on: Pick<TestProxy, "port">,
+  agent: Awaited<ReturnType<typeof fundedTestAgent>>,
+  commands: string[],
+): Promise<string[]> {
+  const { stdout } = await run(
+    "psql",
+    [
+      "-X",
+      "-A",
+      "-t",
+      ...commands.flatMap((command) => ["-c", command]),
+      `postgresql://${agent.wallet}@127.0.0.1:${on.port}/${providerId}`,
+    ],
+    { env: { ...process.env, PGPASSWORD: await agent.token() } },
+  );
+  return stdout.trim().split("\n");
+}
+
 beforeAll(async () => {
   gateway = await startTestGateway();
   proxy = await startTestProxy(gateway);
@@ -167,23 +187,12 @@ describe("SHOW pgtoll.*: the agent asks the proxy what it spends", () => {
 
   it("works from psql, the way an agent with only a SQL tool asks", async () => {
     const agent = await fundedTestAgent(gateway, providerId, 2_000_000n);
-    const { stdout } = await run(
-      "psql",
-      [
-        "-X",
-        "-A",
-        "-t",
-        "-c",
-        "SELECT id FROM items WHERE id <= 3",
-        "-c",
-        "SHOW pgtoll.session_cost",
-        "-c",
-        "SHOW pgtoll.balance",
-        `postgresql://${agent.wallet}@127.0.0.1:${proxy.port}/${providerId}`,
-      ],
-      { env: { ...process.env, PGPASSWORD: await agent.token() } },
-    );
-    expect(stdout.trim().split("\n")).toEqual(["1", "2", "3", "0.004500", "1.995500"]);
+    const lines = await psqlLines(proxy, agent, [
+      "SELECT id FROM items WHERE id <= 3",
+      "SHOW pgtoll.session_cost",
+      "SHOW pgtoll.balance",
+    ]);
+    expect(lines).toEqual(["1", "2", "3", "0.004500", "1.995500"]);
   });
 });
 
@@ -337,23 +346,12 @@ describe("pgtoll.synchronous_charges: each answer after its charge is in the led
 
   it("is set from psql as PostgreSQL's booleans are, and refuses any other value, at connect time too", async () => {
     const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
-    const { stdout } = await run(
-      "psql",
-      [
-        "-X",
-        "-A",
-        "-t",
-        "-c",
-        "SET pgtoll.synchronous_charges = true",
-        "-c",
-        "SELECT id FROM items WHERE id <= 2",
-        "-c",
-        "SHOW pgtoll.synchronous_charges",
-        `postgresql://${agent.wallet}@127.0.0.1:${slowClockProxy.port}/${providerId}`,
-      ],
-      { env: { ...process.env, PGPASSWORD: await agent.token() } },
-    );
-    expect(stdout.trim().split("\n")).toEqual(["SET", "1", "2", "on"]);
+    const lines = await psqlLines(slowClockProxy, agent, [
+      "SET pgtoll.synchronous_charges = true",
+      "SELECT id FROM items WHERE id <= 2",
+      "SHOW pgtoll.synchronous_charges",
+    ]);
+    expect(lines).toEqual(["SET", "1", "2", "on"]);
     expect(await balanceOf(agent)).toBe(1_000_000n - 3000n);
     const client = await connectAgent(slowClockProxy, agent, providerId);
     try {
