@@ -11,6 +11,7 @@ import { errorFrame, StartupRefusal, UnansweredClose } from "./proxy-errors.js";
 import { closeRefused } from "./refused-socket.js";
 import { encodeNegotiateProtocolVersion, encodeTerminate } from "./serializer.js";
 import { readCleartextPassword } from "./session-auth.js";
+import { restartFarewell } from "./session-drain.js";
 import type { SessionPlan } from "./session-plan.js";
 import { negotiate } from "./startup-negotiation.js";
 import { isEndpointStartup, parseEndpointRequest, parseSessionRequest } from "./startup-options.js";
@@ -44,6 +45,16 @@ export async function runClientSession(
   }
   raw.once("close", authenticated);
   const stream = new StartupStream(raw);
+  // A stopping server whose grace is over ends a connection still starting up as PostgreSQL would a session,
+  // with FATAL 57P01, rather than close it without a word (the session, once started, joins the drain itself).
+  const leaveDrain =
+    ctx.drain?.add({
+      endWhenIdle: () => {},
+      endNow: () => {
+        ctx.metrics.sessionsRefused.labels("restarting").inc();
+        closeRefused(stream.socket, restartFarewell());
+      },
+    }) ?? (() => {});
   const deadline = setTimeout(() => {
     ctx.metrics.sessionsRefused.labels("startup_timeout").inc();
     stream.socket.destroy();
@@ -104,6 +115,8 @@ export async function runClientSession(
     releaseSlot?.();
     stream.abandon();
     refuse(stream.socket, error, ctx, clientAddress);
+  } finally {
+    leaveDrain();
   }
 }
 
