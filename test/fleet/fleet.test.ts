@@ -142,8 +142,10 @@ async function wireWorker(agent: Agent, providerId: string, done: () => boolean)
       }
       stats.statements++;
     };
+    let connected = false;
     try {
       await client.connect();
+      connected = true;
       while (!done() && !lost) {
         if (Math.random() < 0.3) {
           await client.query("BEGIN");
@@ -163,7 +165,8 @@ async function wireWorker(agent: Agent, providerId: string, done: () => boolean)
     if (lost.code === "57P01") stats.reconnects++;
     else if (lost.code === "PT402")
       return; // the poor agent cannot open another session: its balance is spent
-    else stats.unexpected.push(`${lost.code ?? ""} ${lost.message}`);
+    else
+      stats.unexpected.push(`${connected ? "in session" : "connecting"}: ${lost.code ?? ""} ${lost.message}`);
   }
 }
 
