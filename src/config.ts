@@ -533,6 +533,13 @@ export const optionSpecs = {
     defaultText: "local",
     parse: (raw: string | undefined) => raw || "local",
   },
+  shutdownDelayMs: {
+    env: "PGTOLL_SHUTDOWN_DELAY_MS",
+    description:
+      "On SIGTERM or SIGINT, how long pgtoll goes on serving as before, new wire connections included, while GET /ready answers 503, before it stops listening and drains: set it above the time a load balancer takes to take it out of rotation (HAProxy: fall x inter), since a connection the balancer sends once the listener is closed is refused, and one still queued at the close is reset without a word.",
+    defaultText: "0",
+    parse: integer("PGTOLL_SHUTDOWN_DELAY_MS", 0, 0, 600_000),
+  },
   shutdownGraceMs: {
     env: "PGTOLL_SHUTDOWN_GRACE_MS",
     description:

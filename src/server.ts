@@ -280,6 +280,9 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       async drain() {
         const started = performance.now();
         lifecycle.draining = true;
+        // Load balancers see /ready answer 503 and stop sending connections before the listener closes.
+        if (config.shutdownDelayMs > 0)
+          await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
         await proxy.drain(config.shutdownGraceMs);
         const sessionsMs = Math.round(performance.now() - started);
         await stop();

@@ -91,8 +91,10 @@ describe("deploy/ files", () => {
     expect(deployment.spec.template.spec.terminationGracePeriodSeconds * 1000).toBeGreaterThan(
       grace + preStop * 1000,
     );
-    const composeGrace = Number(pgtollServices[0]![1].environment.PGTOLL_SHUTDOWN_GRACE_MS);
-    expect(Number.parseInt(pgtollServices[0]![1].stop_grace_period, 10) * 1000).toBeGreaterThan(composeGrace);
+    const composeEnv = pgtollServices[0]![1].environment;
+    const composeStop =
+      Number(composeEnv.PGTOLL_SHUTDOWN_DELAY_MS) + Number(composeEnv.PGTOLL_SHUTDOWN_GRACE_MS);
+    expect(Number.parseInt(pgtollServices[0]![1].stop_grace_period, 10) * 1000).toBeGreaterThan(composeStop);
   });
 
   it("tie the Kubernetes objects together: secret keys, selectors, ports, the autoscaler's target", () => {

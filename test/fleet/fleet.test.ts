@@ -77,6 +77,8 @@ function memberEnv(member: FleetMember): Record<string, string> {
     PGTOLL_TRUST_PROXY: "on",
     PGTOLL_RATE_LIMIT: "on",
     PGTOLL_SHUTDOWN_GRACE_MS: "10000",
+    // HAProxy checks every 250 ms and takes a server out after two failures.
+    PGTOLL_SHUTDOWN_DELAY_MS: "750",
     LOG_LEVEL: "info",
   };
 }

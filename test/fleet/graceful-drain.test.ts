@@ -173,6 +173,25 @@ describe("pgtoll start drains on SIGTERM", () => {
     await stuck.client.end().catch(() => {});
   });
 
+  it("serves new connections as before for PGTOLL_SHUTDOWN_DELAY_MS while /ready says 503, then drains them", async () => {
+    const proc = await start({ PGTOLL_SHUTDOWN_DELAY_MS: "1500", PGTOLL_SHUTDOWN_GRACE_MS: "5000" });
+    const agent = await fundedAgent(proc.httpUrl);
+    proc.cli.child.kill("SIGTERM");
+    await waitFor(
+      async () => (await fetch(`${proc.httpUrl}/ready`)).status === 503,
+      5000,
+      "/ready to say 503",
+    );
+    // The listener is still open: a balancer's last connections are served, not reset.
+    const late = await connect(proc.proxyPort, agent);
+    await late.client.query("BEGIN");
+    expect((await late.client.query("SELECT id FROM items WHERE id <= 3")).rowCount).toBe(3);
+    await late.client.query("COMMIT");
+    expect(await proc.cli.exited).toBe(0);
+    expect(late.heard[0]).toMatchObject({ code: "57P01" });
+    await late.client.end().catch(() => {});
+  });
+
   it("stops at once on a second signal", async () => {
     const proc = await start({ PGTOLL_SHUTDOWN_GRACE_MS: "60000" });
     const agent = await fundedAgent(proc.httpUrl);
