@@ -23,9 +23,12 @@ export class OutputBatch {
   readonly #starts: number[] = [];
   readonly #ends: number[] = [];
   readonly #holds: Hold[] = [];
+  /** Bytes of every frame queued and not written. */
+  #queuedBytes = 0;
 
   /** Queues `buffer[start, end)`. */
   pushRange(buffer: Buffer, start: number, end: number): void {
+    this.#queuedBytes += end - start;
     const last = this.#buffers.length - 1;
     const heldFromHere = this.#holds.length > 0 && this.#holds[this.#holds.length - 1]!.at === last + 1;
     if (last >= 0 && !heldFromHere && this.#buffers[last] === buffer && this.#ends[last] === start) {
@@ -73,13 +76,12 @@ export class OutputBatch {
     return Promise.all(open.map((hold) => hold.until)).then(() => {});
   }
 
-  /** Bytes queued behind a hold that has not settled. */
+  /**
+   * Bytes queued behind a hold that has not settled, as of the last flush (which wrote everything before it):
+   * counted as frames are queued, not per call.
+   */
   get heldBytes(): number {
-    const open = this.#holds.find((hold) => !hold.settled);
-    if (!open) return 0;
-    let bytes = 0;
-    for (let i = open.at; i < this.#buffers.length; i++) bytes += this.#ends[i]! - this.#starts[i]!;
-    return bytes;
+    return this.#holds.some((hold) => !hold.settled) ? this.#queuedBytes : 0;
   }
 
   /** Writes everything collected up to the first hold not settled; false when the socket asked to wait for 'drain'. */
@@ -92,11 +94,13 @@ export class OutputBatch {
       const start = this.#starts[0]!;
       const end = this.#ends[0]!;
       this.#clear();
+      this.#queuedBytes = 0;
       if (socket.destroyed) return true;
       return socket.write(start === 0 && end === buffer.length ? buffer : buffer.subarray(start, end));
     }
     const views = this.#buffers.map((buffer, i) => buffer.subarray(this.#starts[i], this.#ends[i]));
     this.#clear();
+    this.#queuedBytes = 0;
     return writeViews(socket, views);
   }
 
@@ -115,6 +119,7 @@ export class OutputBatch {
       passed++;
     }
     for (; next < limit; next++) views.push(this.#view(next));
+    for (let i = 0; i < limit; i++) this.#queuedBytes -= this.#ends[i]! - this.#starts[i]!;
     this.#holds.splice(0, passed);
     for (const hold of this.#holds) hold.at -= limit;
     this.#buffers.splice(0, limit);

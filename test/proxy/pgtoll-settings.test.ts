@@ -308,6 +308,56 @@ describe("pgtoll.synchronous_charges: each answer after its charge is in the led
     }
   });
 
+  it("stops reading the upstream once the answers it holds for a stalled ledger pass 1 MiB", async () => {
+    // Only the charges stall: reservations, and so the rows they pay for, go on.
+    let gate: Promise<void> | undefined;
+    let open = () => {};
+    const writer = new ChargeWriter(
+      watchedLedger(gateway.ctx.db, (name) => (name === "pgtoll_ledger_charge_batch" ? gate : undefined)),
+      { ttlSeconds: 300 },
+    );
+    const stalledProxy = await startTestProxy(gateway, {
+      metrics: proxy.ctx.metrics,
+      chargeWriter: writer,
+      windowClock: new WindowClock(60_000, writer),
+      // The crash bound (twice this) far above what the test spends: the held answers alone stop the reading.
+      windowMaxCostMicro: 100_000_000n,
+    });
+    const agent = await fundedTestAgent(gateway, providerId, 100_000_000n);
+    const sql = postgres({
+      host: "127.0.0.1",
+      port: stalledProxy.port,
+      user: agent.wallet,
+      database: providerId,
+      password: await agent.token(),
+      max: 1,
+      fetch_types: false,
+      connection: { "pgtoll.synchronous_charges": "on" },
+      onnotice: () => {},
+    });
+    try {
+      expect((await sql.unsafe("SELECT id FROM items WHERE id <= 1")).count).toBe(1);
+      gate = new Promise<void>((resolve) => (open = resolve));
+      const tally = stalledProxy.ctx.metrics.tally;
+      const relayedBefore = tally.rowsRelayed;
+      // Eight results of 300 rows of 1 000 bytes: 2.4 MB in all, more than a session holds back.
+      const queries = Array.from({ length: 8 }, () =>
+        sql.unsafe("SELECT repeat('x', 1000) AS v FROM generate_series(1, 300)").then((rows) => rows.count),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const relayed = tally.rowsRelayed - relayedBefore;
+      expect(relayed).toBeGreaterThanOrEqual(600);
+      expect(relayed).toBeLessThan(8 * 300);
+      gate = undefined;
+      open();
+      expect(await Promise.all(queries)).toEqual(Array(8).fill(300));
+    } finally {
+      open();
+      await sql.end();
+      await stalledProxy.close();
+    }
+  });
+
   it("ends an answer whose charge the ledger cannot take with 57P03 after its result, and writes the charge later", async () => {
     let down = false;
     const writer = new ChargeWriter(
