@@ -24,14 +24,14 @@ export interface RunningProxy {
   connectInProcess(): InProcessSocket;
 }
 
+/** The address an in-process connection is served as. */
+const IN_PROCESS_ADDRESS = "127.0.0.1";
+
 /**
  * Listens for PostgreSQL clients and runs each connection as a metered session. `close()` stops accepting,
  * ends every session (their charges are written and reservations released) and resolves when all sockets
  * are gone.
  */
-/** The address an in-process connection is served as. */
-const IN_PROCESS_ADDRESS = "127.0.0.1";
-
 export async function startProxyServer(
   ctx: ProxyContext,
   options: { host: string; port: number },

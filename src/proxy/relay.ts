@@ -214,7 +214,7 @@ export class Relay {
     upstream.on("data", (chunk: Buffer) => this.#receive(this.#upstream, chunk));
     // A pass waiting for the ledger keeps its socket paused: resuming it early would queue a whole result.
     client.on("drain", () => {
-      if (!this.#upstream.busy && !this.#holdsTooMuch) upstream.resume();
+      if (!this.#upstream.busy && !this.#clientBacksUp) upstream.resume();
     });
     upstream.on("drain", () => {
       if (!this.#client.busy) client.resume();
@@ -422,11 +422,7 @@ export class Relay {
           if (!upstream.writableNeedDrain) client.resume();
         } else {
           // A slow client keeps the upstream paused: its 'drain' resumes it, not the ledger's answer.
-          const clientWaiting =
-            this.#closing !== "gone" &&
-            (client.writableNeedDrain || this.#holdsTooMuch) &&
-            !this.#answers.drainsUpstream;
-          if (!clientWaiting) upstream.resume();
+          if (!this.#clientBacksUp) upstream.resume();
         }
         this.#pump(direction);
       },
@@ -441,23 +437,28 @@ export class Relay {
   }
 
   #flushToClient(): void {
-    const flushed = this.#toClient.flushTo(this.deps.client);
-    // The upstream is read regardless while what it sends is discarded or a stopped row ends (upstream-answers.ts).
-    if ((!flushed || this.#holdsTooMuch) && this.#closing !== "gone" && !this.#answers.drainsUpstream)
-      this.deps.upstream.pause();
+    this.#toClient.flushTo(this.deps.client);
+    if (this.#clientBacksUp) this.deps.upstream.pause();
   }
 
-  /** The answers held back for the ledger (`pgtoll.synchronous_charges`) are as much as a session may hold. */
-  get #holdsTooMuch(): boolean {
-    return this.#toClient.heldBytes > MAX_HELD_CLIENT_BYTES;
+  /**
+   * Whether the client's side keeps the upstream paused: the client does not read fast enough, or the answers held
+   * back for the ledger (`pgtoll.synchronous_charges`) are as much as a session may hold. Never while the client
+   * is gone, nor while what the upstream sends is discarded or a stopped row ends (upstream-answers.ts).
+   */
+  get #clientBacksUp(): boolean {
+    return (
+      this.#closing !== "gone" &&
+      (this.deps.client.writableNeedDrain || this.#toClient.heldBytes > MAX_HELD_CLIENT_BYTES) &&
+      !this.#answers.drainsUpstream
+    );
   }
 
   /** A hold on the client's output settled: what it kept goes out, and an upstream paused for it reads again. */
   #clientOutputReleased(): void {
     if (this.#ended) return;
     this.#flushToClient();
-    if (!this.deps.client.writableNeedDrain && !this.#holdsTooMuch && !this.#upstream.busy)
-      this.deps.upstream.resume();
+    if (!this.#upstream.busy && !this.#clientBacksUp) this.deps.upstream.resume();
   }
 
   #becameIdle(now: number): void {
