@@ -3,9 +3,10 @@ import { promisify } from "node:util";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChargeWriter } from "../../src/billing/charge-writer.js";
-import { getBalance, listLedgerEntries } from "../../src/billing/ledger.js";
+import { getBalance, listLedgerEntries, type Queryable } from "../../src/billing/ledger.js";
 import { formatMicro, parseMicro } from "../../src/billing/money.js";
 import { WindowClock } from "../../src/billing/window-clock.js";
+import type { ProxyContext } from "../../src/proxy/client-session.js";
 import type { TestDatabase } from "../support/database.js";
 import {
   createProviderDatabase,
@@ -46,6 +47,27 @@ async function psqlLines(
     { env: { ...process.env, PGPASSWORD: await agent.token() } },
   );
   return stdout.trim().split("\n");
+}
+
+/**
+ * One postgres.js session of `agent` through `on`, with synchronous charges: it pipelines the queries it is
+ * given, and reads no catalog types of its own (so every charge is the test's).
+ */
+async function pipeliningSession(
+  on: Pick<TestProxy, "port">,
+  agent: Awaited<ReturnType<typeof fundedTestAgent>>,
+): Promise<postgres.Sql> {
+  return postgres({
+    host: "127.0.0.1",
+    port: on.port,
+    user: agent.wallet,
+    database: providerId,
+    password: await agent.token(),
+    max: 1,
+    fetch_types: false,
+    connection: { "pgtoll.synchronous_charges": "on" },
+    onnotice: () => {},
+  });
 }
 
 beforeAll(async () => {
@@ -200,16 +222,25 @@ describe("pgtoll.synchronous_charges: each answer after its charge is in the led
   /** A proxy whose charge windows close only every minute: what is written before an answer was written for it. */
   let slowClockProxy: TestProxy;
   beforeAll(async () => {
-    const chargeWriter = new ChargeWriter(gateway.ctx.db, { ttlSeconds: 300 });
-    slowClockProxy = await startTestProxy(gateway, {
-      metrics: proxy.ctx.metrics,
-      chargeWriter,
-      windowClock: new WindowClock(60_000, chargeWriter),
-    });
+    slowClockProxy = await slowClockProxyOver(gateway.ctx.db);
   });
   afterAll(async () => {
     await slowClockProxy?.close();
   });
+
+  /**
+   * A proxy whose charge windows close only every minute and whose charges go through `ledger` (a test may stall
+   * or fail them there); `overrides` for the rest.
+   */
+  function slowClockProxyOver(ledger: Queryable, overrides: Partial<ProxyContext> = {}): Promise<TestProxy> {
+    const chargeWriter = new ChargeWriter(ledger, { ttlSeconds: 300 });
+    return startTestProxy(gateway, {
+      metrics: proxy.ctx.metrics,
+      chargeWriter,
+      windowClock: new WindowClock(60_000, chargeWriter),
+      ...overrides,
+    });
+  }
 
   async function balanceOf(agent: { wallet: string }): Promise<bigint> {
     return (await getBalance(gateway.ctx.db, agent.wallet, providerId)).balanceMicro;
@@ -259,17 +290,7 @@ describe("pgtoll.synchronous_charges: each answer after its charge is in the led
 
   it("goes on reading a pipelining client's queries while an answer waits for its charge, and answers them in order", async () => {
     const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);
-    const sql = postgres({
-      host: "127.0.0.1",
-      port: slowClockProxy.port,
-      user: agent.wallet,
-      database: providerId,
-      password: await agent.token(),
-      max: 1,
-      fetch_types: false,
-      connection: { "pgtoll.synchronous_charges": "on" },
-      onnotice: () => {},
-    });
+    const sql = await pipeliningSession(slowClockProxy, agent);
     const ledger = await gateway.ctx.db.connect();
     try {
       expect((await sql.unsafe("SELECT id FROM items WHERE id <= 1")).count).toBe(1);
@@ -312,29 +333,13 @@ describe("pgtoll.synchronous_charges: each answer after its charge is in the led
     // Only the charges stall: reservations, and so the rows they pay for, go on.
     let gate: Promise<void> | undefined;
     let open = () => {};
-    const writer = new ChargeWriter(
+    const stalledProxy = await slowClockProxyOver(
       watchedLedger(gateway.ctx.db, (name) => (name === "pgtoll_ledger_charge_batch" ? gate : undefined)),
-      { ttlSeconds: 300 },
-    );
-    const stalledProxy = await startTestProxy(gateway, {
-      metrics: proxy.ctx.metrics,
-      chargeWriter: writer,
-      windowClock: new WindowClock(60_000, writer),
       // The crash bound (twice this) far above what the test spends: the held answers alone stop the reading.
-      windowMaxCostMicro: 100_000_000n,
-    });
+      { windowMaxCostMicro: 100_000_000n },
+    );
     const agent = await fundedTestAgent(gateway, providerId, 100_000_000n);
-    const sql = postgres({
-      host: "127.0.0.1",
-      port: stalledProxy.port,
-      user: agent.wallet,
-      database: providerId,
-      password: await agent.token(),
-      max: 1,
-      fetch_types: false,
-      connection: { "pgtoll.synchronous_charges": "on" },
-      onnotice: () => {},
-    });
+    const sql = await pipeliningSession(stalledProxy, agent);
     try {
       expect((await sql.unsafe("SELECT id FROM items WHERE id <= 1")).count).toBe(1);
       gate = new Promise<void>((resolve) => (open = resolve));
@@ -360,18 +365,12 @@ describe("pgtoll.synchronous_charges: each answer after its charge is in the led
 
   it("ends an answer whose charge the ledger cannot take with 57P03 after its result, and writes the charge later", async () => {
     let down = false;
-    const writer = new ChargeWriter(
+    const outageProxy = await slowClockProxyOver(
       watchedLedger(gateway.ctx.db, async (name) => {
         if (down && name === "pgtoll_ledger_charge_batch")
           throw Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
       }),
-      { ttlSeconds: 300 },
     );
-    const outageProxy = await startTestProxy(gateway, {
-      metrics: proxy.ctx.metrics,
-      chargeWriter: writer,
-      windowClock: new WindowClock(60_000, writer),
-    });
     const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
     const client = await connectAgent(outageProxy, agent, providerId, {
       options: "-c pgtoll.synchronous_charges=on",
