@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { depositFor, randomWallet, useLedgerDatabase } from "../../test/support/fixtures.js";
-import { watchedLedger } from "../../test/support/watched-ledger.js";
+import { chargeOutage, watchedLedger } from "../../test/support/watched-ledger.js";
 import { ChargeWriter } from "../billing/charge-writer.js";
 import { priceOf } from "../billing/cost.js";
 import { getBalance, type LedgerEntry, listLedgerEntries, type Queryable } from "../billing/ledger.js";
@@ -246,14 +246,10 @@ describe("SessionMeter", () => {
 
   it("does not hold a session at the crash bound for a ledger outage: the wait ends when a write finds the ledger unavailable", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
-    let down = false;
-    const ledger = watchedLedger(meta.pool, async (name) => {
-      if (down && name === "pgtoll_ledger_charge_batch")
-        throw Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
-    });
-    const meter = meterOver(ledger, agent, 100n);
+    const outage = chargeOutage(meta.pool);
+    const meter = meterOver(outage.ledger, agent, 100n);
     expect(await meter.topUp(1)).toBe(true);
-    down = true;
+    outage.down = true;
     expect(meter.allowRows(100)).toBe(100);
     expect(meter.endStatement(100, "SELECT 1")).toBeUndefined();
     expect(meter.allowRows(100)).toBe(100);
@@ -261,7 +257,7 @@ describe("SessionMeter", () => {
     expect(waiting).toBeInstanceOf(Promise);
     // The writer's first failed attempt ends the wait; the charges stay queued and are written once it is back.
     await waiting;
-    down = false;
+    outage.down = false;
     await meter.release();
     expect((await queryEntries(agent)).reduce((sum, entry) => sum - entry.amountMicro, 0n)).toBe(200n);
   });
@@ -298,16 +294,12 @@ describe("SessionMeter", () => {
 
   it("stops waiting for its charges when a write finds the ledger unavailable, and writes them once it is back", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 100_000n);
-    let down = false;
-    const ledger = watchedLedger(meta.pool, async (name) => {
-      if (down && name === "pgtoll_ledger_charge_batch")
-        throw Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
-    });
-    const meter = meterOver(ledger, agent, 1_000_000n);
+    const outage = chargeOutage(meta.pool);
+    const meter = meterOver(outage.ledger, agent, 1_000_000n);
     expect(await runStatement(meter, 4)).toBe(true);
-    down = true;
+    outage.down = true;
     expect(await meter.writeCharges()).toBe("unavailable");
-    down = false;
+    outage.down = false;
     await meter.release();
     expect((await queryEntries(agent)).reduce((sum, entry) => sum - entry.amountMicro, 0n)).toBe(4n);
   });

@@ -15,7 +15,7 @@ import {
   type TestGateway,
 } from "../support/gateway.js";
 import { connectAgent, fundedTestAgent, startTestProxy, type TestProxy } from "../support/proxy.js";
-import { watchedLedger } from "../support/watched-ledger.js";
+import { chargeOutage, watchedLedger } from "../support/watched-ledger.js";
 
 const run = promisify(execFile);
 
@@ -364,26 +364,21 @@ describe("pgtoll.synchronous_charges: each answer after its charge is in the led
   });
 
   it("ends an answer whose charge the ledger cannot take with 57P03 after its result, and writes the charge later", async () => {
-    let down = false;
-    const outageProxy = await slowClockProxyOver(
-      watchedLedger(gateway.ctx.db, async (name) => {
-        if (down && name === "pgtoll_ledger_charge_batch")
-          throw Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
-      }),
-    );
+    const outage = chargeOutage(gateway.ctx.db);
+    const outageProxy = await slowClockProxyOver(outage.ledger);
     const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
     const client = await connectAgent(outageProxy, agent, providerId, {
       options: "-c pgtoll.synchronous_charges=on",
     });
     try {
       expect((await client.query("SELECT id FROM items WHERE id <= 1")).rowCount).toBe(1);
-      down = true;
+      outage.down = true;
       await expect(client.query("SELECT id FROM items WHERE id <= 2")).rejects.toMatchObject({
         code: "57P03",
         message: expect.stringContaining("this query's result stands, but its charge is not written yet"),
       });
       expect(await balanceOf(agent)).toBe(1_000_000n - 1500n);
-      down = false;
+      outage.down = false;
       // The session goes on; the charge kept during the outage is written before this answer ends.
       expect((await client.query("SELECT id FROM items WHERE id <= 1")).rowCount).toBe(1);
       expect(await balanceOf(agent)).toBe(1_000_000n - 4n * 1500n);

@@ -18,3 +18,20 @@ export function watchedLedger(
     },
   } as never;
 }
+
+/** A ledger over `pool` whose charge batches fail as an unreachable database makes them fail while `down`. */
+export interface ChargeOutage {
+  ledger: Queryable;
+  down: boolean;
+}
+
+export function chargeOutage(pool: pg.Pool): ChargeOutage {
+  const outage: ChargeOutage = {
+    down: false,
+    ledger: watchedLedger(pool, async (name) => {
+      if (outage.down && name === "pgtoll_ledger_charge_batch")
+        throw Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
+    }),
+  };
+  return outage;
+}
