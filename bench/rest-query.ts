@@ -60,9 +60,8 @@ export interface RestOptions {
   agentWallet: string;
   /** The agent's key: the wire-adapter side signs its proxy password with it. */
   agentKey: string;
-  /** pgtoll's wire proxy. */
-  proxyHost: string;
-  proxyPort: number;
+  /** pgtoll's secret key: the wire-adapter side's own pgtoll opens the providers' sealed connection strings with it. */
+  secretKeyHex: string;
   providerId: string;
   /** A provider of the same database priced at 0: what the gateway costs without its metering. */
   freeProviderId: string;
@@ -158,8 +157,9 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
         BASELINE_DATABASE_URL: options.dataUrl,
         BASELINE_POOL_SIZE: String(options.poolSize),
         HAND_METERED_LEDGER_URL: options.ledgerUrl,
-        WIRE_ADAPTER_PROXY_HOST: options.proxyHost,
-        WIRE_ADAPTER_PROXY_PORT: String(options.proxyPort),
+        WIRE_ADAPTER_LEDGER_URL: options.ledgerUrl,
+        WIRE_ADAPTER_SECRET_KEY: options.secretKeyHex,
+        WIRE_ADAPTER_DATA_DIR: join(options.scratchDir, "wire-adapter"),
         WIRE_ADAPTER_AGENT_WALLET: options.agentWallet,
         WIRE_ADAPTER_AGENT_KEY: options.agentKey,
         WIRE_ADAPTER_PROVIDER_ID: options.providerId,

@@ -226,8 +226,7 @@ async function main(): Promise<void> {
           ledgerUrl: cluster.metaUrl,
           agentWallet: agent.wallet,
           agentKey: agent.key,
-          proxyHost: pgtoll.proxyHost,
-          proxyPort: pgtoll.proxyPort,
+          secretKeyHex,
           providerId: provider.providerId,
           freeProviderId: freeProvider.providerId,
           ledgerCommits: async () =>

@@ -19,6 +19,7 @@ import { loadGuard } from "./guard/index.js";
 import { createVerdictCache } from "./guard/verdict-cache.js";
 import type { Logger } from "./log.js";
 import type { McpProxyAddress } from "./mcp/proxy-address.js";
+import type { InProcessSocket } from "./net/in-process-socket.js";
 import { providerLookup } from "./providers/checked-connect.js";
 import { providerHostsIn } from "./providers/provider-hosts.js";
 import { createSecretBox, loadSecretKey } from "./providers/secret-box.js";
@@ -45,6 +46,8 @@ export interface RunningServer {
   databaseUrl: string;
   /** The embedded cluster, when pgtoll started one (no DATABASE_URL). */
   embedded: EmbeddedCluster | null;
+  /** A connection to the wire proxy from within this process (no TCP): a client starts up on it as on any other. */
+  connectInProcess(): InProcessSocket;
   /**
    * The graceful stop: `/ready` answers 503 and HTTP connections close after their answer, the wire proxy
    * refuses new connections and lets its sessions finish (PGTOLL_SHUTDOWN_GRACE_MS), then everything stops as
@@ -277,6 +280,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       proxyUrl: `postgres://${proxyHost}:${proxy.port}`,
       databaseUrl,
       embedded,
+      connectInProcess: () => proxy.connectInProcess(),
       async drain() {
         const started = performance.now();
         lifecycle.draining = true;
