@@ -24,6 +24,7 @@ import { providerLookup } from "./providers/checked-connect.js";
 import { providerHostsIn } from "./providers/provider-hosts.js";
 import { createSecretBox, loadSecretKey } from "./providers/secret-box.js";
 import { UpstreamPools } from "./providers/upstream-pools.js";
+import type { AuthenticatedAgent } from "./proxy/agent-session.js";
 import { createProxyMetrics } from "./proxy/proxy-metrics.js";
 import { startProxyServer } from "./proxy/proxy-server.js";
 import { SessionDrain } from "./proxy/session-drain.js";
@@ -46,8 +47,8 @@ export interface RunningServer {
   databaseUrl: string;
   /** The embedded cluster, when pgtoll started one (no DATABASE_URL). */
   embedded: EmbeddedCluster | null;
-  /** A connection to the wire proxy from within this process (no TCP): a client starts up on it as on any other. */
-  connectInProcess(): InProcessSocket;
+  /** A connection to the wire proxy from within this process (no TCP): see `RunningProxy.connectInProcess`. */
+  connectInProcess(agent?: AuthenticatedAgent): InProcessSocket;
   /**
    * The graceful stop: `/ready` answers 503 and HTTP connections close after their answer, the wire proxy
    * refuses new connections and lets its sessions finish (PGTOLL_SHUTDOWN_GRACE_MS), then everything stops as
@@ -280,7 +281,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       proxyUrl: `postgres://${proxyHost}:${proxy.port}`,
       databaseUrl,
       embedded,
-      connectInProcess: () => proxy.connectInProcess(),
+      connectInProcess: (agent) => proxy.connectInProcess(agent),
       async drain() {
         const started = performance.now();
         lifecycle.draining = true;

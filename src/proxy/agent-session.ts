@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Socket } from "node:net";
 import type { RefusalKind } from "../analytics/refusal-tally.js";
+import { normalizeAddress } from "../billing/address.js";
 import { SqlState } from "../db/sql-state.js";
 import { findReadOnlySettingViolation } from "../guard/index.js";
 import { ProviderGuards } from "../guard/provider-guards.js";
@@ -25,6 +26,20 @@ import { statementPolicy } from "./statement-policy.js";
 import { parseUpstreamTarget, type UpstreamSession } from "./upstream-connection.js";
 import { limitedSlotKey } from "./upstream-slots.js";
 
+/** An agent that pgtoll's caller has already authenticated, for the one provider it may reach. */
+export interface AuthenticatedAgent {
+  /** The agent's wallet address. */
+  wallet: string;
+  providerId: string;
+}
+
+/**
+ * How an agent proves its wallet: an agent token sent as its password, or, on a connection pgtoll made within its
+ * own process (`connectInProcess`), the agent that pgtoll's own surface already authenticated (a REST request's
+ * signature or x402 payment). Only an in-process connection can carry the second: no byte a client sends does.
+ */
+export type AgentCredential = { token: string } | { authenticated: AuthenticatedAgent };
+
 /**
  * An agent's session: `user` is its wallet, `database` the provider id, the password an agent token
  * (`pgtoll agent-token`). The provider must exist and have set its pricing; the session is then the metered,
@@ -32,19 +47,12 @@ import { limitedSlotKey } from "./upstream-slots.js";
  */
 export async function planAgentSession(
   request: SessionRequest,
-  token: string,
+  credential: AgentCredential,
   ctx: ProxyContext,
   /** The client's address (the peer's, or a trusted balancer's PROXY header's), for the session's log lines. */
   clientAddress?: string,
 ): Promise<SessionPlan> {
-  const check = await verifyAgentToken(token, request.agentWallet, request.providerId);
-  if (!check.ok) {
-    throw new StartupRefusal(
-      SqlState.invalidPassword,
-      `password authentication failed for wallet ${request.agentWallet}: ${check.reason}`,
-      "bad_token",
-    );
-  }
+  await checkAgentCredential(request, credential);
   const found = await findProviderForQuery(ctx.db, request.providerId);
   if (!found)
     throw new StartupRefusal(
@@ -104,6 +112,28 @@ export async function planAgentSession(
         request.pgtollSettings,
       ),
   };
+}
+
+/** Refuses a startup whose wallet the credential does not prove, for the provider it names. */
+async function checkAgentCredential(request: SessionRequest, credential: AgentCredential): Promise<void> {
+  if ("authenticated" in credential) {
+    const agent = credential.authenticated;
+    if (normalizeAddress(agent.wallet) === request.agentWallet && agent.providerId === request.providerId)
+      return;
+    throw new StartupRefusal(
+      SqlState.invalidAuthorization,
+      `this connection is for wallet ${agent.wallet} on provider ${agent.providerId}, not wallet ${request.agentWallet} on provider ${request.providerId}`,
+      "bad_user",
+    );
+  }
+  const check = await verifyAgentToken(credential.token, request.agentWallet, request.providerId);
+  if (!check.ok) {
+    throw new StartupRefusal(
+      SqlState.invalidPassword,
+      `password authentication failed for wallet ${request.agentWallet}: ${check.reason}`,
+      "bad_token",
+    );
+  }
 }
 
 /** One memo of statement fingerprints per proxy, for the breakdown of its sessions' ledger entries. */

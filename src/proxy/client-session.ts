@@ -3,7 +3,7 @@ import { TLSSocket } from "node:tls";
 import { endpointIdFromHost } from "../control/resolve-endpoint.js";
 import { SqlState } from "../db/sql-state.js";
 import { PROVIDER_ROLE_DOCS, SUPERUSER_UPSTREAM_REFUSAL } from "../providers/provider-role.js";
-import { planAgentSession } from "./agent-session.js";
+import { type AuthenticatedAgent, planAgentSession } from "./agent-session.js";
 import { planEndpointSession } from "./endpoint-session.js";
 import { isLoopback } from "./loopback.js";
 import type { ProxyContext } from "./proxy-context.js";
@@ -32,6 +32,12 @@ export async function runClientSession(
   ctx: ProxyContext,
   /** The client's address: the socket's peer, or what a trusted balancer's PROXY header said. */
   clientAddress: string | undefined = raw.remoteAddress,
+  /**
+   * Only for a connection pgtoll made within its own process: the agent its caller already authenticated. The
+   * session asks for no password and serves that agent alone (any other startup is refused). Never set it for a
+   * socket a client opened.
+   */
+  authenticatedAgent?: AuthenticatedAgent,
 ): Promise<void> {
   raw.setNoDelay(true);
   raw.on("error", () => {});
@@ -91,10 +97,23 @@ export async function runClientSession(
         "connect with sslmode=require",
       );
     }
+    if (authenticatedAgent && !agentRequest)
+      throw new StartupRefusal(
+        SqlState.invalidAuthorization,
+        `this connection is for wallet ${authenticatedAgent.wallet} on provider ${authenticatedAgent.providerId}, not for an endpoint`,
+        "bad_user",
+      );
     const plan: SessionPlan =
       endpointRequest && endpoints
         ? await planEndpointSession(endpointRequest, stream, { ...ctx, endpoints }, clientAddress ?? "")
-        : await planAgentSession(agentRequest!, await readCleartextPassword(stream), ctx, clientAddress);
+        : await planAgentSession(
+            agentRequest!,
+            authenticatedAgent
+              ? { authenticated: authenticatedAgent }
+              : { token: await readCleartextPassword(stream) },
+            ctx,
+            clientAddress,
+          );
     authenticated();
 
     releaseSlot = await acquireSlot(ctx, plan.slotKey);

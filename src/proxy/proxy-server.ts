@@ -1,6 +1,7 @@
 import { createServer, type Server, type Socket } from "node:net";
 import { canonicalAddress } from "../net/canonical-address.js";
 import { InProcessSocket } from "../net/in-process-socket.js";
+import type { AuthenticatedAgent } from "./agent-session.js";
 import { type ProxyContext, runClientSession } from "./client-session.js";
 import { refuseConnection } from "./connection-refusal.js";
 import { ownHostAddresses } from "./own-host.js";
@@ -20,8 +21,12 @@ export interface RunningProxy {
    * A connection to this proxy from within the process (an in-process socket, no TCP), served as a client on
    * loopback is: it starts up and authenticates like any other. It counts in the proxy's limits, and `drain` and
    * `close` end it like the others.
+   *
+   * With `agent`, the connection is that agent's, already authenticated by the caller: its startup must name that
+   * wallet and provider, and no password is asked for. **Warning:** pass only an agent that pgtoll itself has
+   * authenticated (a verified request signature or payment); the socket then acts as that agent.
    */
-  connectInProcess(): InProcessSocket;
+  connectInProcess(agent?: AuthenticatedAgent): InProcessSocket;
 }
 
 /** The address an in-process connection is served as. */
@@ -44,13 +49,13 @@ export async function startProxyServer(
     exempt: ctx.exemptFromAddressLimit ?? ownHostAddresses(),
   });
   /** Runs a connection whose client address is known: the peer's, or the one its PROXY header gave. */
-  const accept = (socket: Socket, address: string | undefined) => {
+  const accept = (socket: Socket, address: string | undefined, agent?: AuthenticatedAgent) => {
     const place = quota.take(address);
     socket.once("close", () => {
       if (!isQuotaRefusal(place)) place.release();
     });
     if (isQuotaRefusal(place)) return refuseConnection(socket, place, ctx.metrics);
-    runClientSession(socket, ctx, address).catch((error: unknown) => {
+    runClientSession(socket, ctx, address, agent).catch((error: unknown) => {
       ctx.logger.error({ err: error }, "proxy session crashed");
       socket.destroy();
     });
@@ -129,13 +134,13 @@ export async function startProxyServer(
       while (ctx.releases.size > 0) await Promise.all(ctx.releases);
       await ctx.chargeWriter.flush();
     },
-    connectInProcess() {
+    connectInProcess(agent) {
       const [client, served] = InProcessSocket.pair();
       const socket = served as unknown as Socket;
       track(socket);
       if (closed) socket.destroy();
       // The client is this process: loopback in every rule that asks where a client is (TLS, per-address limits).
-      else accept(socket, IN_PROCESS_ADDRESS);
+      else accept(socket, IN_PROCESS_ADDRESS, agent);
       return client;
     },
   };

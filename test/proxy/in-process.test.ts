@@ -60,6 +60,42 @@ describe("a connection to the proxy from within the process", () => {
     await expect(inProcessClient(agent, "not-a-token")).rejects.toMatchObject({ code: "28P01" });
   });
 
+  it("serves an agent pgtoll already authenticated without a password, and that agent alone", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const other = await fundedTestAgent(gateway, providerId, 1_000_000n);
+    const authenticated = { wallet: agent.wallet, providerId };
+    // No password: the client would fail if the proxy asked for one.
+    const connectAs = (wallet: string, database = providerId) =>
+      new pg.Client({ stream: () => proxy.connectInProcess(authenticated), user: wallet, database });
+    const client = connectAs(agent.wallet.toUpperCase().replace("0X", "0x"));
+    await client.connect();
+    try {
+      const { rows } = await client.query("SELECT id FROM items WHERE id <= 2 ORDER BY id");
+      expect(rows).toEqual([{ id: 1 }, { id: 2 }]);
+      await expect(client.query("SELECT usename FROM pg_shadow")).rejects.toMatchObject({ code: "42501" });
+      expect((await client.query("SHOW pgtoll.balance")).rows[0]["pgtoll.balance"]).toBe("0.998000");
+    } finally {
+      await client.end();
+    }
+
+    // Another wallet, or another provider, on the same connection is refused before anything runs.
+    await expect(connectAs(other.wallet).connect()).rejects.toMatchObject({
+      code: "28000",
+      message: expect.stringContaining(`not wallet ${other.wallet.toLowerCase()}`),
+    });
+    const elsewhere = "00000000-0000-4000-8000-000000000000";
+    await expect(connectAs(agent.wallet, elsewhere).connect()).rejects.toMatchObject({ code: "28000" });
+    expect((await getBalance(gateway.ctx.db, other.wallet, providerId)).balanceMicro).toBe(1_000_000n);
+    // Without the caller's word, the same startup still needs the agent's token.
+    const unproven = new pg.Client({
+      stream: () => proxy.connectInProcess(),
+      user: agent.wallet,
+      database: providerId,
+      password: "",
+    });
+    await expect(unproven.connect()).rejects.toThrow();
+  });
+
   it("carries a large result with backpressure to a client that reads slowly, every row charged", async () => {
     const agent = await fundedTestAgent(gateway, providerId, 100_000_000n);
     const client = await inProcessClient(agent);
