@@ -14,6 +14,8 @@ import {
 } from "./backend-messages.js";
 import { type Frame, FrameReader } from "./frame-reader.js";
 import {
+  decodeBind,
+  decodeDescribe,
   decodeFrontendMessage,
   decodePasswordMessage,
   decodeSASLInitialResponse,
@@ -194,6 +196,15 @@ describe("serializer round trips: to the upstream server", () => {
     expect(decodeFrontendMessage(sync.code, sync.payload)).toEqual({ type: "sync" });
     const terminate = single(encode.encodeTerminate());
     expect(decodeFrontendMessage(terminate.code, terminate.payload)).toEqual({ type: "terminate" });
+    const bind = single(encode.encodeBind("", "s1", ["42", null, Buffer.from([1, 2]), "é"]));
+    expect(decodeBind(bind.payload)).toEqual({
+      portal: "",
+      statement: "s1",
+      paramFormats: [0, 0, 1, 0],
+      params: [Buffer.from("42"), null, Buffer.from([1, 2]), Buffer.from("é")],
+      resultFormats: [],
+    });
+    expect(decodeDescribe(single(encode.encodeDescribe("P", "")).payload)).toEqual({ kind: "P", name: "" });
     const copy = single(encode.encodeFrame(0x64, Buffer.from("1\tx\n")));
     expect(decodeFrontendMessage(copy.code, copy.payload)).toEqual({
       type: "copyData",

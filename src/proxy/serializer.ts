@@ -294,6 +294,44 @@ export function encodeParse(name: string, sql: string, parameterTypes: readonly 
   return writer.finish();
 }
 
+/**
+ * Bind of the prepared statement `statement` to the portal `portal`, with parameters in text format (a string,
+ * UTF-8) or binary (a Buffer), null for SQL NULL, and every result column in text format.
+ */
+export function encodeBind(
+  portal: string,
+  statement: string,
+  values: readonly (string | Buffer | null)[] = [],
+): Buffer {
+  const portalLength = cstringLength(portal, "portal name");
+  const statementLength = cstringLength(statement, "statement name");
+  const encoded = values.map((value) => (typeof value === "string" ? Buffer.from(value, "utf8") : value));
+  const valueBytes = encoded.reduce((sum, value) => sum + 4 + (value?.length ?? 0), 0);
+  const writer = MessageWriter.typed(
+    FrontendCode.Bind,
+    portalLength + statementLength + 2 + 2 * values.length + 2 + valueBytes + 2,
+  )
+    .cstring(portal, portalLength)
+    .cstring(statement, statementLength)
+    .int16(values.length);
+  for (const value of values) writer.int16(typeof value === "string" || value === null ? 0 : 1);
+  writer.int16(encoded.length);
+  for (const value of encoded) {
+    if (value === null) writer.int32(-1);
+    else writer.int32(value.length).bytes(value);
+  }
+  return writer.int16(0).finish();
+}
+
+/** Describe of a portal ('P') or a prepared statement ('S'). */
+export function encodeDescribe(kind: "P" | "S", name: string): Buffer {
+  const length = cstringLength(name, "portal or statement name");
+  return MessageWriter.typed(FrontendCode.Describe, 1 + length)
+    .byte(kind.charCodeAt(0))
+    .cstring(name, length)
+    .finish();
+}
+
 /** @param maxRows the most rows to return, 0 for all */
 export function encodeExecute(portal: string, maxRows: number): Buffer {
   const length = cstringLength(portal, "portal name");

@@ -1,0 +1,206 @@
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { TestDatabase } from "../../test/support/database.js";
+import {
+  createProviderDatabase,
+  registerPricedProvider,
+  startTestGateway,
+  type TestGateway,
+} from "../../test/support/gateway.js";
+import { fundedTestAgent, startTestProxy, type TestAgent, type TestProxy } from "../../test/support/proxy.js";
+import { InProcessSocket } from "../net/in-process-socket.js";
+import {
+  encodeAuthenticationOk,
+  encodeBackendKeyData,
+  encodeCommandComplete,
+  encodeDataRow,
+  encodeReadyForQuery,
+  encodeRowDescription,
+} from "../proxy/serializer.js";
+import {
+  PipelinedSession,
+  QueryFailedError,
+  ResultTooLargeError,
+  SessionEndedError,
+} from "./pipelined-session.js";
+
+let gateway: TestGateway;
+let proxy: TestProxy;
+let providerDb: TestDatabase;
+let providerId: string;
+
+beforeAll(async () => {
+  gateway = await startTestGateway();
+  proxy = await startTestProxy(gateway);
+  providerDb = await createProviderDatabase(300);
+  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, {
+    basePricePer1000Rows: 1,
+    markupMultiplier: 1,
+  }));
+});
+afterAll(async () => {
+  await proxy?.close();
+  await gateway?.close();
+  await providerDb?.drop();
+});
+
+/** A session of `agent`'s, opened on an in-process connection the proxy serves as that agent. */
+function openSession(agent: TestAgent, settings?: Record<string, string>): Promise<PipelinedSession> {
+  const authenticated = { wallet: agent.wallet, providerId };
+  return PipelinedSession.open(
+    proxy.connectInProcess(authenticated),
+    { user: agent.wallet, database: providerId, ...(settings ? { settings } : {}) },
+    () => proxy.connectInProcess(),
+  );
+}
+
+describe("a pipelined session through the proxy", () => {
+  it("answers queries written at once, in order, as node-postgres reads them", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);
+    const session = await openSession(agent);
+    const reference = new pg.Client({
+      stream: () => proxy.connectInProcess({ wallet: agent.wallet, providerId }),
+      user: agent.wallet,
+      database: providerId,
+    });
+    await reference.connect();
+    try {
+      const typed =
+        "SELECT $1::int AS i, $2::text AS t, $3::int[] AS a, $4::jsonb AS j, $5::text AS n, " +
+        "1::int8 AS big, 1.50::numeric AS num, '2026-01-02'::date AS d, '{1,2}'::int[] AS arr, true AS b";
+      const values = [7, "é'x", [1, 2], { k: [1, "v"] }, null];
+      const answers = Array.from({ length: 40 }, (_, i) =>
+        session.query("SELECT id FROM items WHERE id = $1", [i + 1]),
+      );
+      const typedAnswer = session.query(typed, values);
+      const several = session.query("SELECT 1 AS one; SELECT id FROM items WHERE id <= 2 ORDER BY id");
+      expect(session.pendingQueries).toBe(42);
+      for (const [i, answer] of answers.entries())
+        expect((await answer).statements).toEqual([
+          { command: "SELECT", rowCount: 1, rows: [{ id: i + 1 }], rowBytes: String(i + 1).length },
+        ]);
+      const [expected] = (await reference.query(typed, values)).rows;
+      expect((await typedAnswer).statements[0]!.rows).toEqual([expected]);
+      expect((await several).statements.map((statement) => statement.rows)).toEqual([
+        [{ one: 1 }],
+        [{ id: 1 }, { id: 2 }],
+      ]);
+      expect(session.pendingQueries).toBe(0);
+    } finally {
+      session.close();
+      await reference.end();
+    }
+  });
+
+  it("rejects the query that failed with the server's error, and goes on with the ones behind it", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);
+    const session = await openSession(agent);
+    try {
+      const before = session.query("SELECT 1 AS one", []);
+      const denied = session.query("SELECT usename FROM pg_shadow", []);
+      const broken = session.query("SELECT 1; SELECT 1/0; SELECT 2");
+      const after = session.query("SELECT 2 AS two", []);
+      expect((await before).statements[0]!.rows).toEqual([{ one: 1 }]);
+      await expect(denied).rejects.toMatchObject({ name: "QueryFailedError", code: "42501" });
+      const error = await broken.catch((failure: unknown) => failure);
+      expect(error).toBeInstanceOf(QueryFailedError);
+      expect((error as QueryFailedError).code).toBe("22012");
+      // What completed before the error is in its answer; nothing after it ran.
+      expect((error as QueryFailedError).answer.statements.map((statement) => statement.rows)).toEqual([
+        [{ "?column?": 1 }],
+      ]);
+      expect((await after).statements[0]!.rows).toEqual([{ two: 2 }]);
+    } finally {
+      session.close();
+    }
+  });
+
+  it("cancels a result past its byte cap, holds none of the rest, and serves the next query", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 100_000_000n);
+    const session = await openSession(agent);
+    try {
+      const large = session.query("SELECT repeat('x', 1000) AS v FROM generate_series(1, 1000000)", [], {
+        maxResultBytes: 50_000,
+      });
+      const next = session.query("SELECT 3 AS three", []);
+      const error = await large.catch((failure: unknown) => failure);
+      expect(error).toBeInstanceOf(ResultTooLargeError);
+      expect((error as ResultTooLargeError).answer.statements.flatMap((s) => s.rows)).toEqual([]);
+      expect((await next).statements[0]!.rows).toEqual([{ three: 3 }]);
+      const cost = await session.query("SHOW pgtoll.session_cost");
+      // Without the cancel the statement would run until the agent's 100 USDC were spent.
+      expect(Number(cost.statements[0]!.rows[0]!["pgtoll.session_cost"])).toBeLessThan(50);
+    } finally {
+      session.close();
+    }
+  });
+
+  it("rejects the queries not yet answered when the session ends", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);
+    const session = await openSession(agent);
+    const waiting = session.query("SELECT pg_sleep(5)", []);
+    session.close();
+    await expect(waiting).rejects.toBeInstanceOf(SessionEndedError);
+    await expect(session.query("SELECT 1", [])).rejects.toBeInstanceOf(SessionEndedError);
+    expect(session.ended).toBe(true);
+  });
+
+  it("fails to open where the server asks for a password or refuses the startup", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);
+    await expect(
+      PipelinedSession.open(proxy.connectInProcess(), { user: agent.wallet, database: providerId }, () =>
+        proxy.connectInProcess(),
+      ),
+    ).rejects.toThrow(/asked for a password/);
+    const other = await fundedTestAgent(gateway, providerId, 10_000_000n);
+    await expect(
+      PipelinedSession.open(
+        proxy.connectInProcess({ wallet: agent.wallet, providerId }),
+        { user: other.wallet, database: providerId },
+        () => proxy.connectInProcess(),
+      ),
+    ).rejects.toMatchObject({ code: "28000" });
+  });
+});
+
+describe("a pipelined session's reading", () => {
+  it("reads answers however the bytes are split", async () => {
+    const [client, server] = InProcessSocket.pair();
+    server.on("data", () => {});
+    const opening = PipelinedSession.open(client, { user: "u", database: "d" }, () => {
+      throw new Error("no cancel here");
+    });
+    const started = Buffer.concat([
+      encodeAuthenticationOk(),
+      encodeBackendKeyData(1, 2),
+      encodeReadyForQuery("I"),
+    ]);
+    const answered = Buffer.concat([
+      encodeRowDescription([
+        { name: "id", typeOid: 23 },
+        { name: "name", typeOid: 25 },
+      ]),
+      encodeDataRow(["1", "ä"]),
+      encodeDataRow(["2", null]),
+      encodeCommandComplete("SELECT 2"),
+      encodeReadyForQuery("I"),
+    ]);
+    // One byte at a time: every message straddles chunks, a UTF-8 character too.
+    for (const byte of started) server.write(Buffer.from([byte]));
+    const session = await opening;
+    const answer = session.query("SELECT id, name FROM t");
+    for (const byte of answered) server.write(Buffer.from([byte]));
+    expect((await answer).statements).toEqual([
+      {
+        command: "SELECT",
+        rowCount: 2,
+        rows: [
+          { id: 1, name: "ä" },
+          { id: 2, name: null },
+        ],
+        rowBytes: 4,
+      },
+    ]);
+    session.close();
+  });
+});

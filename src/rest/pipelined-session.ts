@@ -1,0 +1,407 @@
+import type { Duplex } from "node:stream";
+import pg from "pg";
+import {
+  type CommandTag,
+  decodeAuthentication,
+  decodeBackendKeyData,
+  decodeCommandComplete,
+  decodeDataRow,
+  decodeNoticeFields,
+  decodeParameterStatus,
+  decodeReadyForQuery,
+  decodeRowDescription,
+  type NoticeFields,
+  type TransactionStatus,
+} from "../proxy/backend-messages.js";
+import { type Frame, FrameReader } from "../proxy/frame-reader.js";
+import { BackendCode, FrontendCode } from "../proxy/message-codes.js";
+import {
+  encodeBind,
+  encodeCancelRequest,
+  encodeDescribe,
+  encodeExecute,
+  encodeFrame,
+  encodeParse,
+  encodeQuery,
+  encodeStartupMessage,
+  encodeSync,
+  encodeTerminate,
+} from "../proxy/serializer.js";
+
+/** What a session starts up as. */
+export interface SessionStartup {
+  /** The agent's wallet. */
+  user: string;
+  /** The provider id. */
+  database: string;
+  /** Settings sent in the startup message (`pgtoll.synchronous_charges`, …). */
+  settings?: Readonly<Record<string, string>>;
+}
+
+/** A column of a result, and how its text values are read. */
+interface ResultColumn {
+  name: string;
+  typeOid: number;
+  parse: (text: string) => unknown;
+}
+
+/** One statement's part of a query's answer. */
+export interface StatementResult {
+  /** The command tag's command ("SELECT", "INSERT", …). */
+  command: string;
+  /** The command tag's count (rows returned or written); null when the tag has none. */
+  rowCount: number | null;
+  /** Rows as objects by column name, values read as node-postgres reads them (its type parsers). */
+  rows: Record<string, unknown>[];
+  /** Bytes of the rows' values as they came (NULLs count 0). */
+  rowBytes: number;
+}
+
+/** A query's whole answer, up to its ReadyForQuery. */
+export interface QueryAnswer {
+  /** The statements that completed, in order. */
+  statements: StatementResult[];
+  notices: NoticeFields[];
+  /** ParameterStatus values the server reported while answering (name to value). */
+  reported: Map<string, string>;
+  /** The session's transaction status after the query. */
+  transaction: TransactionStatus;
+}
+
+/** The server's error for a query; `answer` holds what completed before it. */
+export class QueryFailedError extends Error {
+  override name = "QueryFailedError";
+  readonly code: string | undefined;
+
+  constructor(
+    readonly fields: NoticeFields,
+    readonly answer: QueryAnswer,
+  ) {
+    super(fields.message ?? "the query failed");
+    this.code = fields.code;
+  }
+}
+
+/** The query's rows passed its `maxResultBytes`: it was cancelled and its rows dropped as they arrived. */
+export class ResultTooLargeError extends Error {
+  override name = "ResultTooLargeError";
+
+  constructor(
+    readonly maxBytes: number,
+    readonly answer: QueryAnswer,
+  ) {
+    super(`the result is larger than ${maxBytes} bytes`);
+  }
+}
+
+/** The session ended before the query's answer did. */
+export class SessionEndedError extends Error {
+  override name = "SessionEndedError";
+}
+
+/** What a query may ask of its answer. */
+export interface QueryOptions {
+  /**
+   * Most bytes of row values the answer may hold. Past it, the query is cancelled, the rows that still arrive
+   * are dropped unread into memory, and the query rejects with {@link ResultTooLargeError}.
+   */
+  maxResultBytes?: number;
+}
+
+/** A query in flight: its answer as it is read. */
+interface PendingQuery {
+  answer: QueryAnswer;
+  current: StatementResult | undefined;
+  columns: ResultColumn[];
+  bytes: number;
+  maxBytes: number;
+  error: NoticeFields | undefined;
+  tooLarge: boolean;
+  resolve(answer: QueryAnswer): void;
+  reject(error: Error): void;
+}
+
+/** The largest message the session reads: what the proxy relays whole is bounded well below it. */
+const MAX_FRAME_LENGTH = 1024 * 1024 * 1024;
+
+/**
+ * A client session of the wire protocol that pipelines: each query is written at once, behind those still being
+ * answered, and their answers are read in order. A query with parameters goes as Parse/Bind/Describe/Execute/Sync
+ * of the unnamed statement (one statement), one without as a simple Query (one or more statements). Values are
+ * sent and read as text, with node-postgres's conversions both ways, so that rows read here are the rows a
+ * node-postgres client would get.
+ *
+ * Warning: it answers no authentication request. It is made for a connection the server opened for an agent it
+ * already authenticated (`connectInProcess(agent)`); a server asking for a password fails `open`.
+ */
+export class PipelinedSession {
+  readonly #socket: Duplex;
+  readonly #reader = new FrameReader({ maxFrameLength: MAX_FRAME_LENGTH });
+  readonly #pending: PendingQuery[] = [];
+  #processId = 0;
+  #secretKey: Buffer | undefined;
+  #ended: Error | undefined;
+
+  private constructor(
+    socket: Duplex,
+    private readonly connectForCancel: () => Duplex,
+  ) {
+    this.#socket = socket;
+  }
+
+  /**
+   * Starts a session on `socket` and resolves once it is ready for queries. `connectForCancel` opens another
+   * connection to the same server, for a CancelRequest.
+   */
+  static open(
+    socket: Duplex,
+    startup: SessionStartup,
+    connectForCancel: () => Duplex,
+  ): Promise<PipelinedSession> {
+    const session = new PipelinedSession(socket, connectForCancel);
+    return session.#start(startup);
+  }
+
+  /** Queries written and not yet answered. */
+  get pendingQueries(): number {
+    return this.#pending.length;
+  }
+
+  /** Whether the session has ended (closed, or its connection broke). */
+  get ended(): boolean {
+    return this.#ended !== undefined;
+  }
+
+  #start(startup: SessionStartup): Promise<PipelinedSession> {
+    return new Promise((resolve, reject) => {
+      const failed = (error: Error) => {
+        this.#end(error);
+        reject(error);
+      };
+      const onStartupFrame = (frame: Frame) => {
+        switch (frame.code) {
+          case BackendCode.Authentication:
+            if (decodeAuthentication(frame.payload).type !== "ok")
+              throw new Error("the server asked for a password; this session answers none");
+            return;
+          case BackendCode.BackendKeyData: {
+            const key = decodeBackendKeyData(frame.payload);
+            this.#processId = key.processId;
+            this.#secretKey = Buffer.from(key.secretKey);
+            return;
+          }
+          case BackendCode.ErrorResponse: {
+            const fields = decodeNoticeFields(frame.payload);
+            throw new QueryFailedError(fields, emptyAnswer());
+          }
+          case BackendCode.ReadyForQuery:
+            this.#socket.off("data", onStartupData);
+            this.#socket.on("data", this.#onData);
+            this.#socket.off("close", onStartupClose);
+            this.#socket.on("close", () =>
+              this.#end(new SessionEndedError("the session's connection closed")),
+            );
+            resolve(this);
+            return;
+          default:
+            // ParameterStatus, NoticeResponse, NegotiateProtocolVersion: nothing to keep before the first query.
+            return;
+        }
+      };
+      const onStartupData = (chunk: Buffer) => {
+        try {
+          this.#reader.feed(chunk, onStartupFrame);
+        } catch (error) {
+          failed(error as Error);
+        }
+      };
+      const onStartupClose = () =>
+        failed(new SessionEndedError("the server closed the session as it started"));
+      this.#socket.on("data", onStartupData);
+      this.#socket.once("close", onStartupClose);
+      this.#socket.on("error", () => {});
+      this.#socket.write(
+        encodeStartupMessage({
+          user: startup.user,
+          database: startup.database,
+          client_encoding: "UTF8",
+          ...startup.settings,
+        }),
+      );
+    });
+  }
+
+  /**
+   * Runs `sql`: with `values` (even none) as one statement of the extended protocol, else as a simple Query.
+   * Resolves with its answer, or rejects with {@link QueryFailedError}, {@link ResultTooLargeError} or
+   * {@link SessionEndedError}.
+   */
+  query(sql: string, values?: readonly unknown[], options: QueryOptions = {}): Promise<QueryAnswer> {
+    if (this.#ended) return Promise.reject(this.#ended);
+    let message: Buffer[];
+    try {
+      message =
+        values === undefined
+          ? [encodeQuery(sql)]
+          : [
+              encodeParse("", sql),
+              encodeBind("", "", values.map(toParameter)),
+              encodeDescribe("P", ""),
+              encodeExecute("", 0),
+              encodeSync(),
+            ];
+    } catch (error) {
+      // A NUL in the text, or a value node-postgres cannot send: nothing was written.
+      return Promise.reject(error);
+    }
+    return new Promise((resolve, reject) => {
+      this.#pending.push({
+        answer: emptyAnswer(),
+        current: undefined,
+        columns: [],
+        bytes: 0,
+        maxBytes: options.maxResultBytes ?? Number.POSITIVE_INFINITY,
+        error: undefined,
+        tooLarge: false,
+        resolve,
+        reject,
+      });
+      this.#socket.write(message.length === 1 ? message[0]! : Buffer.concat(message));
+    });
+  }
+
+  /** Ends the session: queries not answered yet reject with {@link SessionEndedError}. */
+  close(): void {
+    if (this.#ended) return;
+    this.#socket.end(encodeTerminate());
+    this.#end(new SessionEndedError("the session was closed"));
+  }
+
+  readonly #onData = (chunk: Buffer): void => {
+    try {
+      this.#reader.feed(chunk, this.#onFrame);
+    } catch (error) {
+      this.#end(error as Error);
+      this.#socket.destroy();
+    }
+  };
+
+  readonly #onFrame = (frame: Frame): void => {
+    const query = this.#pending[0];
+    if (!query) return;
+    switch (frame.code) {
+      case BackendCode.RowDescription:
+        query.columns = decodeRowDescription(frame.payload).map((field) => ({
+          name: field.name,
+          typeOid: field.typeOid,
+          parse: pg.types.getTypeParser(field.typeOid, "text") as (text: string) => unknown,
+        }));
+        query.current = { command: "", rowCount: null, rows: [], rowBytes: 0 };
+        return;
+      case BackendCode.DataRow:
+        this.#readRow(query, frame.payload);
+        return;
+      case BackendCode.CommandComplete:
+        this.#completeStatement(query, decodeCommandComplete(frame.payload));
+        return;
+      case BackendCode.ErrorResponse:
+        query.error = decodeNoticeFields(frame.payload);
+        query.current = undefined;
+        return;
+      case BackendCode.NoticeResponse:
+        query.answer.notices.push(decodeNoticeFields(frame.payload));
+        return;
+      case BackendCode.ParameterStatus: {
+        const { name, value } = decodeParameterStatus(frame.payload);
+        query.answer.reported.set(name, value);
+        return;
+      }
+      case BackendCode.CopyInResponse:
+        this.#socket.write(
+          encodeFrame(FrontendCode.CopyFail, cstring("COPY FROM STDIN is not supported here")),
+        );
+        return;
+      case BackendCode.ReadyForQuery:
+        this.#pending.shift();
+        query.answer.transaction = decodeReadyForQuery(frame.payload);
+        if (query.tooLarge) query.reject(new ResultTooLargeError(query.maxBytes, query.answer));
+        else if (query.error) query.reject(new QueryFailedError(query.error, query.answer));
+        else query.resolve(query.answer);
+        return;
+      default:
+        // ParseComplete, BindComplete, NoData, EmptyQueryResponse, CopyData of COPY TO, notifications.
+        return;
+    }
+  };
+
+  #readRow(query: PendingQuery, payload: Buffer): void {
+    const result = query.current;
+    if (!result || query.tooLarge) return;
+    // The length of the values alone, as the cost rule counts result data: the payload less its counts.
+    const bytes = payload.length - 2 - 4 * payload.readUInt16BE(0);
+    query.bytes += bytes;
+    if (query.bytes > query.maxBytes) {
+      query.tooLarge = true;
+      for (const statement of query.answer.statements) statement.rows.length = 0;
+      result.rows.length = 0;
+      this.#cancel();
+      return;
+    }
+    const values = decodeDataRow(payload);
+    const row: Record<string, unknown> = {};
+    for (let i = 0; i < values.length; i++) {
+      const column = query.columns[i];
+      if (!column) continue;
+      const value = values[i];
+      const read = value === null || value === undefined ? null : column.parse(value.toString("utf8"));
+      // A column named __proto__ is a property like any other, not the row's prototype.
+      if (column.name === "__proto__")
+        Object.defineProperty(row, column.name, { value: read, enumerable: true, writable: true });
+      else row[column.name] = read;
+    }
+    result.rows.push(row);
+    result.rowBytes += bytes;
+  }
+
+  #completeStatement(query: PendingQuery, tag: CommandTag): void {
+    const result = query.current ?? { command: "", rowCount: null, rows: [], rowBytes: 0 };
+    result.command = tag.command;
+    result.rowCount = tag.rows;
+    query.answer.statements.push(result);
+    query.current = undefined;
+    query.columns = [];
+  }
+
+  /** Asks the server, on a connection of its own, to cancel what this session runs. */
+  #cancel(): void {
+    if (!this.#secretKey) return;
+    const connection = this.connectForCancel();
+    connection.on("error", () => {});
+    connection.end(encodeCancelRequest(this.#processId, this.#secretKey));
+  }
+
+  #end(error: Error): void {
+    if (this.#ended) return;
+    this.#ended = error;
+    for (const query of this.#pending.splice(0)) query.reject(error);
+    this.#socket.destroy();
+  }
+}
+
+function emptyAnswer(): QueryAnswer {
+  return { statements: [], notices: [], reported: new Map(), transaction: "I" };
+}
+
+function cstring(text: string): Buffer {
+  return Buffer.from(`${text}\0`, "utf8");
+}
+
+/** node-postgres's conversion of a parameter (arrays, dates, JSON objects, buffers) to what Bind sends. */
+const prepareValue = (pg as unknown as { utils: { prepareValue(value: unknown): unknown } }).utils
+  .prepareValue;
+
+function toParameter(value: unknown): string | Buffer | null {
+  const prepared = prepareValue(value);
+  if (prepared === null || prepared === undefined) return null;
+  return Buffer.isBuffer(prepared) ? prepared : String(prepared);
+}
