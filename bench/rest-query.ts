@@ -58,8 +58,6 @@ export interface RestOptions {
   /** pgtoll's ledger database, where the hand-metered side keeps its balance and entries. */
   ledgerUrl: string;
   agentWallet: string;
-  /** The agent's key: the wire-adapter side signs its proxy password with it. */
-  agentKey: string;
   /** pgtoll's secret key: the wire-adapter side's own pgtoll opens the providers' sealed connection strings with it. */
   secretKeyHex: string;
   providerId: string;
@@ -161,7 +159,6 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
         WIRE_ADAPTER_SECRET_KEY: options.secretKeyHex,
         WIRE_ADAPTER_DATA_DIR: join(options.scratchDir, "wire-adapter"),
         WIRE_ADAPTER_AGENT_WALLET: options.agentWallet,
-        WIRE_ADAPTER_AGENT_KEY: options.agentKey,
         WIRE_ADAPTER_PROVIDER_ID: options.providerId,
       },
       logFile: join(options.scratchDir, `${name}.log`),

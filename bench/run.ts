@@ -225,7 +225,6 @@ async function main(): Promise<void> {
           dataUrl: cluster.dataUrl,
           ledgerUrl: cluster.metaUrl,
           agentWallet: agent.wallet,
-          agentKey: agent.key,
           secretKeyHex,
           providerId: provider.providerId,
           freeProviderId: freeProvider.providerId,

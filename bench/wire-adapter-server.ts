@@ -1,23 +1,22 @@
 /**
  * The REST "through the wire pipeline" side: a fastify route that answers `POST /api/query` by running the query
- * through pgtoll's wire proxy, as the agent, on proxy sessions with `pgtoll.synchronous_charges` on: the query's
- * answer ends only once its charge is written to the ledger, as the REST spec wants of its answer. The proxy is a
- * pgtoll of its own in this process, on the benchmark's ledger, reached through in-process connections (no TCP):
- * what a REST adapter over the statement pipeline costs, next to pgtoll's own REST path.
+ * through pgtoll's wire proxy, as the agent, on pipelined sessions with `pgtoll.synchronous_charges` on: the
+ * query's answer ends only once its charge is written to the ledger, as the REST spec wants of its answer. The
+ * proxy is a pgtoll of its own in this process, on the benchmark's ledger, reached through in-process connections
+ * opened for the agent (no TCP, no token): what a REST adapter over the statement pipeline costs, next to
+ * pgtoll's own REST path.
  * Run as its own process by the benchmark (`node --import tsx bench/wire-adapter-server.ts`); prints
  * "wire-adapter ready <url>".
  */
 import Fastify from "fastify";
-import postgres from "postgres";
-import type { Hex } from "viem";
 import { loadConfig } from "../src/config.js";
 import { createLogger } from "../src/log.js";
-import { createAgentToken } from "../src/proxy/agent-token.js";
+import { PipelinedSession } from "../src/rest/pipelined-session.js";
 import { startServer } from "../src/server.js";
 
 const poolSize = Number(process.env.BASELINE_POOL_SIZE ?? 5);
 const providerId = process.env.WIRE_ADAPTER_PROVIDER_ID ?? "";
-const agentKey = (process.env.WIRE_ADAPTER_AGENT_KEY ?? "") as Hex;
+const wallet = process.env.WIRE_ADAPTER_AGENT_WALLET ?? "";
 const config = loadConfig(
   {
     DATABASE_URL: process.env.WIRE_ADAPTER_LEDGER_URL,
@@ -32,24 +31,23 @@ const config = loadConfig(
   [],
 );
 const pgtoll = await startServer(config, createLogger(process.env.LOG_LEVEL ?? "warn"));
-// postgres.js takes a socket of its own making (an option its type definitions leave out).
-const inProcess: object = { socket: () => pgtoll.connectInProcess() };
-// postgres.js pipelines: a request's query is sent while the session's earlier one waits for its charge.
-const sql = postgres({
-  ...inProcess,
-  user: process.env.WIRE_ADAPTER_AGENT_WALLET,
-  database: providerId,
-  pass: () => createAgentToken(agentKey, providerId),
-  connection: { "pgtoll.synchronous_charges": "on" },
-  max: Number(process.env.WIRE_ADAPTER_SESSIONS ?? poolSize),
-  onnotice: () => {},
-});
+const sessions = await Promise.all(
+  Array.from({ length: Number(process.env.WIRE_ADAPTER_SESSIONS ?? poolSize) }, () =>
+    PipelinedSession.open(
+      pgtoll.connectInProcess({ wallet, providerId }),
+      { user: wallet, database: providerId, settings: { "pgtoll.synchronous_charges": "on" } },
+      () => pgtoll.connectInProcess(),
+    ),
+  ),
+);
+/** The session with the fewest queries waiting: a request's query goes behind as few others as it can. */
+const leastBusy = () => sessions.reduce((a, b) => (b.pendingQueries < a.pendingQueries ? b : a));
 
 const app = Fastify();
 app.post<{ Body: { sql: string; params?: unknown[] } }>("/api/query", async (request) => {
-  // Prepared: postgres.js pipelines only statements whose parameter types it knows.
-  const rows = await sql.unsafe(request.body.sql, (request.body.params ?? []) as never[], { prepare: true });
-  return { rows: [...rows], rowCount: rows.count };
+  const answer = await leastBusy().query(request.body.sql, request.body.params ?? []);
+  const last = answer.statements.at(-1);
+  return { rows: last?.rows ?? [], rowCount: last?.rowCount ?? 0 };
 });
 
 const address = await app.listen({ host: "127.0.0.1", port: 0 });

@@ -15,6 +15,7 @@ import {
 import { type Frame, FrameReader } from "./frame-reader.js";
 import {
   decodeBind,
+  decodeClose,
   decodeDescribe,
   decodeFrontendMessage,
   decodePasswordMessage,
@@ -205,6 +206,7 @@ describe("serializer round trips: to the upstream server", () => {
       resultFormats: [],
     });
     expect(decodeDescribe(single(encode.encodeDescribe("P", "")).payload)).toEqual({ kind: "P", name: "" });
+    expect(decodeClose(single(encode.encodeClose("S", "s7")).payload)).toEqual({ kind: "S", name: "s7" });
     const copy = single(encode.encodeFrame(0x64, Buffer.from("1\tx\n")));
     expect(decodeFrontendMessage(copy.code, copy.payload)).toEqual({
       type: "copyData",

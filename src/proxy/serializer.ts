@@ -325,8 +325,17 @@ export function encodeBind(
 
 /** Describe of a portal ('P') or a prepared statement ('S'). */
 export function encodeDescribe(kind: "P" | "S", name: string): Buffer {
+  return targetMessage(FrontendCode.Describe, kind, name);
+}
+
+/** Close of a portal ('P') or a prepared statement ('S'). */
+export function encodeClose(kind: "P" | "S", name: string): Buffer {
+  return targetMessage(FrontendCode.Close, kind, name);
+}
+
+function targetMessage(code: FrontendCode, kind: "P" | "S", name: string): Buffer {
   const length = cstringLength(name, "portal or statement name");
-  return MessageWriter.typed(FrontendCode.Describe, 1 + length)
+  return MessageWriter.typed(code, 1 + length)
     .byte(kind.charCodeAt(0))
     .cstring(name, length)
     .finish();

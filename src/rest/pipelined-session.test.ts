@@ -115,6 +115,30 @@ describe("a pipelined session through the proxy", () => {
     }
   });
 
+  it("keeps texts prepared, and parses again what failed, was closed for room or was deallocated", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 100_000_000n);
+    const session = await openSession(agent);
+    try {
+      const idOf = (n: number) => session.query(`SELECT id, ${n} AS n FROM items WHERE id = $1`, [1]);
+      // More texts than the session keeps: the oldest are closed, and parsed again when they come back.
+      const first = await Promise.all(Array.from({ length: 130 }, (_, n) => idOf(n)));
+      expect(first.map((answer) => answer.statements[0]!.rows[0])).toEqual(
+        Array.from({ length: 130 }, (_, n) => ({ id: 1, n })),
+      );
+      expect((await idOf(0)).statements[0]!.rows).toEqual([{ id: 1, n: 0 }]);
+      // A text whose Parse failed is not taken for prepared: it fails the same way again, not as unknown.
+      const broken = "SELECT $1::no_such_type AS v";
+      await expect(session.query(broken, [1])).rejects.toMatchObject({ code: "42704" });
+      await expect(session.query(broken, [1])).rejects.toMatchObject({ code: "42704" });
+      // Deallocated by a query of the agent's: the next use fails once, the ones after parse again.
+      await session.query("DEALLOCATE ALL");
+      await expect(idOf(129)).rejects.toMatchObject({ code: "26000" });
+      expect((await idOf(129)).statements[0]!.rows).toEqual([{ id: 1, n: 129 }]);
+    } finally {
+      session.close();
+    }
+  });
+
   it("cancels a result past its byte cap, holds none of the rest, and serves the next query", async () => {
     const agent = await fundedTestAgent(gateway, providerId, 100_000_000n);
     const session = await openSession(agent);

@@ -18,6 +18,7 @@ import { BackendCode, FrontendCode } from "../proxy/message-codes.js";
 import {
   encodeBind,
   encodeCancelRequest,
+  encodeClose,
   encodeDescribe,
   encodeExecute,
   encodeFrame,
@@ -108,8 +109,18 @@ export interface QueryOptions {
   maxResultBytes?: number;
 }
 
+/** A text the session keeps prepared, and the columns of its rows once described. */
+interface PreparedStatement {
+  name: string;
+  columns: ResultColumn[] | undefined;
+}
+
 /** A query in flight: its answer as it is read. */
 interface PendingQuery {
+  /** The prepared statement the query parses, when it parses one: forgotten again if the Parse fails. */
+  parses: PreparedStatement | undefined;
+  /** The prepared statement the query runs: its columns, described once when it was parsed. */
+  prepared: PreparedStatement | undefined;
   answer: QueryAnswer;
   current: StatementResult | undefined;
   columns: ResultColumn[];
@@ -120,6 +131,15 @@ interface PendingQuery {
   resolve(answer: QueryAnswer): void;
   reject(error: Error): void;
 }
+
+/**
+ * Texts a session keeps prepared (the oldest is closed past it): a repeated query is bound and run without being
+ * parsed and planned again, by the proxy's guard or by PostgreSQL.
+ */
+const PREPARED_STATEMENTS = 100;
+
+/** SQLSTATE 26000: the statement a Bind names does not exist. */
+const INVALID_STATEMENT_NAME = "26000";
 
 /** The largest message the session reads: what the proxy relays whole is bounded well below it. */
 const MAX_FRAME_LENGTH = 1024 * 1024 * 1024;
@@ -141,6 +161,9 @@ export class PipelinedSession {
   #processId = 0;
   #secretKey: Buffer | undefined;
   #ended: Error | undefined;
+  /** Query text to its prepared statement, oldest first. */
+  readonly #prepared = new Map<string, PreparedStatement>();
+  #preparedCount = 0;
 
   private constructor(
     socket: Duplex,
@@ -232,30 +255,43 @@ export class PipelinedSession {
   }
 
   /**
-   * Runs `sql`: with `values` (even none) as one statement of the extended protocol, else as a simple Query.
-   * Resolves with its answer, or rejects with {@link QueryFailedError}, {@link ResultTooLargeError} or
-   * {@link SessionEndedError}.
+   * Runs `sql`: with `values` (even none) as one prepared statement of the extended protocol (prepared on its
+   * first use and kept), else as a simple Query. Resolves with its answer, or rejects with
+   * {@link QueryFailedError}, {@link ResultTooLargeError} or {@link SessionEndedError}.
    */
   query(sql: string, values?: readonly unknown[], options: QueryOptions = {}): Promise<QueryAnswer> {
     if (this.#ended) return Promise.reject(this.#ended);
     let message: Buffer[];
+    let parses: PreparedStatement | undefined;
+    let prepared: PreparedStatement | undefined;
     try {
-      message =
-        values === undefined
-          ? [encodeQuery(sql)]
-          : [
-              encodeParse("", sql),
-              encodeBind("", "", values.map(toParameter)),
-              encodeDescribe("P", ""),
-              encodeExecute("", 0),
-              encodeSync(),
-            ];
+      if (values === undefined) message = [encodeQuery(sql)];
+      else {
+        const known = this.#prepared.get(sql);
+        prepared = known ?? { name: `pgtoll_rest_${this.#preparedCount + 1}`, columns: undefined };
+        message = [
+          encodeBind("", prepared.name, values.map(toParameter)),
+          encodeExecute("", 0),
+          encodeSync(),
+        ];
+        if (known === undefined) {
+          // Described once, as it is parsed: its runs after need no RowDescription.
+          message.unshift(encodeParse(prepared.name, sql), encodeDescribe("S", prepared.name));
+          // Only once every message is encoded: a query that cannot be sent changes nothing.
+          message.unshift(...this.#makeRoom());
+          this.#preparedCount++;
+          this.#prepared.set(sql, prepared);
+          parses = prepared;
+        }
+      }
     } catch (error) {
       // A NUL in the text, or a value node-postgres cannot send: nothing was written.
       return Promise.reject(error);
     }
     return new Promise((resolve, reject) => {
       this.#pending.push({
+        parses,
+        prepared,
         answer: emptyAnswer(),
         current: undefined,
         columns: [],
@@ -268,6 +304,14 @@ export class PipelinedSession {
       });
       this.#socket.write(message.length === 1 ? message[0]! : Buffer.concat(message));
     });
+  }
+
+  /** Closes the oldest prepared statement when the session keeps its fill: Close messages to send first. */
+  #makeRoom(): Buffer[] {
+    if (this.#prepared.size < PREPARED_STATEMENTS) return [];
+    const [oldest, statement] = this.#prepared.entries().next().value as [string, PreparedStatement];
+    this.#prepared.delete(oldest);
+    return [encodeClose("S", statement.name)];
   }
 
   /** Ends the session: queries not answered yet reject with {@link SessionEndedError}. */
@@ -296,6 +340,8 @@ export class PipelinedSession {
           typeOid: field.typeOid,
           parse: pg.types.getTypeParser(field.typeOid, "text") as (text: string) => unknown,
         }));
+        // The description of the statement the query prepares: kept for its later runs.
+        if (query.prepared) query.prepared.columns = query.columns;
         query.current = { command: "", rowCount: null, rows: [], rowBytes: 0 };
         return;
       case BackendCode.DataRow:
@@ -304,9 +350,16 @@ export class PipelinedSession {
       case BackendCode.CommandComplete:
         this.#completeStatement(query, decodeCommandComplete(frame.payload));
         return;
+      case BackendCode.ParseComplete:
+        query.parses = undefined;
+        return;
       case BackendCode.ErrorResponse:
         query.error = decodeNoticeFields(frame.payload);
         query.current = undefined;
+        // Its Parse failed: the text is not prepared, and the next query of it parses it again.
+        if (query.parses !== undefined) this.#forget(query.parses);
+        // A statement of this session's was deallocated (DEALLOCATE in a query): every text is parsed again.
+        if (query.error.code === INVALID_STATEMENT_NAME) this.#prepared.clear();
         return;
       case BackendCode.NoticeResponse:
         query.answer.notices.push(decodeNoticeFields(frame.payload));
@@ -335,6 +388,11 @@ export class PipelinedSession {
   };
 
   #readRow(query: PendingQuery, payload: Buffer): void {
+    if (!query.current && query.prepared?.columns) {
+      // A run of a statement described when it was prepared: no RowDescription came this time.
+      query.columns = query.prepared.columns;
+      query.current = { command: "", rowCount: null, rows: [], rowBytes: 0 };
+    }
     const result = query.current;
     if (!result || query.tooLarge) return;
     // The length of the values alone, as the cost rule counts result data: the payload less its counts.
@@ -370,6 +428,15 @@ export class PipelinedSession {
     query.answer.statements.push(result);
     query.current = undefined;
     query.columns = [];
+  }
+
+  /** Forgets a prepared statement, unless its text was prepared again since. */
+  #forget(statement: PreparedStatement): void {
+    for (const [sql, prepared] of this.#prepared)
+      if (prepared === statement) {
+        this.#prepared.delete(sql);
+        return;
+      }
   }
 
   /** Asks the server, on a connection of its own, to cancel what this session runs. */
