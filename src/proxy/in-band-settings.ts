@@ -24,6 +24,7 @@ export type SettingsMeter = Pick<
   | "sessionCostMicro"
   | "price"
   | "budgetMicro"
+  | "queryBudgetMicro"
   | "lastStatementCost"
   | "dailyLimit"
   | "synchronousCharges"
@@ -52,30 +53,33 @@ interface InBandSetting {
   set?: SettingChange;
 }
 
-/** The largest session budget accepted, in micro-USDC (one billion USDC). */
-const MAX_SESSION_BUDGET_MICRO = 1_000_000_000_000_000n;
+/** The largest budget accepted, in micro-USDC (one billion USDC). */
+const MAX_BUDGET_MICRO = 1_000_000_000_000_000n;
 
 /**
- * A value of `pgtoll.max_session_cost`: a USDC amount with at most 6 decimals, or `none` (no budget; also RESET).
- * Undefined when it is neither.
+ * A value of `pgtoll.max_session_cost` or `pgtoll.max_query_cost`: a USDC amount with at most 6 decimals, or
+ * `none` (no budget; also RESET). Undefined when it is neither.
  */
-function parseSessionBudget(value: string | null): bigint | null | undefined {
+function parseBudget(value: string | null): bigint | null | undefined {
   const text = value?.trim().toLowerCase() ?? "none";
   if (text === "none" || text === "") return null;
   const micro = parseMicro(text);
-  return micro === null || micro < 0n || micro > MAX_SESSION_BUDGET_MICRO ? undefined : micro;
+  return micro === null || micro < 0n || micro > MAX_BUDGET_MICRO ? undefined : micro;
 }
 
-/** What a bad value of `pgtoll.max_session_cost` is told. */
-const SESSION_BUDGET_VALUES = "a USDC amount with at most 6 decimals, such as '0.50', or 'none'";
+/** A budget setting: what it takes, and which of the meter's budgets it sets. */
+function budgetChange(budget: "budgetMicro" | "queryBudgetMicro"): SettingChange {
+  return {
+    accepts: (value) => parseBudget(value) !== undefined,
+    values: "a USDC amount with at most 6 decimals, such as '0.50', or 'none'",
+    apply: ({ meter }, value) => {
+      meter[budget] = parseBudget(value) ?? null;
+    },
+  };
+}
 
-const sessionBudget: SettingChange = {
-  accepts: (value) => parseSessionBudget(value) !== undefined,
-  values: SESSION_BUDGET_VALUES,
-  apply: ({ meter }, value) => {
-    meter.budgetMicro = parseSessionBudget(value) ?? null;
-  },
-};
+/** How `SHOW` prints a budget. */
+const budgetText = (budget: bigint | null) => (budget === null ? "none" : formatMicro(budget));
 
 /** PostgreSQL's spellings of a boolean setting's value (the unique prefixes PostgreSQL also takes are not). */
 const BOOLEAN_VALUES = new Map([
@@ -113,7 +117,8 @@ function lastCostText(cost: CostBreakdown | null): string {
  * `SHOW pgtoll.balance` (USDC, with this session's charges written first), `SHOW pgtoll.session_cost` (USDC
  * charged to this session so far), `SHOW pgtoll.price` (every dimension of the price, markup included),
  * `SHOW pgtoll.deposit_address` (the provider's wallet, where USDC deposits go), `pgtoll.max_session_cost` (the
- * session's budget, which `SET` and `RESET` change), `SHOW pgtoll.daily_limit` and `pgtoll.daily_remaining` (the
+ * session's budget, which `SET` and `RESET` change), `pgtoll.max_query_cost` (what each query may cost: the
+ * statements of one Query message, or of the extended-protocol messages up to a Sync), `SHOW pgtoll.daily_limit` and `pgtoll.daily_remaining` (the
  * agent's daily limit with the provider), `SHOW pgtoll.last_statement_cost` (the last statement's cost and its
  * parts, JSON), and `pgtoll.synchronous_charges` (on: each query's ReadyForQuery waits until what it cost is written
  * to the ledger; off by default). Free. Every in-band setting of a session is listed here, whatever reads or writes it.
@@ -125,10 +130,11 @@ const SETTINGS = new Map<string, InBandSetting>([
   ["pgtoll.deposit_address", { show: ({ depositAddress }) => depositAddress }],
   [
     "pgtoll.max_session_cost",
-    {
-      show: ({ meter }) => (meter.budgetMicro === null ? "none" : formatMicro(meter.budgetMicro)),
-      set: sessionBudget,
-    },
+    { show: ({ meter }) => budgetText(meter.budgetMicro), set: budgetChange("budgetMicro") },
+  ],
+  [
+    "pgtoll.max_query_cost",
+    { show: ({ meter }) => budgetText(meter.queryBudgetMicro), set: budgetChange("queryBudgetMicro") },
   ],
   [
     "pgtoll.daily_limit",

@@ -75,14 +75,21 @@ export function unpaidWriteError(rows: number): Buffer {
 }
 
 /**
- * The session's own budget (`pgtoll.max_session_cost`) stops the statement: before it ran (`rowsDelivered`
- * undefined) or mid-result, its delivered rows charged. Its own SQLSTATE: paying more would not help.
+ * The agent's own budget for the session (`pgtoll.max_session_cost`) or for each query (`pgtoll.max_query_cost`)
+ * stops the statement: before it ran (`rowsDelivered` undefined) or mid-result, its delivered rows charged. Its
+ * own SQLSTATE: paying more would not help.
  */
-export function sessionBudgetError(budgetMicro: bigint, spentMicro: bigint, rowsDelivered?: number): Buffer {
+export function budgetError(
+  kind: "session" | "query",
+  budgetMicro: bigint,
+  spentMicro: bigint,
+  rowsDelivered?: number,
+): Buffer {
+  const setting = `pgtoll.max_${kind}_cost`;
   return errorFrame(
     SqlState.budgetExceeded,
-    `pgtoll.max_session_cost of ${formatMicro(budgetMicro)} USDC reached (this session has spent ${formatMicro(spentMicro)}): ${stoppedStatement(rowsDelivered)}`,
-    { hint: "SET pgtoll.max_session_cost to a higher value, or RESET it, to go on" },
+    `${setting} of ${formatMicro(budgetMicro)} USDC reached (this ${kind} has spent ${formatMicro(spentMicro)}): ${stoppedStatement(rowsDelivered)}`,
+    { hint: `SET ${setting} to a higher value, or RESET it, to go on` },
   );
 }
 

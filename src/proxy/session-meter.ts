@@ -122,6 +122,10 @@ export class SessionMeter {
   #statementBytes = 0;
   /** `pgtoll.max_session_cost`: what the session's statements may cost in all; null for no budget. */
   #budgetMicro: bigint | null = null;
+  /** `pgtoll.max_query_cost`: what the statements of one query may cost; null for no budget. */
+  #queryBudgetMicro: bigint | null = null;
+  /** What the session had spent when its running query began (`queryAnswered` marks the next one's start). */
+  #queryStartMicro = 0n;
   #lastCost: CostBreakdown | null = null;
   #window: ChargeWindow | null = null;
   #windowsClosed = 0;
@@ -177,8 +181,7 @@ export class SessionMeter {
 
   /** Whether a statement may start: false when nothing is held and nothing could be reserved yet. */
   get canStart(): boolean {
-    if (this.#budgetMicro !== null && !this.#withinBudget(statementCost({ rows: 0 }, this.price)))
-      return false;
+    if (this.#budgeted && !this.#withinBudget(statementCost({ rows: 0 }, this.price))) return false;
     return this.#free || this.#hold.unspent >= this.#costOf(1);
   }
 
@@ -196,6 +199,59 @@ export class SessionMeter {
     this.#updateLimit();
   }
 
+  /** `pgtoll.max_query_cost` in micro-USDC; null when queries have no budget of their own. */
+  get queryBudgetMicro(): bigint | null {
+    return this.#queryBudgetMicro;
+  }
+
+  /** Sets what each query may cost from its next statement on (null: no per-query budget). */
+  set queryBudgetMicro(budget: bigint | null) {
+    this.#queryBudgetMicro = budget;
+    this.#updateLimit();
+  }
+
+  /** What the running query's statements have cost so far. */
+  get queryCostMicro(): bigint {
+    return this.#sessionCostMicro - this.#queryStartMicro;
+  }
+
+  /** A query was answered (its ReadyForQuery): the next statement begins the next query, for its budget. */
+  queryAnswered(): void {
+    this.#queryStartMicro = this.#sessionCostMicro;
+  }
+
+  /**
+   * The budget that stops the running statement when one does: the one with less left of the session's and the
+   * query's. Null when neither is set.
+   */
+  get stoppingBudget(): { kind: "session" | "query"; budgetMicro: bigint; spentMicro: bigint } | null {
+    const session = this.#budgetMicro;
+    const query = this.#queryBudgetMicro;
+    if (
+      query !== null &&
+      (session === null || query - this.queryCostMicro < session - this.#sessionCostMicro)
+    )
+      return { kind: "query", budgetMicro: query, spentMicro: this.queryCostMicro };
+    if (session === null) return null;
+    return { kind: "session", budgetMicro: session, spentMicro: this.#sessionCostMicro };
+  }
+
+  /** Whether a budget (the session's or the query's) bounds what the session's statements may cost. */
+  get #budgeted(): boolean {
+    return this.#budgetMicro !== null || this.#queryBudgetMicro !== null;
+  }
+
+  /** What the budgets leave to spend: the least of the session's and the query's; null when neither is set. */
+  #budgetLeftMicro(): bigint | null {
+    let left: bigint | null = null;
+    if (this.#budgetMicro !== null) left = this.#budgetMicro - this.#sessionCostMicro;
+    if (this.#queryBudgetMicro !== null) {
+      const queryLeft = this.#queryBudgetMicro - this.queryCostMicro;
+      if (left === null || queryLeft < left) left = queryLeft;
+    }
+    return left === null || left > 0n ? left : 0n;
+  }
+
   /** The cost and its parts of the session's last statement, null before its first. */
   get lastStatementCost(): CostBreakdown | null {
     return this.#lastCost;
@@ -211,11 +267,12 @@ export class SessionMeter {
 
   /** The fast path: the hold's row limit alone decides (rows only, no budget). */
   get #byRows(): boolean {
-    return this.#rowsOnly && this.#budgetMicro === null;
+    return this.#rowsOnly && !this.#budgeted;
   }
 
   #withinBudget(costMicro: bigint): boolean {
-    return this.#budgetMicro === null || this.#sessionCostMicro + costMicro <= this.#budgetMicro;
+    const left = this.#budgetLeftMicro();
+    return left === null || costMicro <= left;
   }
 
   /** The running statement's cost with `rows` more rows of `bytes` more bytes (no time: it is known at its end). */
@@ -272,9 +329,9 @@ export class SessionMeter {
     let ms = this.#free
       ? Number.POSITIVE_INFINITY
       : msAffordable(this.#hold.unspent, usage, this.#statementPrice);
-    if (this.#budgetMicro !== null) {
-      const left = this.#budgetMicro - this.#sessionCostMicro;
-      const budgetMs = msAffordable(left > 0n ? left : 0n, usage, this.#statementPrice);
+    const left = this.#budgetLeftMicro();
+    if (left !== null) {
+      const budgetMs = msAffordable(left, usage, this.#statementPrice);
       if (budgetMs < ms) ms = budgetMs;
     }
     return ms - elapsedMs;
@@ -296,9 +353,9 @@ export class SessionMeter {
     return this.#shortfallOf(need);
   }
 
-  /** Whether the session's budget stops `rows` more rows of `bytes` bytes of the running statement. */
+  /** Whether a budget (the session's or the query's) stops `rows` more rows of `bytes` bytes of the running statement. */
   budgetStops(rows = 1, bytes = 0): boolean {
-    return this.#budgetMicro !== null && !this.#withinBudget(this.#costWith(rows, bytes));
+    return this.#budgeted && !this.#withinBudget(this.#costWith(rows, bytes));
   }
 
   /** A statement's cost by the cost rule ({@link statementCost}) for `rows` rows, remembered for small counts. */
@@ -412,9 +469,8 @@ export class SessionMeter {
       price,
     );
     this.#lastCost = breakdown;
-    const budget = this.#budgetMicro;
-    if (budget === null) return breakdown.costMicro;
-    const left = budget > this.#sessionCostMicro ? budget - this.#sessionCostMicro : 0n;
+    const left = this.#budgetLeftMicro();
+    if (left === null) return breakdown.costMicro;
     return breakdown.costMicro < left ? breakdown.costMicro : left;
   }
 

@@ -6,12 +6,12 @@ import type { GuardedStatement } from "../guard/index.js";
 import { DEFAULT_MAX_ROW_BYTES } from "../providers/message-gate.js";
 import { boundedNotice, pricedTableNotice, withheldError } from "./database-notices.js";
 import {
+  budgetError,
   chargeNotWritten,
   dailyLimitError,
   insufficientFunds,
   ledgerUnavailable,
   rowTooLarge,
-  sessionBudgetError,
   unpaidWriteError,
   writeLimitError,
 } from "./metering-errors.js";
@@ -41,13 +41,13 @@ export type RelayMeter = Pick<
   | "pricesTime"
   | "timeLeftMs"
   | "fundTime"
-  | "budgetMicro"
-  | "sessionCostMicro"
+  | "stoppingBudget"
+  | "queryAnswered"
 >;
 
 /**
  * Why a result ends before its last row: the balance does not pay for the next one, the agent's daily limit or
- * the session's budget (`pgtoll.max_session_cost`) stops it, or the ledger is out of reach.
+ * a budget (`pgtoll.max_session_cost`, `pgtoll.max_query_cost`) stops it, or the ledger is out of reach.
  */
 export type CutOffReason = "unfunded" | "daily-limit" | "budget" | "ledger-unavailable" | "row-too-large";
 
@@ -164,12 +164,13 @@ export interface StatementMetering {
     statement?: GuardedStatement,
   ): Buffer | undefined;
   /**
-   * A query is answered (its ReadyForQuery is next). With `pgtoll.synchronous_charges` on, what its statements cost
-   * is written to the ledger first: a promise the ReadyForQuery waits for, resolving to undefined once the charge is
-   * written, or to the ErrorResponse that says the ledger is out of reach (the result stands; the charge is written
-   * later). Undefined when the answer need not wait.
+   * A query is answered (its ReadyForQuery is next): the next statement begins the next query, for
+   * `pgtoll.max_query_cost`. With `pgtoll.synchronous_charges` on, what its statements cost is written to the
+   * ledger first: a promise the ReadyForQuery waits for, resolving to undefined once the charge is written, or to
+   * the ErrorResponse that says the ledger is out of reach (the result stands; the charge is written later).
+   * Undefined when the answer need not wait.
    */
-  chargesWritten(): Promise<Buffer | undefined> | undefined;
+  queryAnswered(): Promise<Buffer | undefined> | undefined;
   /** The session has been idle long enough: the unspent hold goes back to the agent's balance. */
   release(): Promise<void>;
 }
@@ -211,10 +212,7 @@ class RowMetering implements StatementMetering {
 
   startStatement(): Promise<Buffer | undefined> | undefined {
     if (this.#meter.canStart) return undefined;
-    if (this.#meter.budgetStops(0)) {
-      this.options.countRefusal("funds", "session-budget");
-      return Promise.resolve(sessionBudgetError(this.#meter.budgetMicro!, this.#meter.sessionCostMicro));
-    }
+    if (this.#meter.budgetStops(0)) return Promise.resolve(this.#budgetError());
     return this.#meter.topUp(1).then(
       async (ok) => {
         if (ok) return undefined;
@@ -249,6 +247,17 @@ class RowMetering implements StatementMetering {
     }, this.#cutOffWhileLedgerUnavailable("result cut off"));
   }
 
+  /**
+   * The error of a statement a budget stops (before it ran, or after `delivered` rows): the session's or the
+   * query's, whichever has less left; counted as a refusal of that budget.
+   */
+  #budgetError(delivered?: number): Buffer {
+    const budget = this.#meter.stoppingBudget;
+    const kind = budget?.kind ?? "session";
+    this.options.countRefusal("funds", `${kind}-budget`);
+    return budgetError(kind, budget?.budgetMicro ?? 0n, budget?.spentMicro ?? 0n, delivered);
+  }
+
   /** A ledger out of reach cuts the statement off (the session stays usable); any other failure ends the session. */
   #cutOffWhileLedgerUnavailable(what: string): (error: unknown) => CutOffReason {
     return (error) => {
@@ -275,10 +284,7 @@ class RowMetering implements StatementMetering {
     await this.#meter.endStatement(delivered, sql, "cutOff", { ms });
     if (reason === "ledger-unavailable") return ledgerUnavailable(delivered);
     if (reason === "row-too-large") return rowTooLarge(this.maxRowBytes, delivered);
-    if (reason === "budget") {
-      this.options.countRefusal("funds", "session-budget");
-      return sessionBudgetError(this.#meter.budgetMicro ?? 0n, this.#meter.sessionCostMicro, delivered);
-    }
+    if (reason === "budget") return this.#budgetError(delivered);
     const limit = this.#limit;
     this.#limit = undefined;
     if (reason === "daily-limit" && limit?.kind === "daily-limit") {
@@ -327,8 +333,7 @@ class RowMetering implements StatementMetering {
     // A write cannot be cut short: one its session's budget does not pay for is rolled back whole.
     if (this.#meter.budgetStops(rows - delivered)) {
       this.#fail(delivered, sql, ms);
-      this.options.countRefusal("funds", "session-budget");
-      return sessionBudgetError(this.#meter.budgetMicro ?? 0n, this.#meter.sessionCostMicro);
+      return this.#budgetError();
     }
     const paid = this.#meter.endWrite(rows, delivered, sql, ms === undefined ? undefined : { ms }, wrapped);
     if (paid === true) return true;
@@ -405,7 +410,8 @@ class RowMetering implements StatementMetering {
       : boundedNotice(buffer, start, end);
   }
 
-  chargesWritten(): Promise<Buffer | undefined> | undefined {
+  queryAnswered(): Promise<Buffer | undefined> | undefined {
+    this.#meter.queryAnswered();
     if (!this.#meter.synchronousCharges) return undefined;
     return this.#meter
       .writeCharges()

@@ -139,6 +139,27 @@ describe("a pipelined session through the proxy", () => {
     }
   });
 
+  it("keeps the rows a statement delivered before a budget ended it, each pipelined query on its own budget", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 100_000_000n);
+    const session = await openSession(agent, { "pgtoll.max_query_cost": "0.01" });
+    try {
+      const sql = "SELECT id FROM items ORDER BY id";
+      const cut = await Promise.all(
+        [1, 2, 3].map((n) => session.query(`${sql} /* ${n} */`, []).catch((error: unknown) => error)),
+      );
+      for (const error of cut) {
+        expect(error).toBeInstanceOf(QueryFailedError);
+        expect((error as QueryFailedError).code).toBe("PT422");
+        // 1 USDC per 1000 rows: the budget pays for ten rows, and those ten were delivered.
+        expect((error as QueryFailedError).answer.interrupted?.rows).toEqual(
+          Array.from({ length: 10 }, (_, i) => ({ id: i + 1 })),
+        );
+      }
+    } finally {
+      session.close();
+    }
+  });
+
   it("cancels a result past its byte cap, holds none of the rest, and serves the next query", async () => {
     const agent = await fundedTestAgent(gateway, providerId, 100_000_000n);
     const session = await openSession(agent);

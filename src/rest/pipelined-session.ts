@@ -67,6 +67,11 @@ export interface QueryAnswer {
   reported: Map<string, string>;
   /** The session's transaction status after the query. */
   transaction: TransactionStatus;
+  /**
+   * The statement an error ended after it had sent rows (a budget or the agent's funds cut it off): the rows it
+   * delivered, which were paid for. Its `command` is empty and its `rowCount` null.
+   */
+  interrupted?: StatementResult;
 }
 
 /** The server's error for a query; `answer` holds what completed before it. */
@@ -355,6 +360,8 @@ export class PipelinedSession {
         return;
       case BackendCode.ErrorResponse:
         query.error = decodeNoticeFields(frame.payload);
+        if (query.current && query.current.rows.length > 0 && !query.tooLarge)
+          query.answer.interrupted = query.current;
         query.current = undefined;
         // Its Parse failed: the text is not prepared, and the next query of it parses it again.
         if (query.parses !== undefined) this.#forget(query.parses);

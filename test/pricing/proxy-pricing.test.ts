@@ -249,6 +249,81 @@ describe("a session's budget", () => {
   });
 });
 
+describe("a query's budget", () => {
+  it("ends the query that passes it, its delivered rows paid, and lets the next query run", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+    const client = await connectAgent(proxy, agent, providerId);
+    await client.query("SET pgtoll.max_query_cost = '0.01'");
+    expect((await client.query("SHOW pgtoll.max_query_cost")).rows[0]["pgtoll.max_query_cost"]).toBe(
+      "0.010000",
+    );
+    const sql = "SELECT id, name FROM items ORDER BY id";
+    const cut = await client.query(sql).catch((error: pg.DatabaseError) => error);
+    expect((cut as pg.DatabaseError).code).toBe(SqlState.budgetExceeded);
+    expect((cut as Error).message).toMatch(
+      /pgtoll\.max_query_cost of 0\.010000 USDC reached \(this query has spent/,
+    );
+    const received = Number(/cut off after (\d+) rows/.exec((cut as Error).message)?.[1]);
+    const first = Number((await client.query("SHOW pgtoll.session_cost")).rows[0]["pgtoll.session_cost"]);
+    expect(first).toBeLessThanOrEqual(0.01);
+    // The budget is each query's: the next one runs, and is cut at the same point.
+    const again = await client.query(sql).catch((error: pg.DatabaseError) => error);
+    expect((again as Error).message).toContain(`cut off after ${received} rows`);
+    expect((await client.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+    // The statements of one query share its budget: the first one's rows leave less for the second.
+    const two = await client
+      .query(`SELECT id FROM items ORDER BY id LIMIT 2; ${sql}`)
+      .catch((error: pg.DatabaseError) => error);
+    const secondRows = Number(/cut off after (\d+) rows/.exec((two as Error).message)?.[1]);
+    expect(secondRows).toBeLessThan(received);
+    await client.end();
+    const rowBytes = await dataRowBytes(providerDb.url, sql);
+    const paid = expectedCostMicro(prices, { rows: received, bytes: sum(rowBytes.slice(0, received)) });
+    expect(paid <= 10_000n).toBe(true);
+  });
+
+  it("names the budget with less left when the session's is set too", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+    const client = await connectAgent(proxy, agent, providerId, {
+      options: "-c pgtoll.max_query_cost=0.5 -c pgtoll.max_session_cost=0.01",
+    });
+    const cut = await client.query("SELECT id, name FROM items").catch((error: pg.DatabaseError) => error);
+    expect((cut as Error).message).toMatch(/pgtoll\.max_session_cost of 0\.010000/);
+    await client.query("RESET pgtoll.max_session_cost");
+    await client.query("SET pgtoll.max_query_cost = '0.002'");
+    const next = await client.query("SELECT id, name FROM items").catch((error: pg.DatabaseError) => error);
+    expect((next as Error).message).toMatch(/pgtoll\.max_query_cost of 0\.002000/);
+    await client.end();
+  });
+
+  it("rolls back a write it does not pay for, whole", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+    const client = await connectAgent(proxy, agent, providerId, { options: "-c pgtoll.max_query_cost=0.01" });
+    const write = await client
+      .query("INSERT INTO items (name) SELECT 'budgeted ' || g FROM generate_series(1, 200) g")
+      .catch((error: pg.DatabaseError) => error);
+    expect((write as pg.DatabaseError).code).toBe(SqlState.budgetExceeded);
+    await client.query("RESET pgtoll.max_query_cost");
+    const { rows } = await client.query("SELECT count(*)::int AS n FROM items WHERE name LIKE 'budgeted %'");
+    expect(rows).toEqual([{ n: 0 }]);
+    await client.end();
+  });
+
+  it("bounds a statement's time by what it leaves", async () => {
+    const agent = await fundedTestAgent(gateway, timedProviderId, FUNDS);
+    const client = await connectAgent(proxy, agent, timedProviderId, {
+      options: "-c pgtoll.max_query_cost=0.006",
+    });
+    const started = performance.now();
+    const stopped = await client.query("SELECT pg_sleep(3)").catch((error: pg.DatabaseError) => error);
+    expect((stopped as pg.DatabaseError).code).toBe(SqlState.budgetExceeded);
+    expect(performance.now() - started).toBeLessThan(1500);
+    expect((await client.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+    await client.end();
+    expect((await charged(agent, timedProviderId)) <= 12_000n).toBe(true);
+  });
+});
+
 describe("daily limits on the wire", () => {
   it("shows today's remainder and refuses past it with the budget SQLSTATE", async () => {
     const agent = await fundedTestAgent(gateway, providerId, FUNDS);
