@@ -15,7 +15,7 @@ import {
   encodeReadyForQuery,
   encodeRowDescription,
 } from "./serializer.js";
-import type { SessionMeter } from "./session-meter.js";
+import type { QueryCost, SessionMeter } from "./session-meter.js";
 
 /** What the settings read of the session's meter. */
 export type SettingsMeter = Pick<
@@ -26,6 +26,7 @@ export type SettingsMeter = Pick<
   | "budgetMicro"
   | "queryBudgetMicro"
   | "lastStatementCost"
+  | "lastQueryCost"
   | "dailyLimit"
   | "synchronousCharges"
 >;
@@ -106,10 +107,14 @@ const synchronousCharges: SettingChange = {
   },
 };
 
-/** `SHOW pgtoll.last_statement_cost`: the last statement's cost and its parts, as JSON. */
-function lastCostText(cost: CostBreakdown | null): string {
+/**
+ * `SHOW pgtoll.last_statement_cost` and `pgtoll.last_query_cost`: the last statement's or query's cost and its
+ * parts (a query's: summed over its statements, with their count), as JSON.
+ */
+function lastCostText(cost: CostBreakdown | QueryCost | null): string {
   if (!cost) return "{}";
-  return JSON.stringify({ ...costParts(cost), cost: formatMicro(cost.costMicro) });
+  const statements = "statements" in cost ? { statements: cost.statements } : {};
+  return JSON.stringify({ ...statements, ...costParts(cost), cost: formatMicro(cost.costMicro) });
 }
 
 /**
@@ -120,7 +125,7 @@ function lastCostText(cost: CostBreakdown | null): string {
  * session's budget, which `SET` and `RESET` change), `pgtoll.max_query_cost` (what each query may cost: the
  * statements of one Query message, or of the extended-protocol messages up to a Sync), `SHOW pgtoll.daily_limit` and `pgtoll.daily_remaining` (the
  * agent's daily limit with the provider), `SHOW pgtoll.last_statement_cost` (the last statement's cost and its
- * parts, JSON), and `pgtoll.synchronous_charges` (on: each query's ReadyForQuery waits until what it cost is written
+ * parts, JSON), `SHOW pgtoll.last_query_cost` (the same for the last query that charged a statement, summed), and `pgtoll.synchronous_charges` (on: each query's ReadyForQuery waits until what it cost is written
  * to the ledger; off by default). Free. Every in-band setting of a session is listed here, whatever reads or writes it.
  */
 const SETTINGS = new Map<string, InBandSetting>([
@@ -155,6 +160,7 @@ const SETTINGS = new Map<string, InBandSetting>([
     },
   ],
   ["pgtoll.last_statement_cost", { show: ({ meter }) => lastCostText(meter.lastStatementCost) }],
+  ["pgtoll.last_query_cost", { show: ({ meter }) => lastCostText(meter.lastQueryCost) }],
   [
     "pgtoll.synchronous_charges",
     { show: ({ meter }) => (meter.synchronousCharges ? "on" : "off"), set: synchronousCharges },

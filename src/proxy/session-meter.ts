@@ -78,6 +78,11 @@ interface PendingWrite {
   takenAt?: number;
 }
 
+/** What one query's statements were charged, and the sums of their parts. */
+export interface QueryCost extends CostBreakdown {
+  statements: number;
+}
+
 /** Why no more of a statement can be had: the balance, the agent's daily limit, or the session's budget. */
 export type Shortfall =
   | { kind: "unfunded" }
@@ -126,6 +131,18 @@ export class SessionMeter {
   #queryBudgetMicro: bigint | null = null;
   /** What the session had spent when its running query began (`queryAnswered` marks the next one's start). */
   #queryStartMicro = 0n;
+  /** The running query's statements charged so far, and the sums of their parts (`lastQueryCost`). */
+  readonly #query = {
+    statements: 0,
+    rows: 0n,
+    bytes: 0n,
+    ms: 0n,
+    rowsMicro: 0n,
+    bytesMicro: 0n,
+    timeMicro: 0n,
+    minimum: false,
+  };
+  #lastQueryCost: QueryCost | null = null;
   #lastCost: CostBreakdown | null = null;
   #window: ChargeWindow | null = null;
   #windowsClosed = 0;
@@ -215,9 +232,34 @@ export class SessionMeter {
     return this.#sessionCostMicro - this.#queryStartMicro;
   }
 
-  /** A query was answered (its ReadyForQuery): the next statement begins the next query, for its budget. */
+  /**
+   * A query was answered (its ReadyForQuery): its cost becomes `lastQueryCost` when it charged a statement, and
+   * the next statement begins the next query, for its budget.
+   */
   queryAnswered(): void {
+    const query = this.#query;
+    if (query.statements > 0) {
+      this.#lastQueryCost = {
+        statements: query.statements,
+        rows: query.rows,
+        bytes: query.bytes,
+        ms: query.ms,
+        rowsMicro: query.rowsMicro,
+        bytesMicro: query.bytesMicro,
+        timeMicro: query.timeMicro,
+        minimumApplied: query.minimum,
+        costMicro: this.queryCostMicro,
+      };
+      query.statements = 0;
+      query.rows = query.bytes = query.ms = query.rowsMicro = query.bytesMicro = query.timeMicro = 0n;
+      query.minimum = false;
+    }
     this.#queryStartMicro = this.#sessionCostMicro;
+  }
+
+  /** The cost and its parts of the session's last query that charged a statement; null before the first. */
+  get lastQueryCost(): QueryCost | null {
+    return this.#lastQueryCost;
   }
 
   /**
@@ -578,7 +620,26 @@ export class SessionMeter {
     // Every row was allowed from the hold; a larger count would be a bug, and is not charged beyond the hold.
     const cost = this.#hold.take(costMicro);
     this.#sessionCostMicro += cost;
+    this.#addToQuery(cost, rows, used);
     return this.#addToWindow(cost, rows, sql, outcome, used, shape);
+  }
+
+  /** Adds a charged statement's parts to the running query's (its whole cost, on a rows-only price, is its rows'). */
+  #addToQuery(cost: bigint, rows: number, used: CostBreakdown | null | undefined): void {
+    const query = this.#query;
+    query.statements++;
+    if (!used) {
+      query.rows += BigInt(rows);
+      query.rowsMicro += cost;
+      return;
+    }
+    query.rows += used.rows;
+    query.bytes += used.bytes;
+    query.ms += used.ms;
+    query.rowsMicro += used.rowsMicro;
+    query.bytesMicro += used.bytesMicro;
+    query.timeMicro += used.timeMicro;
+    query.minimum ||= used.minimumApplied;
   }
 
   /** Adds a cost already taken from the hold to the window (see `#charge` for the promise). */

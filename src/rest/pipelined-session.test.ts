@@ -8,6 +8,7 @@ import {
   type TestGateway,
 } from "../../test/support/gateway.js";
 import { fundedTestAgent, startTestProxy, type TestAgent, type TestProxy } from "../../test/support/proxy.js";
+import { formatMicro } from "../billing/money.js";
 import { InProcessSocket } from "../net/in-process-socket.js";
 import {
   encodeAuthenticationOk,
@@ -19,6 +20,7 @@ import {
 } from "../proxy/serializer.js";
 import {
   PipelinedSession,
+  type QueryAnswer,
   QueryFailedError,
   ResultTooLargeError,
   SessionEndedError,
@@ -154,6 +156,27 @@ describe("a pipelined session through the proxy", () => {
         expect((error as QueryFailedError).answer.interrupted?.rows).toEqual(
           Array.from({ length: 10 }, (_, i) => ({ id: i + 1 })),
         );
+      }
+    } finally {
+      session.close();
+    }
+  });
+
+  it("reads what a query cost with a SHOW written right behind it", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 100_000_000n);
+    const session = await openSession(agent);
+    try {
+      const costOf = async (answer: Promise<QueryAnswer>) =>
+        JSON.parse(String((await answer).statements[0]!.rows[0]!["pgtoll.last_query_cost"]));
+      const reads = [3, 7, 5].map((rows) => {
+        const result = session.query("SELECT id FROM items ORDER BY id LIMIT $1", [rows]);
+        return [result, costOf(session.query("SHOW pgtoll.last_query_cost"))] as const;
+      });
+      for (const [n, [result, cost]] of reads.entries()) {
+        const rows = [3, 7, 5][n]!;
+        expect((await result).statements[0]!.rows).toHaveLength(rows);
+        // 1 USDC per 1000 rows.
+        expect(await cost).toMatchObject({ statements: 1, rows, cost: formatMicro(BigInt(rows) * 1000n) });
       }
     } finally {
       session.close();

@@ -3,6 +3,7 @@ import Cursor from "pg-cursor";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { setDailyLimit } from "../../src/billing/daily-limits.js";
 import { listLedgerEntries } from "../../src/billing/ledger.js";
+import { formatMicro } from "../../src/billing/money.js";
 import { SqlState } from "../../src/db/sql-state.js";
 import type { TestDatabase } from "../support/database.js";
 import { dataRowBytes, expectedCostMicro, type TestPrices } from "../support/expected-cost.js";
@@ -110,6 +111,22 @@ describe("the wire proxy priced beyond rows", () => {
     // SHOW pgtoll.* is answered by the proxy: it does not run on the database and costs nothing.
     const total = expected.reduce((s, e) => s + e.cost, 0n) + expected[0]!.cost;
     expect(await charged(agent)).toBe(total);
+  });
+
+  it("shows what the last query cost, its statements summed", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+    const client = await connectAgent(proxy, agent, providerId);
+    const expected = await pricedStatements();
+    const lastQueryCost = async () =>
+      JSON.parse((await client.query("SHOW pgtoll.last_query_cost")).rows[0]["pgtoll.last_query_cost"]);
+    expect(await lastQueryCost()).toEqual({});
+    await client.query(expected.map(({ sql }) => sql).join("; "));
+    const shown = await lastQueryCost();
+    const total = expected.reduce((s, e) => s + e.cost, 0n);
+    expect(shown).toMatchObject({ statements: expected.length, cost: formatMicro(total) });
+    // A SHOW charges nothing: the last query is still the one before it.
+    expect(await lastQueryCost()).toEqual(shown);
+    await client.end();
   });
 
   it.skipIf(missingTool("/usr/bin/psql", "apt-get install postgresql-client") !== null)(
