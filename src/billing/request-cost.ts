@@ -21,7 +21,8 @@ export interface RequestCost extends Omit<CostBreakdown, "costMicro"> {
   costMicro: bigint;
 }
 
-const NOTHING: RequestCost = Object.freeze({
+/** The cost of no statement: what {@link addCosts} starts from. */
+export const NO_COST: RequestCost = Object.freeze({
   rows: 0n,
   bytes: 0n,
   ms: 0n,
@@ -34,21 +35,24 @@ const NOTHING: RequestCost = Object.freeze({
 
 /** The cost rule over several statements: each statement is charged by itself (its minimum too), then summed. */
 export function costOfStatements(statements: readonly MeteredStatement[], price: Price): RequestCost {
-  let total = NOTHING;
-  for (const statement of statements) {
-    const part = costBreakdown(statement.usage, priceForRelations(price, statement.relations));
-    total = {
-      rows: total.rows + part.rows,
-      bytes: total.bytes + part.bytes,
-      ms: total.ms + part.ms,
-      rowsMicro: total.rowsMicro + part.rowsMicro,
-      bytesMicro: total.bytesMicro + part.bytesMicro,
-      timeMicro: total.timeMicro + part.timeMicro,
-      minimumApplied: total.minimumApplied || part.minimumApplied,
-      costMicro: total.costMicro + part.costMicro,
-    };
-  }
+  let total = NO_COST;
+  for (const statement of statements)
+    total = addCosts(total, costBreakdown(statement.usage, priceForRelations(price, statement.relations)));
   return total;
+}
+
+/** Two costs summed part by part (each part was rounded on its own already). */
+export function addCosts(total: RequestCost, part: RequestCost): RequestCost {
+  return {
+    rows: total.rows + part.rows,
+    bytes: total.bytes + part.bytes,
+    ms: total.ms + part.ms,
+    rowsMicro: total.rowsMicro + part.rowsMicro,
+    bytesMicro: total.bytesMicro + part.bytesMicro,
+    timeMicro: total.timeMicro + part.timeMicro,
+    minimumApplied: total.minimumApplied || part.minimumApplied,
+    costMicro: total.costMicro + part.costMicro,
+  };
 }
 
 /**

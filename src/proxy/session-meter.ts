@@ -18,6 +18,7 @@ import type { LimitWatch } from "../billing/daily-limit-watch.js";
 import { type DailyLimit, dailyLimitRefusing, getDailyLimit } from "../billing/daily-limits.js";
 import { type Deferred, deferred } from "../billing/deferred.js";
 import type { Queryable } from "../billing/ledger.js";
+import { addCosts, NO_COST, type RequestCost } from "../billing/request-cost.js";
 import type { WindowClock } from "../billing/window-clock.js";
 import type { StatementShapes } from "../guard/statement-shape.js";
 
@@ -131,17 +132,13 @@ export class SessionMeter {
   #queryBudgetMicro: bigint | null = null;
   /** What the session had spent when its running query began (`queryAnswered` marks the next one's start). */
   #queryStartMicro = 0n;
-  /** The running query's statements charged so far, and the sums of their parts (`lastQueryCost`). */
-  readonly #query = {
-    statements: 0,
-    rows: 0n,
-    bytes: 0n,
-    ms: 0n,
-    rowsMicro: 0n,
-    bytesMicro: 0n,
-    timeMicro: 0n,
-    minimum: false,
-  };
+  /** The running query's statements charged so far (`lastQueryCost`). */
+  #queryStatements = 0;
+  /** The sums of their parts, for the statements priced beyond rows (those carry their parts). */
+  #queryParts: RequestCost = NO_COST;
+  /** The rows, and what they cost, of its statements priced by rows alone (the fast path keeps no parts). */
+  #queryRows = 0;
+  #queryRowsMicro = 0n;
   #lastQueryCost: QueryCost | null = null;
   #lastCost: CostBreakdown | null = null;
   #window: ChargeWindow | null = null;
@@ -237,22 +234,14 @@ export class SessionMeter {
    * the next statement begins the next query, for its budget.
    */
   queryAnswered(): void {
-    const query = this.#query;
-    if (query.statements > 0) {
-      this.#lastQueryCost = {
-        statements: query.statements,
-        rows: query.rows,
-        bytes: query.bytes,
-        ms: query.ms,
-        rowsMicro: query.rowsMicro,
-        bytesMicro: query.bytesMicro,
-        timeMicro: query.timeMicro,
-        minimumApplied: query.minimum,
-        costMicro: this.queryCostMicro,
-      };
-      query.statements = 0;
-      query.rows = query.bytes = query.ms = query.rowsMicro = query.bytesMicro = query.timeMicro = 0n;
-      query.minimum = false;
+    if (this.#queryStatements > 0) {
+      const byRows = { ...NO_COST, rows: BigInt(this.#queryRows), rowsMicro: this.#queryRowsMicro };
+      const parts = addCosts(this.#queryParts, byRows);
+      this.#lastQueryCost = { ...parts, statements: this.#queryStatements, costMicro: this.queryCostMicro };
+      this.#queryStatements = 0;
+      this.#queryParts = NO_COST;
+      this.#queryRows = 0;
+      this.#queryRowsMicro = 0n;
     }
     this.#queryStartMicro = this.#sessionCostMicro;
   }
@@ -626,20 +615,12 @@ export class SessionMeter {
 
   /** Adds a charged statement's parts to the running query's (its whole cost, on a rows-only price, is its rows'). */
   #addToQuery(cost: bigint, rows: number, used: CostBreakdown | null | undefined): void {
-    const query = this.#query;
-    query.statements++;
-    if (!used) {
-      query.rows += BigInt(rows);
-      query.rowsMicro += cost;
-      return;
+    this.#queryStatements++;
+    if (used) this.#queryParts = addCosts(this.#queryParts, used);
+    else {
+      this.#queryRows += rows;
+      this.#queryRowsMicro += cost;
     }
-    query.rows += used.rows;
-    query.bytes += used.bytes;
-    query.ms += used.ms;
-    query.rowsMicro += used.rowsMicro;
-    query.bytesMicro += used.bytesMicro;
-    query.timeMicro += used.timeMicro;
-    query.minimum ||= used.minimumApplied;
   }
 
   /** Adds a cost already taken from the hold to the window (see `#charge` for the promise). */

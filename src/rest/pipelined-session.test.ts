@@ -56,6 +56,19 @@ function openSession(agent: TestAgent, settings?: Record<string, string>): Promi
   );
 }
 
+/** Runs `use` on a session of a new agent holding 100 USDC, opened with `settings`, and closes it. */
+async function withSession(
+  use: (session: PipelinedSession) => Promise<void>,
+  settings?: Record<string, string>,
+): Promise<void> {
+  const session = await openSession(await fundedTestAgent(gateway, providerId, 100_000_000n), settings);
+  try {
+    await use(session);
+  } finally {
+    session.close();
+  }
+}
+
 describe("a pipelined session through the proxy", () => {
   it("answers queries written at once, in order, as node-postgres reads them", async () => {
     const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);
@@ -95,9 +108,7 @@ describe("a pipelined session through the proxy", () => {
   });
 
   it("rejects the query that failed with the server's error, and goes on with the ones behind it", async () => {
-    const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);
-    const session = await openSession(agent);
-    try {
+    await withSession(async (session) => {
       const before = session.query("SELECT 1 AS one", []);
       const denied = session.query("SELECT usename FROM pg_shadow", []);
       const broken = session.query("SELECT 1; SELECT 1/0; SELECT 2");
@@ -112,15 +123,11 @@ describe("a pipelined session through the proxy", () => {
         [{ "?column?": 1 }],
       ]);
       expect((await after).statements[0]!.rows).toEqual([{ two: 2 }]);
-    } finally {
-      session.close();
-    }
+    });
   });
 
   it("keeps texts prepared, and parses again what failed, was closed for room or was deallocated", async () => {
-    const agent = await fundedTestAgent(gateway, providerId, 100_000_000n);
-    const session = await openSession(agent);
-    try {
+    await withSession(async (session) => {
       const idOf = (n: number) => session.query(`SELECT id, ${n} AS n FROM items WHERE id = $1`, [1]);
       // More texts than the session keeps: the oldest are closed, and parsed again when they come back.
       const first = await Promise.all(Array.from({ length: 130 }, (_, n) => idOf(n)));
@@ -136,36 +143,31 @@ describe("a pipelined session through the proxy", () => {
       await session.query("DEALLOCATE ALL");
       await expect(idOf(129)).rejects.toMatchObject({ code: "26000" });
       expect((await idOf(129)).statements[0]!.rows).toEqual([{ id: 1, n: 129 }]);
-    } finally {
-      session.close();
-    }
+    });
   });
 
   it("keeps the rows a statement delivered before a budget ended it, each pipelined query on its own budget", async () => {
-    const agent = await fundedTestAgent(gateway, providerId, 100_000_000n);
-    const session = await openSession(agent, { "pgtoll.max_query_cost": "0.01" });
-    try {
-      const sql = "SELECT id FROM items ORDER BY id";
-      const cut = await Promise.all(
-        [1, 2, 3].map((n) => session.query(`${sql} /* ${n} */`, []).catch((error: unknown) => error)),
-      );
-      for (const error of cut) {
-        expect(error).toBeInstanceOf(QueryFailedError);
-        expect((error as QueryFailedError).code).toBe("PT422");
-        // 1 USDC per 1000 rows: the budget pays for ten rows, and those ten were delivered.
-        expect((error as QueryFailedError).answer.interrupted?.rows).toEqual(
-          Array.from({ length: 10 }, (_, i) => ({ id: i + 1 })),
+    await withSession(
+      async (session) => {
+        const sql = "SELECT id FROM items ORDER BY id";
+        const cut = await Promise.all(
+          [1, 2, 3].map((n) => session.query(`${sql} /* ${n} */`, []).catch((error: unknown) => error)),
         );
-      }
-    } finally {
-      session.close();
-    }
+        for (const error of cut) {
+          expect(error).toBeInstanceOf(QueryFailedError);
+          expect((error as QueryFailedError).code).toBe("PT422");
+          // 1 USDC per 1000 rows: the budget pays for ten rows, and those ten were delivered.
+          expect((error as QueryFailedError).answer.interrupted?.rows).toEqual(
+            Array.from({ length: 10 }, (_, i) => ({ id: i + 1 })),
+          );
+        }
+      },
+      { "pgtoll.max_query_cost": "0.01" },
+    );
   });
 
   it("reads what a query cost with a SHOW written right behind it", async () => {
-    const agent = await fundedTestAgent(gateway, providerId, 100_000_000n);
-    const session = await openSession(agent);
-    try {
+    await withSession(async (session) => {
       const costOf = async (answer: Promise<QueryAnswer>) =>
         JSON.parse(String((await answer).statements[0]!.rows[0]!["pgtoll.last_query_cost"]));
       const reads = [3, 7, 5].map((rows) => {
@@ -178,15 +180,11 @@ describe("a pipelined session through the proxy", () => {
         // 1 USDC per 1000 rows.
         expect(await cost).toMatchObject({ statements: 1, rows, cost: formatMicro(BigInt(rows) * 1000n) });
       }
-    } finally {
-      session.close();
-    }
+    });
   });
 
   it("cancels a result past its byte cap, holds none of the rest, and serves the next query", async () => {
-    const agent = await fundedTestAgent(gateway, providerId, 100_000_000n);
-    const session = await openSession(agent);
-    try {
+    await withSession(async (session) => {
       const large = session.query("SELECT repeat('x', 1000) AS v FROM generate_series(1, 1000000)", [], {
         maxResultBytes: 50_000,
       });
@@ -198,9 +196,7 @@ describe("a pipelined session through the proxy", () => {
       const cost = await session.query("SHOW pgtoll.session_cost");
       // Without the cancel the statement would run until the agent's 100 USDC were spent.
       expect(Number(cost.statements[0]!.rows[0]!["pgtoll.session_cost"])).toBeLessThan(50);
-    } finally {
-      session.close();
-    }
+    });
   });
 
   it("rejects the queries not yet answered when the session ends", async () => {
