@@ -74,6 +74,8 @@ export interface RestOptions {
   log(line: string): void;
   /** The ledger database's count of committed transactions (pg_stat_database.xact_commit). */
   ledgerCommits(): Promise<number>;
+  /** When set, the baseline, hand-metered and wire-adapter servers run with `--cpu-prof` into this directory. */
+  cpuProfileDir?: string;
 }
 
 /** The REST charge writer's batches so far, from pgtoll's /metrics (`baseline` has none: zeros). */
@@ -147,8 +149,10 @@ async function probe(url: string, body: string): Promise<void> {
  * sides.
  */
 export async function runRestQuery(options: RestOptions): Promise<RestResult> {
+  // The sides' own profiles, beside pgtoll's (their file names carry their pids, which the log gives).
+  const profiled = options.cpuProfileDir ? ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`] : [];
   const spawnServer = (script: string, name: string) =>
-    spawnNodeUntilReady(["--import", "tsx", script], {
+    spawnNodeUntilReady([...profiled, "--import", "tsx", script], {
       cwd: options.root,
       env: {
         ...process.env,
@@ -180,6 +184,9 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
       ]);
       throw error;
     },
+  );
+  options.log(
+    `rest sides' pids: baseline ${baseline.child.pid}, hand-metered ${handMetered.child.pid}, wire-adapter ${wireAdapter.child.pid}`,
   );
   const bareSide = (name: "baseline" | "hand-metered" | "wire-adapter", server: typeof baseline) => ({
     name,

@@ -226,6 +226,7 @@ async function main(): Promise<void> {
           ledgerUrl: cluster.metaUrl,
           agentWallet: agent.wallet,
           secretKeyHex,
+          ...(cpuProfileDir ? { cpuProfileDir } : {}),
           providerId: provider.providerId,
           freeProviderId: freeProvider.providerId,
           ledgerCommits: async () =>

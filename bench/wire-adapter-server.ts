@@ -50,5 +50,14 @@ app.post<{ Body: { sql: string; params?: unknown[] } }>("/api/query", async (req
   return { rows: last?.rows ?? [], rowCount: last?.rowCount ?? 0 };
 });
 
+// An exit of its own on SIGTERM: pgtoll's charges are written, and --cpu-prof writes its profile.
+process.once("SIGTERM", () => {
+  for (const session of sessions) session.close();
+  void app
+    .close()
+    .then(() => pgtoll.stop())
+    .finally(() => process.exit(0));
+});
+
 const address = await app.listen({ host: "127.0.0.1", port: 0 });
 console.log(`wire-adapter ready ${address}`);
