@@ -166,6 +166,8 @@ export class PipelinedSession {
   #processId = 0;
   #secretKey: Buffer | undefined;
   #ended: Error | undefined;
+  /** Messages of the queries made in this tick, written together at its end (`#send`). */
+  readonly #unsent: Buffer[] = [];
   /** Query text to its prepared statement, oldest first. */
   readonly #prepared = new Map<string, PreparedStatement>();
   #preparedCount = 0;
@@ -307,9 +309,26 @@ export class PipelinedSession {
         resolve,
         reject,
       });
-      this.#socket.write(message.length === 1 ? message[0]! : Buffer.concat(message));
+      this.#send(message);
     });
   }
+
+  /**
+   * Queues a query's messages; those of every query made in the same tick leave in one write, so the proxy reads
+   * them, and sends them upstream, as one chunk rather than one per query.
+   */
+  #send(messages: Buffer[]): void {
+    const unsent = this.#unsent;
+    for (const message of messages) unsent.push(message);
+    if (unsent.length === messages.length) process.nextTick(this.#flush);
+  }
+
+  readonly #flush = (): void => {
+    const unsent = this.#unsent;
+    if (unsent.length === 0 || this.#ended) return;
+    this.#socket.write(unsent.length === 1 ? unsent[0]! : Buffer.concat(unsent));
+    unsent.length = 0;
+  };
 
   /** Closes the oldest prepared statement when the session keeps its fill: Close messages to send first. */
   #makeRoom(): Buffer[] {
