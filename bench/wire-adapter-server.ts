@@ -11,7 +11,7 @@
 import Fastify from "fastify";
 import { loadConfig } from "../src/config.js";
 import { createLogger } from "../src/log.js";
-import { PipelinedSession } from "../src/rest/pipelined-session.js";
+import { AgentSessions } from "../src/rest/agent-sessions.js";
 import { startServer } from "../src/server.js";
 
 const poolSize = Number(process.env.BASELINE_POOL_SIZE ?? 5);
@@ -31,28 +31,25 @@ const config = loadConfig(
   [],
 );
 const pgtoll = await startServer(config, createLogger(process.env.LOG_LEVEL ?? "warn"));
-const sessions = await Promise.all(
-  Array.from({ length: Number(process.env.WIRE_ADAPTER_SESSIONS ?? poolSize) }, () =>
-    PipelinedSession.open(
-      pgtoll.connectInProcess({ wallet, providerId }),
-      { user: wallet, database: providerId, settings: { "pgtoll.synchronous_charges": "on" } },
-      () => pgtoll.connectInProcess(),
-    ),
-  ),
-);
-/** The session with the fewest queries waiting: a request's query goes behind as few others as it can. */
-const leastBusy = () => sessions.reduce((a, b) => (b.pendingQueries < a.pendingQueries ? b : a));
+const sessions = new AgentSessions({
+  connect: (agent) => pgtoll.connectInProcess(agent),
+  connectForCancel: () => pgtoll.connectInProcess(),
+  perAgent: Number(process.env.WIRE_ADAPTER_SESSIONS ?? poolSize),
+  idleMs: 60_000,
+  settings: { "pgtoll.synchronous_charges": "on" },
+});
 
 const app = Fastify();
 app.post<{ Body: { sql: string; params?: unknown[] } }>("/api/query", async (request) => {
-  const answer = await leastBusy().query(request.body.sql, request.body.params ?? []);
+  const session = await sessions.session(wallet, providerId);
+  const answer = await session.query(request.body.sql, request.body.params ?? []);
   const last = answer.statements.at(-1);
   return { rows: last?.rows ?? [], rowCount: last?.rowCount ?? 0 };
 });
 
 // An exit of its own on SIGTERM: pgtoll's charges are written, and --cpu-prof writes its profile.
 process.once("SIGTERM", () => {
-  for (const session of sessions) session.close();
+  sessions.closeAll();
   void app
     .close()
     .then(() => pgtoll.stop())

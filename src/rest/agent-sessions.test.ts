@@ -1,0 +1,99 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { TestDatabase } from "../../test/support/database.js";
+import {
+  createProviderDatabase,
+  registerPricedProvider,
+  startTestGateway,
+  type TestGateway,
+} from "../../test/support/gateway.js";
+import { fundedTestAgent, startTestProxy, type TestProxy } from "../../test/support/proxy.js";
+import { SqlState } from "../db/sql-state.js";
+import { AgentSessions } from "./agent-sessions.js";
+
+let gateway: TestGateway;
+let proxy: TestProxy;
+let providerDb: TestDatabase;
+let providerId: string;
+
+beforeAll(async () => {
+  gateway = await startTestGateway();
+  proxy = await startTestProxy(gateway);
+  providerDb = await createProviderDatabase(300);
+  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, {
+    basePricePer1000Rows: 1,
+    markupMultiplier: 1,
+  }));
+});
+afterAll(async () => {
+  await proxy?.close();
+  await gateway?.close();
+  await providerDb?.drop();
+});
+
+function agentSessions(idleMs = 60_000): AgentSessions {
+  return new AgentSessions({
+    connect: (agent) => proxy.connectInProcess(agent),
+    connectForCancel: () => proxy.connectInProcess(),
+    perAgent: 3,
+    idleMs,
+    settings: { "pgtoll.synchronous_charges": "on" },
+  });
+}
+
+describe("an agent's sessions", () => {
+  it("spread an agent's queries over at most its number of sessions, pipelined", async () => {
+    const sessions = agentSessions();
+    const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 30 }, async (_, i) => {
+          const session = await sessions.session(agent.wallet, providerId);
+          return session.query("SELECT id FROM items WHERE id = $1", [i + 1]);
+        }),
+      );
+      expect(answers.map((answer) => answer.statements[0]!.rows[0])).toEqual(
+        Array.from({ length: 30 }, (_, i) => ({ id: i + 1 })),
+      );
+      expect(sessions.size(agent.wallet, providerId)).toBe(3);
+      // One after another, the idle session is taken again: no more are opened.
+      for (let i = 0; i < 5; i++)
+        await (await sessions.session(agent.wallet, providerId)).query("SELECT 1", []);
+      expect(sessions.size(agent.wallet, providerId)).toBe(3);
+    } finally {
+      sessions.closeAll();
+    }
+  });
+
+  it("closes idle sessions and replaces ended ones", async () => {
+    const sessions = agentSessions(100);
+    const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);
+    try {
+      const first = await sessions.session(agent.wallet, providerId);
+      await first.query("SELECT 1", []);
+      expect(sessions.size(agent.wallet, providerId)).toBe(1);
+      await expect.poll(() => sessions.size(agent.wallet, providerId), { timeout: 2000 }).toBe(0);
+      expect(first.ended).toBe(true);
+      const second = await sessions.session(agent.wallet, providerId);
+      expect(second).not.toBe(first);
+      second.close();
+      const third = await sessions.session(agent.wallet, providerId);
+      expect(third).not.toBe(second);
+      expect((await third.query("SELECT 2 AS two", [])).statements[0]!.rows).toEqual([{ two: 2 }]);
+    } finally {
+      sessions.closeAll();
+    }
+  });
+
+  it("rejects with the proxy's refusal when the agent cannot pay, and keeps nothing of it", async () => {
+    const sessions = agentSessions();
+    const broke = await fundedTestAgent(gateway, providerId, 0n);
+    try {
+      await expect(sessions.session(broke.wallet, providerId)).rejects.toMatchObject({
+        code: SqlState.insufficientFunds,
+      });
+      expect(sessions.size(broke.wallet, providerId)).toBe(0);
+    } finally {
+      sessions.closeAll();
+    }
+  });
+});
