@@ -44,6 +44,13 @@ export class ChargeWindow {
   cutOff = false;
   /** By text, or by literal shape (GuardedStatement.shape). */
   readonly #byText = new Map<string, TextTally>();
+  /** Every statement's text in order, when the window is one query's (`queryMetadata`). */
+  readonly #texts: string[] | undefined;
+
+  /** `oneQuery`: the window holds one query's statements and becomes a REST-shaped entry (`queryMetadata`). */
+  constructor(oneQuery = false) {
+    this.#texts = oneQuery ? [] : undefined;
+  }
 
   /**
    * Adds one statement: `costMicro` is what it was charged; `bytes` and `ms` what it was charged for beyond its
@@ -61,6 +68,7 @@ export class ChargeWindow {
     this.costMicro += costMicro;
     this.statements++;
     this.rows += rows;
+    this.#texts?.push(sql);
     if (outcome === "failed") this.failed++;
     else if (outcome === "cutOff") this.cutOff = true;
     const key = shape ?? sql;
@@ -74,6 +82,32 @@ export class ChargeWindow {
     } else {
       this.#byText.set(key, { sql, calls: 1, rows, costMicro, bytes, ms });
     }
+  }
+
+  /**
+   * The ledger entry's metadata of a window that holds one query (made with `oneQuery`), as REST writes a query:
+   * its SQL (its statements' texts, joined), fingerprint and row count, with its bytes and time when charged.
+   */
+  queryMetadata(shapes: StatementShapes): Record<string, unknown> {
+    const sql = (this.#texts ?? []).join("; ");
+    let bytes = 0;
+    let ms = 0;
+    for (const tally of this.#byText.values()) {
+      bytes += tally.bytes;
+      ms += tally.ms;
+    }
+    const metadata: Record<string, unknown> = {
+      sql,
+      fingerprint: shapes.fingerprint(sql),
+      rowCount: this.rows,
+      source: "rest",
+    };
+    if (this.statements > 1) metadata.statements = this.statements;
+    if (bytes > 0) metadata.bytes = bytes;
+    if (ms > 0) metadata.ms = Math.round(ms);
+    if (this.failed > 0) metadata.failed = true;
+    if (this.cutOff) metadata.cutOff = true;
+    return metadata;
   }
 
   /** Distinct texts (or shapes) in the window: the session closes it early when there are too many to keep. */

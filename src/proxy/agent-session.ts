@@ -31,6 +31,11 @@ export interface AuthenticatedAgent {
   /** The agent's wallet address. */
   wallet: string;
   providerId: string;
+  /**
+   * The surface whose requests the session runs, when not the wire's: `rest` writes each query as REST does (one
+   * ledger entry with its SQL, see `MeterOptions.entries`) and counts its earnings as REST's.
+   */
+  surface?: "rest";
 }
 
 /**
@@ -110,6 +115,7 @@ export async function planAgentSession(
         releaseSlot,
         clientAddress,
         request.pgtollSettings,
+        "authenticated" in credential ? (credential.authenticated.surface ?? "proxy") : "proxy",
       ),
   };
 }
@@ -173,6 +179,7 @@ function startMeteredRelay(
   releaseSlot: () => void,
   clientAddress: string | undefined,
   pgtollSettings: Record<string, string>,
+  surface: "proxy" | "rest",
 ): void {
   const sessionId = randomUUID();
   const meter = new SessionMeter(ctx.db, ctx.chargeWriter, agentWallet, providerId, price.price, {
@@ -185,7 +192,8 @@ function startMeteredRelay(
     shapes: statementShapesOf(ctx),
     ...(ctx.limits ? { limits: ctx.limits } : {}),
     onCharge: (cost) => ctx.metrics.chargedMicro.inc(Number(cost)),
-    onWindowClosed: (statements, rows, cost) => ctx.earnings.add(providerId, "proxy", statements, rows, cost),
+    onWindowClosed: (statements, rows, cost) => ctx.earnings.add(providerId, surface, statements, rows, cost),
+    ...(surface === "rest" ? { entries: "query" as const } : {}),
   });
   const key = registerCancelKey(ctx.registry, upstream);
   upstream.socket.on("error", () => {});

@@ -51,6 +51,13 @@ export interface MeterOptions {
   onCharge?: (costMicro: bigint) => void;
   /** Called for every window that closes with a charge: its statements, rows and cost, for metrics. */
   onWindowClosed?: (statements: number, rows: number, costMicro: bigint) => void;
+  /**
+   * `query`: the session runs REST's queries (an in-process session of pgtoll's REST surface). Each query is its
+   * own window, closed at its ReadyForQuery rather than by the clock, and written as REST writes a query: one entry
+   * with its SQL and row count. A query that reaches `windowMaxCostMicro` is written in more than one entry.
+   * Default `window`: the wire's windows.
+   */
+  entries?: "window" | "query";
 }
 
 /** The least statement time a hold grown for time pays for ahead: fewer ledger round trips for a long statement. */
@@ -244,6 +251,7 @@ export class SessionMeter {
       this.#queryRowsMicro = 0n;
     }
     this.#queryStartMicro = this.#sessionCostMicro;
+    if (this.options.entries === "query") this.closeWindow();
   }
 
   /** The cost and its parts of the session's last query that charged a statement; null before the first. */
@@ -632,15 +640,19 @@ export class SessionMeter {
     used?: CostBreakdown | null,
     shape?: string,
   ): Promise<void> | undefined {
+    const perQuery = this.options.entries === "query";
     if (!this.#window) {
-      this.#window = new ChargeWindow();
-      this.options.clock.atNextTick(this.#closeOnTick);
+      this.#window = new ChargeWindow(perQuery);
+      if (!perQuery) this.options.clock.atNextTick(this.#closeOnTick);
     }
     const window = this.#window;
     window.add(sql, rows, cost, outcome, Number(used?.bytes ?? 0), Number(used?.ms ?? 0), shape);
     if (cost > 0n) this.options.onCharge?.(cost);
-    if (window.costMicro >= this.options.windowMaxCostMicro) this.options.clock.tickEarly();
-    else if (outcome === "cutOff" || window.distinctTexts >= MAX_WINDOW_TEXTS) this.closeWindow();
+    if (window.costMicro >= this.options.windowMaxCostMicro) {
+      // A query's window is not on the clock: the crash bound closes it itself.
+      if (perQuery) this.closeWindow();
+      else this.options.clock.tickEarly();
+    } else if (outcome === "cutOff" || window.distinctTexts >= MAX_WINDOW_TEXTS) this.closeWindow();
     this.#updateLimit();
     this.#hold.topUpAhead(false);
     return this.#underCrashBound();
@@ -713,7 +725,10 @@ export class SessionMeter {
     this.options.onWindowClosed?.(window.statements, window.rows, window.costMicro);
     return {
       costMicro: window.costMicro,
-      metadata: window.metadata(this.options.sessionId, this.#windowsClosed, this.options.shapes),
+      metadata:
+        this.options.entries === "query"
+          ? window.queryMetadata(this.options.shapes)
+          : window.metadata(this.options.sessionId, this.#windowsClosed, this.options.shapes),
       key: randomUUID(),
     };
   }

@@ -7,6 +7,7 @@ import {
   type TestGateway,
 } from "../../test/support/gateway.js";
 import { fundedTestAgent, startTestProxy, type TestProxy } from "../../test/support/proxy.js";
+import { listLedgerEntries } from "../billing/ledger.js";
 import { SqlState } from "../db/sql-state.js";
 import { AgentSessions } from "./agent-sessions.js";
 
@@ -79,6 +80,46 @@ describe("an agent's sessions", () => {
       const third = await sessions.session(agent.wallet, providerId);
       expect(third).not.toBe(second);
       expect((await third.query("SELECT 2 AS two", [])).statements[0]!.rows).toEqual([{ two: 2 }]);
+    } finally {
+      sessions.closeAll();
+    }
+  });
+
+  it("of REST write each query as one entry with its SQL, however long it runs", async () => {
+    const sessions = new AgentSessions({
+      connect: (agent) => proxy.connectInProcess({ ...agent, surface: "rest" }),
+      connectForCancel: () => proxy.connectInProcess(),
+      perAgent: 1,
+      idleMs: 60_000,
+      settings: { "pgtoll.synchronous_charges": "on" },
+    });
+    const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);
+    try {
+      const session = await sessions.session(agent.wallet, providerId);
+      // The second statement's first rows are more than PostgreSQL buffers, so the first statement's end arrives
+      // (and is charged) before the second sleeps past the window clock's tick (250 ms here): still one entry.
+      const several =
+        "SELECT id FROM items WHERE id <= 3; SELECT repeat('x', 100), CASE WHEN g = 150 THEN pg_sleep(0.6) END FROM generate_series(1, 300) g";
+      await session.query(several);
+      await session.query("SELECT id FROM items WHERE id = $1", [5]);
+      // Synchronous charges: each entry was written before its answer.
+      const entries = await listLedgerEntries(gateway.ctx.db, agent.wallet, { providerId, limit: 10 });
+      const queries = entries.filter((entry) => entry.type === "query").reverse();
+      expect(queries.map((entry) => [entry.amountMicro, entry.metadata])).toEqual([
+        [
+          -303_000n,
+          { sql: several, fingerprint: expect.any(String), rowCount: 303, source: "rest", statements: 2 },
+        ],
+        [
+          -1000n,
+          {
+            sql: "SELECT id FROM items WHERE id = $1",
+            fingerprint: expect.any(String),
+            rowCount: 1,
+            source: "rest",
+          },
+        ],
+      ]);
     } finally {
       sessions.closeAll();
     }
