@@ -146,7 +146,8 @@ export class SessionMeter {
   /** The rows, and what they cost, of its statements priced by rows alone (the fast path keeps no parts). */
   #queryRows = 0;
   #queryRowsMicro = 0n;
-  #lastQueryCost: QueryCost | null = null;
+  /** The last answered query's figures, as taken at its ReadyForQuery: `lastQueryCost` builds them when asked. */
+  readonly #lastQuery = { statements: 0, parts: NO_COST, rows: 0, rowsMicro: 0n, costMicro: 0n };
   #lastCost: CostBreakdown | null = null;
   #window: ChargeWindow | null = null;
   #windowsClosed = 0;
@@ -242,9 +243,13 @@ export class SessionMeter {
    */
   queryAnswered(): void {
     if (this.#queryStatements > 0) {
-      const byRows = { ...NO_COST, rows: BigInt(this.#queryRows), rowsMicro: this.#queryRowsMicro };
-      const parts = addCosts(this.#queryParts, byRows);
-      this.#lastQueryCost = { ...parts, statements: this.#queryStatements, costMicro: this.queryCostMicro };
+      // Copied, not built: most sessions never ask, and this runs at every query's end.
+      const last = this.#lastQuery;
+      last.statements = this.#queryStatements;
+      last.parts = this.#queryParts;
+      last.rows = this.#queryRows;
+      last.rowsMicro = this.#queryRowsMicro;
+      last.costMicro = this.queryCostMicro;
       this.#queryStatements = 0;
       this.#queryParts = NO_COST;
       this.#queryRows = 0;
@@ -256,7 +261,10 @@ export class SessionMeter {
 
   /** The cost and its parts of the session's last query that charged a statement; null before the first. */
   get lastQueryCost(): QueryCost | null {
-    return this.#lastQueryCost;
+    const last = this.#lastQuery;
+    if (last.statements === 0) return null;
+    const byRows = { ...NO_COST, rows: BigInt(last.rows), rowsMicro: last.rowsMicro };
+    return { ...addCosts(last.parts, byRows), statements: last.statements, costMicro: last.costMicro };
   }
 
   /**
