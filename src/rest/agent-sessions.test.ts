@@ -1,35 +1,25 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { TestDatabase } from "../../test/support/database.js";
+import type { TestGateway } from "../../test/support/gateway.js";
 import {
-  createProviderDatabase,
-  registerPricedProvider,
-  startTestGateway,
-  type TestGateway,
-} from "../../test/support/gateway.js";
-import { fundedTestAgent, startTestProxy, type TestProxy } from "../../test/support/proxy.js";
+  fundedTestAgent,
+  type ProxiedProvider,
+  startProxiedProvider,
+  type TestProxy,
+} from "../../test/support/proxy.js";
 import { listLedgerEntries } from "../billing/ledger.js";
 import { SqlState } from "../db/sql-state.js";
 import { AgentSessions } from "./agent-sessions.js";
 
+let provider: ProxiedProvider;
 let gateway: TestGateway;
 let proxy: TestProxy;
-let providerDb: TestDatabase;
 let providerId: string;
 
 beforeAll(async () => {
-  gateway = await startTestGateway();
-  proxy = await startTestProxy(gateway);
-  providerDb = await createProviderDatabase(300);
-  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, {
-    basePricePer1000Rows: 1,
-    markupMultiplier: 1,
-  }));
+  provider = await startProxiedProvider();
+  ({ gateway, proxy, providerId } = provider);
 });
-afterAll(async () => {
-  await proxy?.close();
-  await gateway?.close();
-  await providerDb?.drop();
-});
+afterAll(() => provider?.close());
 
 function agentSessions(idleMs = 60_000): AgentSessions {
   return new AgentSessions({

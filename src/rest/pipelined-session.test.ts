@@ -1,13 +1,13 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { TestDatabase } from "../../test/support/database.js";
+import type { TestGateway } from "../../test/support/gateway.js";
 import {
-  createProviderDatabase,
-  registerPricedProvider,
-  startTestGateway,
-  type TestGateway,
-} from "../../test/support/gateway.js";
-import { fundedTestAgent, startTestProxy, type TestAgent, type TestProxy } from "../../test/support/proxy.js";
+  fundedTestAgent,
+  type ProxiedProvider,
+  startProxiedProvider,
+  type TestAgent,
+  type TestProxy,
+} from "../../test/support/proxy.js";
 import { formatMicro } from "../billing/money.js";
 import { InProcessSocket } from "../net/in-process-socket.js";
 import {
@@ -26,25 +26,16 @@ import {
   SessionEndedError,
 } from "./pipelined-session.js";
 
+let provider: ProxiedProvider;
 let gateway: TestGateway;
 let proxy: TestProxy;
-let providerDb: TestDatabase;
 let providerId: string;
 
 beforeAll(async () => {
-  gateway = await startTestGateway();
-  proxy = await startTestProxy(gateway);
-  providerDb = await createProviderDatabase(300);
-  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, {
-    basePricePer1000Rows: 1,
-    markupMultiplier: 1,
-  }));
+  provider = await startProxiedProvider();
+  ({ gateway, proxy, providerId } = provider);
 });
-afterAll(async () => {
-  await proxy?.close();
-  await gateway?.close();
-  await providerDb?.drop();
-});
+afterAll(() => provider?.close());
 
 /** A session of `agent`'s, opened on an in-process connection the proxy serves as that agent. */
 function openSession(agent: TestAgent, settings?: Record<string, string>): Promise<PipelinedSession> {

@@ -1,34 +1,26 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getBalance } from "../../src/billing/ledger.js";
-import type { TestDatabase } from "../support/database.js";
+import type { TestGateway } from "../support/gateway.js";
 import {
-  createProviderDatabase,
-  registerPricedProvider,
-  startTestGateway,
-  type TestGateway,
-} from "../support/gateway.js";
-import { fundedTestAgent, startTestProxy, type TestAgent, type TestProxy } from "../support/proxy.js";
+  fundedTestAgent,
+  type ProxiedProvider,
+  startProxiedProvider,
+  startTestProxy,
+  type TestAgent,
+  type TestProxy,
+} from "../support/proxy.js";
 
+let provider: ProxiedProvider;
 let gateway: TestGateway;
 let proxy: TestProxy;
-let providerDb: TestDatabase;
 let providerId: string;
 
 beforeAll(async () => {
-  gateway = await startTestGateway();
-  proxy = await startTestProxy(gateway);
-  providerDb = await createProviderDatabase(300);
-  ({ providerId } = await registerPricedProvider(gateway, providerDb.url, {
-    basePricePer1000Rows: 1,
-    markupMultiplier: 1,
-  }));
+  provider = await startProxiedProvider();
+  ({ gateway, proxy, providerId } = provider);
 });
-afterAll(async () => {
-  await proxy?.close();
-  await gateway?.close();
-  await providerDb?.drop();
-});
+afterAll(() => provider?.close());
 
 /** node-postgres connected to the proxy through an in-process socket, as `agent`. */
 async function inProcessClient(agent: TestAgent, password?: string): Promise<pg.Client> {

@@ -16,7 +16,12 @@ import { type RunningProxy, startProxyServer } from "../../src/proxy/proxy-serve
 import { SessionRegistry } from "../../src/proxy/session-registry.js";
 import { UnauthenticatedConnections } from "../../src/proxy/unauthenticated-connections.js";
 import { UpstreamSlots } from "../../src/proxy/upstream-slots.js";
-import type { TestGateway } from "./gateway.js";
+import {
+  createProviderDatabase,
+  registerPricedProvider,
+  startTestGateway,
+  type TestGateway,
+} from "./gateway.js";
 
 export interface TestProxy extends RunningProxy {
   ctx: ProxyContext;
@@ -128,4 +133,36 @@ export async function connectAgent(
   });
   await client.connect();
   return client;
+}
+
+/** A test gateway and wire proxy over a provider database of `items` rows priced at 1 USDC per 1000 rows. */
+export interface ProxiedProvider {
+  gateway: TestGateway;
+  proxy: TestProxy;
+  providerId: string;
+  /** The provider database's URL (its owner's). */
+  providerUrl: string;
+  close(): Promise<void>;
+}
+
+/** Starts a {@link ProxiedProvider}: one per test file, in `beforeAll`, closed in `afterAll`. */
+export async function startProxiedProvider(items = 300): Promise<ProxiedProvider> {
+  const gateway = await startTestGateway();
+  const proxy = await startTestProxy(gateway);
+  const providerDb = await createProviderDatabase(items);
+  const { providerId } = await registerPricedProvider(gateway, providerDb.url, {
+    basePricePer1000Rows: 1,
+    markupMultiplier: 1,
+  });
+  return {
+    gateway,
+    proxy,
+    providerId,
+    providerUrl: providerDb.url,
+    async close() {
+      await proxy.close();
+      await gateway.close();
+      await providerDb.drop();
+    },
+  };
 }
