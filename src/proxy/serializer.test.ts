@@ -207,6 +207,11 @@ describe("serializer round trips: to the upstream server", () => {
     });
     expect(decodeDescribe(single(encode.encodeDescribe("P", "")).payload)).toEqual({ kind: "P", name: "" });
     expect(decodeClose(single(encode.encodeClose("S", "s7")).payload)).toEqual({ kind: "S", name: "s7" });
+    const copyFail = single(encode.encodeCopyFail("no COPY here"));
+    expect(decodeFrontendMessage(copyFail.code, copyFail.payload)).toEqual({
+      type: "copyFail",
+      message: "no COPY here",
+    });
     const copy = single(encode.encodeFrame(0x64, Buffer.from("1\tx\n")));
     expect(decodeFrontendMessage(copy.code, copy.payload)).toEqual({
       type: "copyData",

@@ -350,6 +350,12 @@ export function encodeExecute(portal: string, maxRows: number): Buffer {
     .finish();
 }
 
+/** CopyFail: the client gives up a COPY FROM STDIN, with the reason the server puts in its error. */
+export function encodeCopyFail(reason: string): Buffer {
+  const length = cstringLength(reason, "CopyFail reason");
+  return MessageWriter.typed(FrontendCode.CopyFail, length).cstring(reason, length).finish();
+}
+
 export function encodeSync(): Buffer {
   return emptyMessage(FrontendCode.Sync);
 }

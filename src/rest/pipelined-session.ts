@@ -2,6 +2,7 @@ import type { Duplex } from "node:stream";
 import pg from "pg";
 import {
   type CommandTag,
+  dataRowByteLength,
   decodeAuthentication,
   decodeBackendKeyData,
   decodeCommandComplete,
@@ -14,14 +15,14 @@ import {
   type TransactionStatus,
 } from "../proxy/backend-messages.js";
 import { type Frame, FrameReader } from "../proxy/frame-reader.js";
-import { BackendCode, FrontendCode } from "../proxy/message-codes.js";
+import { BackendCode } from "../proxy/message-codes.js";
 import {
   encodeBind,
   encodeCancelRequest,
   encodeClose,
+  encodeCopyFail,
   encodeDescribe,
   encodeExecute,
-  encodeFrame,
   encodeParse,
   encodeQuery,
   encodeStartupMessage,
@@ -42,7 +43,6 @@ export interface SessionStartup {
 /** A column of a result, and how its text values are read. */
 interface ResultColumn {
   name: string;
-  typeOid: number;
   parse: (text: string) => unknown;
 }
 
@@ -122,10 +122,10 @@ interface PreparedStatement {
 
 /** A query in flight: its answer as it is read. */
 interface PendingQuery {
-  /** The prepared statement the query parses, when it parses one: forgotten again if the Parse fails. */
-  parses: PreparedStatement | undefined;
   /** The prepared statement the query runs: its columns, described once when it was parsed. */
   prepared: PreparedStatement | undefined;
+  /** The query parses `prepared` and its ParseComplete has not come: a failed Parse forgets the text again. */
+  parsing: boolean;
   answer: QueryAnswer;
   current: StatementResult | undefined;
   columns: ResultColumn[];
@@ -146,14 +146,11 @@ const PREPARED_STATEMENTS = 100;
 /** SQLSTATE 26000: the statement a Bind names does not exist. */
 const INVALID_STATEMENT_NAME = "26000";
 
-/** The largest message the session reads: what the proxy relays whole is bounded well below it. */
-const MAX_FRAME_LENGTH = 1024 * 1024 * 1024;
-
 /**
  * A client session of the wire protocol that pipelines: each query is written at once, behind those still being
- * answered, and their answers are read in order. A query with parameters goes as Parse/Bind/Describe/Execute/Sync
- * of the unnamed statement (one statement), one without as a simple Query (one or more statements). Values are
- * sent and read as text, with node-postgres's conversions both ways, so that rows read here are the rows a
+ * answered, and their answers are read in order. A query with parameters (one statement) runs as a prepared
+ * statement of the session's, parsed and described on its first use, then only bound and executed; one without
+ * them goes as a simple Query (one or more statements). Values are sent and read as text, with node-postgres's conversions both ways, so that rows read here are the rows a
  * node-postgres client would get.
  *
  * Warning: it answers no authentication request. It is made for a connection the server opened for an agent it
@@ -161,7 +158,7 @@ const MAX_FRAME_LENGTH = 1024 * 1024 * 1024;
  */
 export class PipelinedSession {
   readonly #socket: Duplex;
-  readonly #reader = new FrameReader({ maxFrameLength: MAX_FRAME_LENGTH });
+  readonly #reader = new FrameReader();
   readonly #pending: PendingQuery[] = [];
   #processId = 0;
   #secretKey: Buffer | undefined;
@@ -217,7 +214,7 @@ export class PipelinedSession {
           case BackendCode.BackendKeyData: {
             const key = decodeBackendKeyData(frame.payload);
             this.#processId = key.processId;
-            this.#secretKey = Buffer.from(key.secretKey);
+            this.#secretKey = key.secretKey;
             return;
           }
           case BackendCode.ErrorResponse: {
@@ -269,8 +266,8 @@ export class PipelinedSession {
   query(sql: string, values?: readonly unknown[], options: QueryOptions = {}): Promise<QueryAnswer> {
     if (this.#ended) return Promise.reject(this.#ended);
     let message: Buffer[];
-    let parses: PreparedStatement | undefined;
     let prepared: PreparedStatement | undefined;
+    let parsing = false;
     try {
       if (values === undefined) message = [encodeQuery(sql)];
       else {
@@ -288,7 +285,7 @@ export class PipelinedSession {
           message.unshift(...this.#makeRoom());
           this.#preparedCount++;
           this.#prepared.set(sql, prepared);
-          parses = prepared;
+          parsing = true;
         }
       }
     } catch (error) {
@@ -297,8 +294,8 @@ export class PipelinedSession {
     }
     return new Promise((resolve, reject) => {
       this.#pending.push({
-        parses,
         prepared,
+        parsing,
         answer: emptyAnswer(),
         current: undefined,
         columns: [],
@@ -361,7 +358,6 @@ export class PipelinedSession {
       case BackendCode.RowDescription:
         query.columns = decodeRowDescription(frame.payload).map((field) => ({
           name: field.name,
-          typeOid: field.typeOid,
           parse: pg.types.getTypeParser(field.typeOid, "text") as (text: string) => unknown,
         }));
         // The description of the statement the query prepares: kept for its later runs.
@@ -375,7 +371,7 @@ export class PipelinedSession {
         this.#completeStatement(query, decodeCommandComplete(frame.payload));
         return;
       case BackendCode.ParseComplete:
-        query.parses = undefined;
+        query.parsing = false;
         return;
       case BackendCode.ErrorResponse:
         query.error = decodeNoticeFields(frame.payload);
@@ -383,7 +379,7 @@ export class PipelinedSession {
           query.answer.interrupted = query.current;
         query.current = undefined;
         // Its Parse failed: the text is not prepared, and the next query of it parses it again.
-        if (query.parses !== undefined) this.#forget(query.parses);
+        if (query.parsing && query.prepared) this.#forget(query.prepared);
         // A statement of this session's was deallocated (DEALLOCATE in a query): every text is parsed again.
         if (query.error.code === INVALID_STATEMENT_NAME) this.#prepared.clear();
         return;
@@ -396,9 +392,7 @@ export class PipelinedSession {
         return;
       }
       case BackendCode.CopyInResponse:
-        this.#socket.write(
-          encodeFrame(FrontendCode.CopyFail, cstring("COPY FROM STDIN is not supported here")),
-        );
+        this.#socket.write(encodeCopyFail("COPY FROM STDIN is not supported here"));
         return;
       case BackendCode.ReadyForQuery:
         this.#pending.shift();
@@ -408,7 +402,8 @@ export class PipelinedSession {
         else query.resolve(query.answer);
         return;
       default:
-        // ParseComplete, BindComplete, NoData, EmptyQueryResponse, CopyData of COPY TO, notifications.
+        // BindComplete, CloseComplete, ParameterDescription, NoData, EmptyQueryResponse, CopyData of COPY TO,
+        // notifications.
         return;
     }
   };
@@ -421,8 +416,7 @@ export class PipelinedSession {
     }
     const result = query.current;
     if (!result || query.tooLarge) return;
-    // The length of the values alone, as the cost rule counts result data: the payload less its counts.
-    const bytes = payload.length - 2 - 4 * payload.readUInt16BE(0);
+    const bytes = dataRowByteLength(payload);
     query.bytes += bytes;
     if (query.bytes > query.maxBytes) {
       query.tooLarge = true;
@@ -483,10 +477,6 @@ export class PipelinedSession {
 
 function emptyAnswer(): QueryAnswer {
   return { statements: [], notices: [], reported: new Map(), transaction: "I" };
-}
-
-function cstring(text: string): Buffer {
-  return Buffer.from(`${text}\0`, "utf8");
 }
 
 /** node-postgres's conversion of a parameter (arrays, dates, JSON objects, buffers) to what Bind sends. */
