@@ -20,10 +20,9 @@ export interface AgentSessionsOptions {
 
 /** One agent's sessions with one provider, and those being opened. */
 interface AgentPool {
-  sessions: PipelinedSession[];
+  /** Each open session, with when it was last handed out (performance.now()), for the idle sweep. */
+  sessions: Map<PipelinedSession, number>;
   opening: Promise<PipelinedSession>[];
-  /** When each session was last handed out (performance.now()), for the idle sweep. */
-  lastUsed: Map<PipelinedSession, number>;
 }
 
 /**
@@ -48,25 +47,25 @@ export class AgentSessions {
     const key = `${wallet}/${providerId}`;
     let pool = this.#pools.get(key);
     if (!pool) {
-      pool = { sessions: [], opening: [], lastUsed: new Map() };
+      pool = { sessions: new Map(), opening: [] };
       this.#pools.set(key, pool);
     }
     // No await between choosing and opening: a call right after sees the session being opened.
     const chosen = await (this.#choose(pool) ?? this.#open(pool, key, { wallet, providerId }));
-    pool.lastUsed.set(chosen, performance.now());
+    if (pool.sessions.has(chosen)) pool.sessions.set(chosen, performance.now());
     return chosen;
   }
 
   /** Sessions open for an agent with a provider. */
   size(wallet: string, providerId: string): number {
-    return this.#pools.get(`${wallet}/${providerId}`)?.sessions.length ?? 0;
+    return this.#pools.get(`${wallet}/${providerId}`)?.sessions.size ?? 0;
   }
 
   /** Closes every session; queries still waiting reject. */
   closeAll(): void {
     this.#closed = true;
     clearInterval(this.#sweep);
-    for (const pool of this.#pools.values()) for (const session of pool.sessions) session.close();
+    for (const pool of this.#pools.values()) for (const session of pool.sessions.keys()) session.close();
     this.#pools.clear();
   }
 
@@ -75,13 +74,13 @@ export class AgentSessions {
    * undefined when one should be opened.
    */
   #choose(pool: AgentPool): PipelinedSession | Promise<PipelinedSession> | undefined {
-    pool.sessions = pool.sessions.filter((session) => !session.ended);
     let least: PipelinedSession | undefined;
-    for (const session of pool.sessions) {
-      if (session.pendingQueries === 0) return session;
-      if (!least || session.pendingQueries < least.pendingQueries) least = session;
+    for (const session of pool.sessions.keys()) {
+      if (session.ended) pool.sessions.delete(session);
+      else if (session.pendingQueries === 0) return session;
+      else if (!least || session.pendingQueries < least.pendingQueries) least = session;
     }
-    if (pool.sessions.length + pool.opening.length < this.options.perAgent) return undefined;
+    if (pool.sessions.size + pool.opening.length < this.options.perAgent) return undefined;
     return least ?? Promise.race(pool.opening);
   }
 
@@ -96,27 +95,28 @@ export class AgentSessions {
     try {
       const session = await opening;
       if (this.#closed) session.close();
-      else pool.sessions.push(session);
+      else pool.sessions.set(session, performance.now());
       return session;
     } finally {
       pool.opening.splice(pool.opening.indexOf(opening), 1);
-      if (pool.sessions.length === 0 && pool.opening.length === 0) this.#pools.delete(key);
+      this.#forgetIfEmpty(key, pool);
     }
+  }
+
+  /** A pool with no session open or opening is forgotten: an agent that left keeps no entry. */
+  #forgetIfEmpty(key: string, pool: AgentPool): void {
+    if (pool.sessions.size === 0 && pool.opening.length === 0) this.#pools.delete(key);
   }
 
   #closeIdle(): void {
     const before = performance.now() - this.options.idleMs;
     for (const [key, pool] of this.#pools) {
-      pool.sessions = pool.sessions.filter((session) => {
-        const idle = session.pendingQueries === 0 && (pool.lastUsed.get(session) ?? 0) < before;
-        if (idle || session.ended) {
+      for (const [session, lastUsed] of pool.sessions)
+        if (session.ended || (session.pendingQueries === 0 && lastUsed < before)) {
           session.close();
-          pool.lastUsed.delete(session);
-          return false;
+          pool.sessions.delete(session);
         }
-        return true;
-      });
-      if (pool.sessions.length === 0 && pool.opening.length === 0) this.#pools.delete(key);
+      this.#forgetIfEmpty(key, pool);
     }
   }
 }
