@@ -120,17 +120,22 @@ export async function planAgentSession(
   };
 }
 
+/** The refusal of a startup on a connection opened for `agent` that names something else (`named`). */
+export function notThisAgent(agent: AuthenticatedAgent, named: string): StartupRefusal {
+  return new StartupRefusal(
+    SqlState.invalidAuthorization,
+    `this connection is for wallet ${agent.wallet} on provider ${agent.providerId}, not ${named}`,
+    "bad_user",
+  );
+}
+
 /** Refuses a startup whose wallet the credential does not prove, for the provider it names. */
 async function checkAgentCredential(request: SessionRequest, credential: AgentCredential): Promise<void> {
   if ("authenticated" in credential) {
     const agent = credential.authenticated;
     if (normalizeAddress(agent.wallet) === request.agentWallet && agent.providerId === request.providerId)
       return;
-    throw new StartupRefusal(
-      SqlState.invalidAuthorization,
-      `this connection is for wallet ${agent.wallet} on provider ${agent.providerId}, not wallet ${request.agentWallet} on provider ${request.providerId}`,
-      "bad_user",
-    );
+    throw notThisAgent(agent, `wallet ${request.agentWallet} on provider ${request.providerId}`);
   }
   const check = await verifyAgentToken(credential.token, request.agentWallet, request.providerId);
   if (!check.ok) {

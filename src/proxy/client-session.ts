@@ -3,7 +3,7 @@ import { TLSSocket } from "node:tls";
 import { endpointIdFromHost } from "../control/resolve-endpoint.js";
 import { SqlState } from "../db/sql-state.js";
 import { PROVIDER_ROLE_DOCS, SUPERUSER_UPSTREAM_REFUSAL } from "../providers/provider-role.js";
-import { type AuthenticatedAgent, planAgentSession } from "./agent-session.js";
+import { type AuthenticatedAgent, notThisAgent, planAgentSession } from "./agent-session.js";
 import { planEndpointSession } from "./endpoint-session.js";
 import { isLoopback } from "./loopback.js";
 import type { ProxyContext } from "./proxy-context.js";
@@ -97,12 +97,7 @@ export async function runClientSession(
         "connect with sslmode=require",
       );
     }
-    if (authenticatedAgent && !agentRequest)
-      throw new StartupRefusal(
-        SqlState.invalidAuthorization,
-        `this connection is for wallet ${authenticatedAgent.wallet} on provider ${authenticatedAgent.providerId}, not for an endpoint`,
-        "bad_user",
-      );
+    if (authenticatedAgent && !agentRequest) throw notThisAgent(authenticatedAgent, "an endpoint");
     const plan: SessionPlan =
       endpointRequest && endpoints
         ? await planEndpointSession(endpointRequest, stream, { ...ctx, endpoints }, clientAddress ?? "")

@@ -123,10 +123,12 @@ function lastCostText(cost: CostBreakdown | QueryCost | null): string {
  * charged to this session so far), `SHOW pgtoll.price` (every dimension of the price, markup included),
  * `SHOW pgtoll.deposit_address` (the provider's wallet, where USDC deposits go), `pgtoll.max_session_cost` (the
  * session's budget, which `SET` and `RESET` change), `pgtoll.max_query_cost` (what each query may cost: the
- * statements of one Query message, or of the extended-protocol messages up to a Sync), `SHOW pgtoll.daily_limit` and `pgtoll.daily_remaining` (the
- * agent's daily limit with the provider), `SHOW pgtoll.last_statement_cost` (the last statement's cost and its
- * parts, JSON), `SHOW pgtoll.last_query_cost` (the same for the last query that charged a statement, summed), and `pgtoll.synchronous_charges` (on: each query's ReadyForQuery waits until what it cost is written
- * to the ledger; off by default). Free. Every in-band setting of a session is listed here, whatever reads or writes it.
+ * statements of one Query message, or of the extended-protocol messages up to a Sync), `SHOW pgtoll.daily_limit`
+ * and `pgtoll.daily_remaining` (the agent's daily limit with the provider), `SHOW pgtoll.last_statement_cost`
+ * (the last statement's cost and its parts, JSON), `SHOW pgtoll.last_query_cost` (the same for the last query
+ * that charged a statement, summed), and `pgtoll.synchronous_charges` (on: each query's ReadyForQuery waits until
+ * what it cost is written to the ledger; off by default). Free. Every in-band setting of a session is listed
+ * here, whatever reads or writes it.
  */
 const SETTINGS = new Map<string, InBandSetting>([
   ["pgtoll.balance", { show: async ({ meter }) => formatMicro(await meter.writtenBalance()) }],
