@@ -221,9 +221,9 @@ export class AgentHold implements LimitBoundHold {
     if (this.#givingBack) await this.#givingBack;
     const added = await this.#funds.add(minMicro, maxMicro, fairShareAbove);
     if (added >= minMicro) return added;
-    const releases = this.options.releasesInFlight?.();
+    const releases = this.#releasing ?? this.options.releasesInFlight?.();
     if (!releases) return added;
-    await releases;
+    await releases.catch(() => undefined);
     return this.#funds.add(minMicro, maxMicro, fairShareAbove);
   }
 
@@ -302,6 +302,29 @@ export class AgentHold implements LimitBoundHold {
     this.#balanceSpent = false;
     this.#size = this.#base;
     this.options.onHeldChanged?.();
+    const released = this.#releaseFunds(funds, reservationId, charge, ifUnwritten);
+    // From here the release waits on the ledger only (no top-up of this hold): a reservation that falls short
+    // meanwhile may wait for it.
+    this.#releasing = released;
+    const forget = () => {
+      if (this.#releasing === released) this.#releasing = null;
+    };
+    released.then(forget, forget);
+    await released;
+  }
+
+  /**
+   * The statement of a release that is not committed yet: a reservation the balance cannot pay meanwhile (the
+   * holder woke up) waits for it and tries again, since the funds it gives back are the agent's.
+   */
+  #releasing: Promise<void> | null = null;
+
+  async #releaseFunds(
+    funds: LedgerHold,
+    reservationId: string | null,
+    charge: HeldCharge | undefined,
+    ifUnwritten: UnwrittenCharge,
+  ): Promise<void> {
     await this.#charges.written();
     try {
       await funds.release(charge, ifUnwritten === "void");
