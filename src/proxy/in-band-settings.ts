@@ -29,6 +29,8 @@ export type SettingsMeter = Pick<
   | "lastQueryCost"
   | "dailyLimit"
   | "synchronousCharges"
+  | "maxResultRows"
+  | "maxResultBytes"
 >;
 
 /** What a session's settings are read from. */
@@ -99,6 +101,26 @@ function parseBoolean(value: string | null): boolean | undefined {
   return value === null ? false : BOOLEAN_VALUES.get(value.trim().toLowerCase());
 }
 
+/** A result cap's value: a whole number of rows or bytes from 1 up, or 'none'; RESET is none. */
+function parseCap(value: string | null): number | null | undefined {
+  const text = value?.trim().toLowerCase() ?? "none";
+  if (text === "none" || text === "") return null;
+  if (!/^[1-9][0-9]{0,14}$/.test(text)) return undefined;
+  return Number(text);
+}
+
+const capText = (cap: number | null) => (cap === null ? "none" : String(cap));
+
+function resultCapChange(cap: "maxResultRows" | "maxResultBytes", unit: string): SettingChange {
+  return {
+    accepts: (value) => parseCap(value) !== undefined,
+    values: `a whole number of ${unit} from 1, or 'none'`,
+    apply: ({ meter }, value) => {
+      meter[cap] = parseCap(value) ?? null;
+    },
+  };
+}
+
 const synchronousCharges: SettingChange = {
   accepts: (value) => parseBoolean(value) !== undefined,
   values: "on or off",
@@ -126,8 +148,10 @@ function lastCostText(cost: CostBreakdown | QueryCost | null): string {
  * statements of one Query message, or of the extended-protocol messages up to a Sync), `SHOW pgtoll.daily_limit`
  * and `pgtoll.daily_remaining` (the agent's daily limit with the provider), `SHOW pgtoll.last_statement_cost`
  * (the last statement's cost and its parts, JSON), `SHOW pgtoll.last_query_cost` (the same for the last query
- * that charged a statement, summed), and `pgtoll.synchronous_charges` (on: each query's ReadyForQuery waits until
- * what it cost is written to the ledger; off by default). Free. Every in-band setting of a session is listed
+ * that charged a statement, summed), `pgtoll.synchronous_charges` (on: each query's ReadyForQuery waits until
+ * what it cost is written to the ledger; off by default), and `pgtoll.max_result_rows` and
+ * `pgtoll.max_result_bytes` (most rows, and bytes of row values, one query's answer carries: past either it is
+ * cut off, the rows before charged; none by default). Free. Every in-band setting of a session is listed
  * here, whatever reads or writes it.
  */
 const SETTINGS = new Map<string, InBandSetting>([
@@ -166,6 +190,14 @@ const SETTINGS = new Map<string, InBandSetting>([
   [
     "pgtoll.synchronous_charges",
     { show: ({ meter }) => (meter.synchronousCharges ? "on" : "off"), set: synchronousCharges },
+  ],
+  [
+    "pgtoll.max_result_rows",
+    { show: ({ meter }) => capText(meter.maxResultRows), set: resultCapChange("maxResultRows", "rows") },
+  ],
+  [
+    "pgtoll.max_result_bytes",
+    { show: ({ meter }) => capText(meter.maxResultBytes), set: resultCapChange("maxResultBytes", "bytes") },
   ],
 ]);
 

@@ -8,15 +8,18 @@ import { errorFrame, FUNDING_HINT } from "./proxy-errors.js";
  * the balance say how to fund it.
  */
 
-/** Nothing available funds a statement (no rows delivered), or the balance ran out mid-result. */
-export function insufficientFunds(rowsDelivered: number): Buffer {
-  return errorFrame(
-    SqlState.insufficientFunds,
-    rowsDelivered > 0
-      ? `insufficient balance: the result was cut off after ${rowsDelivered} rows, which were charged`
-      : "insufficient balance: deposit funds with this provider to run statements",
-    { hint: FUNDING_HINT },
-  );
+/**
+ * Nothing available funds a statement (no rows delivered), or the balance ran out mid-result; `ms`: the
+ * statement ran that long, its time charged, when the price counts time.
+ */
+export function insufficientFunds(rowsDelivered: number, ms?: number): Buffer {
+  const message =
+    ms !== undefined
+      ? `insufficient balance: the statement was stopped after ${Math.round(ms)} ms and ${rowsDelivered} rows, what the balance paid for; they were charged`
+      : rowsDelivered > 0
+        ? `insufficient balance: the result was cut off after ${rowsDelivered} rows, which were charged`
+        : "insufficient balance: deposit funds with this provider to run statements";
+  return errorFrame(SqlState.insufficientFunds, message, { hint: FUNDING_HINT });
 }
 
 /** The ledger could not be reached: nothing was run (or, mid-result, the rows delivered were charged). */
@@ -47,12 +50,38 @@ export function chargeNotWritten(): Buffer {
 export function rowTooLarge(maxRowBytes: number, rowsDelivered: number): Buffer {
   return errorFrame(
     SqlState.programLimitExceeded,
-    `a row of the result is larger than pgtoll's limit of ${maxRowBytes} bytes (PGTOLL_MAX_ROW_BYTES): the result was cut off after ${rowsDelivered} rows, which were charged; the large row was not`,
+    `${ROW_TOO_LARGE_PREFIX} pgtoll's limit of ${maxRowBytes} bytes (PGTOLL_MAX_ROW_BYTES): the result was cut off after ${rowsDelivered} rows, which were charged; the large row was not`,
     {
       hint: "select less of the large value (substring, length), or ask the operator to raise PGTOLL_MAX_ROW_BYTES",
     },
   );
 }
+
+/**
+ * A query's answer passed the agent's own cap on its size (`pgtoll.max_result_rows`, `pgtoll.max_result_bytes`):
+ * the rows before the cap were delivered and charged; the rest is cancelled, unread and not charged.
+ */
+export function resultTooLarge(
+  maxRows: number | null,
+  maxBytes: number | null,
+  rowsDelivered: number,
+): Buffer {
+  const caps = [
+    maxRows === null ? undefined : `${maxRows} rows (pgtoll.max_result_rows)`,
+    maxBytes === null ? undefined : `${maxBytes} bytes of rows (pgtoll.max_result_bytes)`,
+  ].filter((cap) => cap !== undefined);
+  return errorFrame(
+    SqlState.programLimitExceeded,
+    `${RESULT_TOO_LARGE_PREFIX} more than ${caps.join(" or ")}: the result was cut off after ${rowsDelivered} rows, which were charged`,
+    { hint: "add a LIMIT or select fewer columns, or raise the cap" },
+  );
+}
+
+/** How the message of {@link resultTooLarge} begins, for the surfaces that read it. */
+export const RESULT_TOO_LARGE_PREFIX = "result too large:";
+
+/** How the message of {@link rowTooLarge} begins, for the surfaces that read it. */
+export const ROW_TOO_LARGE_PREFIX = "a row of the result is larger than";
 
 /** A write above the provider's bound on rows written per statement: it is rolled back. */
 export function writeLimitError(rows: number, limit: number): Buffer {

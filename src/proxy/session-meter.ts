@@ -55,7 +55,8 @@ export interface MeterOptions {
    * `query`: the session runs REST's queries (an in-process session of pgtoll's REST surface). Each query is its
    * own window, closed at its ReadyForQuery rather than by the clock, and written as REST writes a query: one entry
    * with its SQL and row count. A query that reaches `windowMaxCostMicro` is written in more than one entry.
-   * Default `window`: the wire's windows.
+   * With synchronous charges, a query that leaves the session idle gives the hold back with its charge (one
+   * ledger statement): as a REST request, it holds nothing once answered. Default `window`: the wire's windows.
    */
   entries?: "window" | "query";
 }
@@ -162,6 +163,12 @@ export class SessionMeter {
   #crashBoundWait: Deferred | null = null;
   /** `pgtoll.synchronous_charges`: each query's answer waits for its charge to be written (`writeCharges`). */
   synchronousCharges = false;
+  /**
+   * `pgtoll.max_result_rows` and `pgtoll.max_result_bytes`: most rows, and bytes of row values, one query's
+   * answer carries; past either the result is cut off, the rows before it charged. Null: no cap of the agent's.
+   */
+  maxResultRows: number | null = null;
+  maxResultBytes: number | null = null;
 
   constructor(
     ledger: Queryable,
@@ -238,11 +245,12 @@ export class SessionMeter {
   }
 
   /**
-   * A query was answered (its ReadyForQuery): its cost becomes `lastQueryCost` when it charged a statement, and
-   * the next statement begins the next query, for its budget.
+   * A query was answered (its ReadyForQuery): its cost becomes `lastQueryCost` when it charged a statement (with
+   * `entries: "query"`, whatever it charged: REST reads each query's cost with the SHOW it sends right behind),
+   * and the next statement begins the next query, for its budget.
    */
   queryAnswered(): void {
-    if (this.#queryStatements > 0) {
+    if (this.#queryStatements > 0 || this.options.entries === "query") {
       // Copied, not built: most sessions never ask, and this runs at every query's end.
       const last = this.#lastQuery;
       last.statements = this.#queryStatements;
@@ -257,6 +265,11 @@ export class SessionMeter {
     }
     this.#queryStartMicro = this.#sessionCostMicro;
     if (this.options.entries === "query") this.closeWindow();
+  }
+
+  /** A query that leaves the session idle gives the hold back (`entries: "query"`). */
+  get releasesWhenIdle(): boolean {
+    return this.options.entries === "query";
   }
 
   /** The cost and its parts of the session's last query that charged a statement; null before the first. */
@@ -556,6 +569,8 @@ export class SessionMeter {
     if (this.#free) return true;
     const cost = this.#hold.take(write.costMicro);
     this.#sessionCostMicro += cost;
+    // Part of its query's cost (`lastQueryCost`) now: the query's answer comes after its transaction ends.
+    this.#addToQuery(cost, write.rows, write.used);
     this.#pendingWrites.push({ ...write, costMicro: cost, takenAt: this.#hold.limitChanges });
     this.#updateLimit();
     return true;
@@ -752,6 +767,17 @@ export class SessionMeter {
     if (this.#unwrittenMicro === 0n) return undefined;
     return Promise.race([
       this.#hold.written().then(() => "written" as const),
+      this.#writer.ledgerUnavailable(true).then(() => "unavailable" as const),
+    ]);
+  }
+
+  /**
+   * `writeCharges` for a query that leaves a REST session idle (`releasesWhenIdle`): its charge is written with
+   * the hold's release, in one statement.
+   */
+  writeChargesAndRelease(): Promise<"written" | "unavailable"> {
+    return Promise.race([
+      this.release().then(() => "written" as const),
       this.#writer.ledgerUnavailable(true).then(() => "unavailable" as const),
     ]);
   }

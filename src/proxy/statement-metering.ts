@@ -11,6 +11,7 @@ import {
   dailyLimitError,
   insufficientFunds,
   ledgerUnavailable,
+  resultTooLarge,
   rowTooLarge,
   unpaidWriteError,
   writeLimitError,
@@ -43,13 +44,23 @@ export type RelayMeter = Pick<
   | "fundTime"
   | "stoppingBudget"
   | "queryAnswered"
+  | "maxResultRows"
+  | "maxResultBytes"
+  | "releasesWhenIdle"
+  | "writeChargesAndRelease"
 >;
 
 /**
  * Why a result ends before its last row: the balance does not pay for the next one, the agent's daily limit or
  * a budget (`pgtoll.max_session_cost`, `pgtoll.max_query_cost`) stops it, or the ledger is out of reach.
  */
-export type CutOffReason = "unfunded" | "daily-limit" | "budget" | "ledger-unavailable" | "row-too-large";
+export type CutOffReason =
+  | "unfunded"
+  | "daily-limit"
+  | "budget"
+  | "ledger-unavailable"
+  | "row-too-large"
+  | "result-too-large";
 
 /**
  * The money side of a statement's path through the relay, as events the relay reports in the order the upstream
@@ -170,7 +181,7 @@ export interface StatementMetering {
    * the ErrorResponse that says the ledger is out of reach (the result stands; the charge is written later).
    * Undefined when the answer need not wait.
    */
-  queryAnswered(): Promise<Buffer | undefined> | undefined;
+  queryAnswered(idle?: boolean): Promise<Buffer | undefined> | undefined;
   /** The session has been idle long enough: the unspent hold goes back to the agent's balance. */
   release(): Promise<void>;
 }
@@ -234,10 +245,35 @@ class RowMetering implements StatementMetering {
   }
 
   allowRows(count: number, bytes: number): number {
-    return this.#meter.allowRows(count, bytes);
+    const meter = this.#meter;
+    if (meter.maxResultRows === null && meter.maxResultBytes === null) return meter.allowRows(count, bytes);
+    // A run that would pass a cap comes one row at a time (`fundRow`), where the cap is checked per row.
+    if (this.#passesResultCap(count, bytes)) return 0;
+    const allowed = meter.allowRows(count, bytes);
+    this.#queryRows += allowed;
+    this.#queryBytes += allowed === count ? bytes : Math.ceil((bytes * allowed) / count);
+    return allowed;
+  }
+
+  /** The running query's rows and bytes of row values so far, for `pgtoll.max_result_rows` and `_bytes`. */
+  #queryRows = 0;
+  #queryBytes = 0;
+
+  #passesResultCap(count: number, bytes: number): boolean {
+    const { maxResultRows, maxResultBytes } = this.#meter;
+    return (
+      (maxResultRows !== null && this.#queryRows + count > maxResultRows) ||
+      (maxResultBytes !== null && this.#queryBytes + bytes > maxResultBytes)
+    );
   }
 
   fundRow(bytes: number): Promise<CutOffReason | undefined> {
+    if (this.#passesResultCap(1, bytes)) return Promise.resolve("result-too-large");
+    if (this.#meter.maxResultRows !== null || this.#meter.maxResultBytes !== null) {
+      // Counted now: allowRows below (or a top-up) lets the row through.
+      this.#queryRows += 1;
+      this.#queryBytes += bytes;
+    }
     if (this.#meter.budgetStops(1, bytes)) return Promise.resolve("budget");
     return this.#meter.topUp(1, bytes).then(async (ok) => {
       if (ok && this.#meter.allowRows(1, bytes) === 1) return undefined;
@@ -284,6 +320,8 @@ class RowMetering implements StatementMetering {
     await this.#meter.endStatement(delivered, sql, "cutOff", { ms });
     if (reason === "ledger-unavailable") return ledgerUnavailable(delivered);
     if (reason === "row-too-large") return rowTooLarge(this.maxRowBytes, delivered);
+    if (reason === "result-too-large")
+      return resultTooLarge(this.#meter.maxResultRows, this.#meter.maxResultBytes, this.#queryRows);
     if (reason === "budget") return this.#budgetError(delivered);
     const limit = this.#limit;
     this.#limit = undefined;
@@ -292,7 +330,8 @@ class RowMetering implements StatementMetering {
       return dailyLimitError(limit.limit, delivered);
     }
     this.options.countRefusal("funds", "balance-cut-off");
-    return insufficientFunds(delivered);
+    // With a time price the statement's time is part of what stopped it, and of what was charged.
+    return insufficientFunds(delivered, this.pricesTime ? ms : undefined);
   }
 
   endStatement(
@@ -410,9 +449,16 @@ class RowMetering implements StatementMetering {
       : boundedNotice(buffer, start, end);
   }
 
-  queryAnswered(): Promise<Buffer | undefined> | undefined {
+  queryAnswered(idle = false): Promise<Buffer | undefined> | undefined {
     this.#meter.queryAnswered();
+    this.#queryRows = 0;
+    this.#queryBytes = 0;
     if (!this.#meter.synchronousCharges) return undefined;
+    if (idle && this.#meter.releasesWhenIdle)
+      return this.#meter.writeChargesAndRelease().then(
+        (outcome) => (outcome === "unavailable" ? chargeNotWritten() : undefined),
+        () => chargeNotWritten(),
+      );
     return this.#meter
       .writeCharges()
       ?.then((outcome) => (outcome === "unavailable" ? chargeNotWritten() : undefined));

@@ -559,6 +559,8 @@ export class UpstreamAnswers {
       this.#queue.dropUntilSync();
       return;
     }
+    // An error that comes before any row (an Execute that fails at once) is charged at its statement's price too.
+    if (this.#metering.pricesTables) this.#metering.priceStatement(this.#runningStatement());
     const error = this.#metering.errorOf(buffer, start, end, this.#runningStatement());
     if (Buffer.isBuffer(error)) return this.#relayError(head, error);
     this.#awaitingLedger = true;
@@ -649,12 +651,13 @@ export class UpstreamAnswers {
     now: number,
     waiting: Promise<void> | undefined,
   ): Promise<void> | undefined {
-    const written = this.#wire.closing() ? undefined : this.#metering.queryAnswered();
+    const idle = status === "I" && this.#queue.empty;
+    const written = this.#wire.closing() ? undefined : this.#metering.queryAnswered(idle);
     // The answer from its ReadyForQuery on waits for the charge; the upstream's next answers are read meanwhile,
     // so the charges of a pipelining client's queries are written together.
     if (written) this.#wire.holdClientOutput(written);
     this.#toClient.pushRange(buffer, start, end);
-    if (status === "I" && this.#queue.empty) this.#wire.becameIdle(now);
+    if (idle) this.#wire.becameIdle(now);
     return waiting;
   }
 
