@@ -11,10 +11,8 @@ export interface RestSide {
   /**
    * `pgtoll-free`: the same pgtoll process and agent through a provider priced at 0 (no hold, no charge).
    * `hand-metered`: a bare route that meters by hand on the ledger database (bench/hand-metered-server.ts).
-   * `wire-adapter`: the query run through pgtoll's wire proxy on a pool of agent sessions with
-   *   `pgtoll.synchronous_charges` on, answered once its charge is written (bench/wire-adapter-server.ts).
    */
-  name: "baseline" | "hand-metered" | "pgtoll" | "pgtoll-free" | "wire-adapter";
+  name: "baseline" | "hand-metered" | "pgtoll" | "pgtoll-free";
   url: string;
   rps: Spread;
   latency: LatencySummary;
@@ -58,8 +56,6 @@ export interface RestOptions {
   /** pgtoll's ledger database, where the hand-metered side keeps its balance and entries. */
   ledgerUrl: string;
   agentWallet: string;
-  /** pgtoll's secret key: the wire-adapter side's own pgtoll opens the providers' sealed connection strings with it. */
-  secretKeyHex: string;
   providerId: string;
   /** A provider of the same database priced at 0: what the gateway costs without its metering. */
   freeProviderId: string;
@@ -74,7 +70,7 @@ export interface RestOptions {
   log(line: string): void;
   /** The ledger database's count of committed transactions (pg_stat_database.xact_commit). */
   ledgerCommits(): Promise<number>;
-  /** When set, the baseline, hand-metered and wire-adapter servers run with `--cpu-prof` into this directory. */
+  /** When set, the baseline and hand-metered servers run with `--cpu-prof` into this directory. */
   cpuProfileDir?: string;
 }
 
@@ -159,11 +155,6 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
         BASELINE_DATABASE_URL: options.dataUrl,
         BASELINE_POOL_SIZE: String(options.poolSize),
         HAND_METERED_LEDGER_URL: options.ledgerUrl,
-        WIRE_ADAPTER_LEDGER_URL: options.ledgerUrl,
-        WIRE_ADAPTER_SECRET_KEY: options.secretKeyHex,
-        WIRE_ADAPTER_DATA_DIR: join(options.scratchDir, "wire-adapter"),
-        WIRE_ADAPTER_AGENT_WALLET: options.agentWallet,
-        WIRE_ADAPTER_PROVIDER_ID: options.providerId,
       },
       logFile: join(options.scratchDir, `${name}.log`),
       readyPrefix: `${name} ready `,
@@ -175,20 +166,8 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
       throw error;
     },
   );
-  const wireAdapter = await spawnServer("bench/wire-adapter-server.ts", "wire-adapter").catch(
-    async (error) => {
-      await Promise.all([
-        stopChild(baseline.child, 5000),
-        stopChild(handMetered.child, 5000),
-        stopChild(wireAdapter.child, 5000),
-      ]);
-      throw error;
-    },
-  );
-  options.log(
-    `rest sides' pids: baseline ${baseline.child.pid}, hand-metered ${handMetered.child.pid}, wire-adapter ${wireAdapter.child.pid}`,
-  );
-  const bareSide = (name: "baseline" | "hand-metered" | "wire-adapter", server: typeof baseline) => ({
+  options.log(`rest sides' pids: baseline ${baseline.child.pid}, hand-metered ${handMetered.child.pid}`);
+  const bareSide = (name: "baseline" | "hand-metered", server: typeof baseline) => ({
     name,
     pid: server.child.pid!,
     url: server.line.split(/\s+/)[2]!,
@@ -207,7 +186,6 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
       bareSide("hand-metered", handMetered),
       pgtollSide("pgtoll", options.providerId),
       pgtollSide("pgtoll-free", options.freeProviderId),
-      bareSide("wire-adapter", wireAdapter),
     ];
     const collected = sides.map(() => ({
       rps: [] as number[],
@@ -282,11 +260,7 @@ export async function runRestQuery(options: RestOptions): Promise<RestResult> {
       }),
     };
   } finally {
-    await Promise.all([
-      stopChild(baseline.child, 5000),
-      stopChild(handMetered.child, 5000),
-      stopChild(wireAdapter.child, 5000),
-    ]);
+    await Promise.all([stopChild(baseline.child, 5000), stopChild(handMetered.child, 5000)]);
   }
 }
 

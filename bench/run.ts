@@ -225,7 +225,6 @@ async function main(): Promise<void> {
           dataUrl: cluster.dataUrl,
           ledgerUrl: cluster.metaUrl,
           agentWallet: agent.wallet,
-          secretKeyHex,
           ...(cpuProfileDir ? { cpuProfileDir } : {}),
           providerId: provider.providerId,
           freeProviderId: freeProvider.providerId,

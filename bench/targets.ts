@@ -131,19 +131,6 @@ export function contextRatios(
       name: "POST /api/query at price 0 (no hold, no charge) / fastify+pg baseline RPS",
       value: restFree / restBaseline,
     });
-  const restPgtoll = restRps("pgtoll");
-  const restWire = restRps("wire-adapter");
-  const restByHand = restRps("hand-metered");
-  if (restWire && restPgtoll)
-    out.push({
-      name: "a query through the wire proxy, answered once its charge is written / POST /api/query RPS",
-      value: restWire / restPgtoll,
-    });
-  if (restWire && restByHand)
-    out.push({
-      name: "a query through the wire proxy, answered once its charge is written / route metered by hand RPS",
-      value: restWire / restByHand,
-    });
   const clientCounts = [...new Set(select.map((c) => c.clients))].filter((n) => n > 1);
   for (const clients of clientCounts) {
     for (const protocol of ["simple", "prepared"] as const) {

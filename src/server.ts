@@ -18,13 +18,13 @@ import { createMetadataPool } from "./db/pool.js";
 import { loadGuard } from "./guard/index.js";
 import { createVerdictCache } from "./guard/verdict-cache.js";
 import type { Logger } from "./log.js";
-import type { McpProxyAddress } from "./mcp/proxy-address.js";
 import type { InProcessSocket } from "./net/in-process-socket.js";
 import { providerLookup } from "./providers/checked-connect.js";
 import { providerHostsIn } from "./providers/provider-hosts.js";
 import { createSecretBox, loadSecretKey } from "./providers/secret-box.js";
 import { UpstreamPools } from "./providers/upstream-pools.js";
 import type { AuthenticatedAgent } from "./proxy/agent-session.js";
+import type { ProxyAccess } from "./proxy/proxy-access.js";
 import { createProxyMetrics } from "./proxy/proxy-metrics.js";
 import { startProxyServer } from "./proxy/proxy-server.js";
 import { SessionDrain } from "./proxy/session-drain.js";
@@ -180,12 +180,12 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     cleanups.push(() => limits.close());
     metrics.ledger.watchHolds(db);
     // The proxy listens after the HTTP server: /mcp connects to it once it does.
-    const mcpProxy: McpProxyAddress = {};
+    const proxyAccess: ProxyAccess = {};
     const lifecycle: Lifecycle = { draining: false };
     const ctx: GatewayContext = {
       config,
       lifecycle,
-      mcpProxy,
+      proxy: proxyAccess,
       db,
       box,
       upstream,
@@ -260,7 +260,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     );
     cleanups.push(() => proxy.close());
     if (config.proxyPublicPort === undefined) management.proxyPort = proxy.port;
-    mcpProxy.connect = () => proxy.connectInProcess();
+    proxyAccess.connect = (agent) => proxy.connectInProcess(agent);
 
     await releaseExpiredReservations(db);
     const sweeper = setInterval(

@@ -6,13 +6,13 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { getDailyLimit } from "../billing/daily-limits.js";
 import { listLedgerEntries } from "../billing/ledger.js";
 import { ProviderCache } from "../providers/provider-cache.js";
+import type { ProxyAccess } from "../proxy/proxy-access.js";
 import { isQuotaRefusal, SessionQuota } from "../proxy/session-quota.js";
 import type { GatewayContext } from "../rest/context.js";
 import { HttpError } from "../rest/plugins/errors.js";
 import { presentDailyLimit, presentLedgerEntry } from "../rest/present.js";
 import { catalogMcpHandler } from "./catalog-mcp.js";
 import { registerPgtollTools } from "./pgtoll-tools.js";
-import type { McpProxyAddress } from "./proxy-address.js";
 import { ProxySession } from "./proxy-session.js";
 import { fundingTierOf, remoteAccount } from "./remote-account.js";
 import { remoteAuthentication, unauthorized } from "./remote-auth.js";
@@ -20,7 +20,7 @@ import { refuseSession } from "./session-refusal.js";
 
 export interface RemoteMcpOptions {
   ctx: GatewayContext;
-  proxy: McpProxyAddress;
+  proxy: ProxyAccess;
   /** Requests per minute per agent (not per IP: agents share hosts and egress addresses). */
   perAgentPerMinute: number;
   /** A session unused this long is closed, with its proxy session. Default 15 minutes. */

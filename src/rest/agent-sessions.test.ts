@@ -21,12 +21,12 @@ beforeAll(async () => {
 });
 afterAll(() => provider?.close());
 
-function agentSessions(idleMs = 60_000): AgentSessions {
+function agentSessions(idleMs = 60_000, maxAgeMs = 60_000): AgentSessions {
   return new AgentSessions({
     connect: (agent) => proxy.connectInProcess(agent),
-    connectForCancel: () => proxy.connectInProcess(),
     perAgent: 3,
     idleMs,
+    maxAgeMs,
     settings: { "pgtoll.synchronous_charges": "on" },
   });
 }
@@ -38,18 +38,18 @@ describe("an agent's sessions", () => {
     try {
       const answers = await Promise.all(
         Array.from({ length: 30 }, async (_, i) => {
-          const session = await sessions.session(agent.wallet, providerId);
+          const session = await sessions.session({ wallet: agent.wallet, providerId });
           return session.query("SELECT id FROM items WHERE id = $1", [i + 1]);
         }),
       );
       expect(answers.map((answer) => answer.statements[0]!.rows[0])).toEqual(
         Array.from({ length: 30 }, (_, i) => ({ id: i + 1 })),
       );
-      expect(sessions.size(agent.wallet, providerId)).toBe(3);
+      expect(sessions.size({ wallet: agent.wallet, providerId })).toBe(3);
       // One after another, the idle session is taken again: no more are opened.
       for (let i = 0; i < 5; i++)
-        await (await sessions.session(agent.wallet, providerId)).query("SELECT 1", []);
-      expect(sessions.size(agent.wallet, providerId)).toBe(3);
+        await (await sessions.session({ wallet: agent.wallet, providerId })).query("SELECT 1", []);
+      expect(sessions.size({ wallet: agent.wallet, providerId })).toBe(3);
     } finally {
       sessions.closeAll();
     }
@@ -59,17 +59,36 @@ describe("an agent's sessions", () => {
     const sessions = agentSessions(100);
     const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);
     try {
-      const first = await sessions.session(agent.wallet, providerId);
+      const first = await sessions.session({ wallet: agent.wallet, providerId });
       await first.query("SELECT 1", []);
-      expect(sessions.size(agent.wallet, providerId)).toBe(1);
-      await expect.poll(() => sessions.size(agent.wallet, providerId), { timeout: 2000 }).toBe(0);
+      expect(sessions.size({ wallet: agent.wallet, providerId })).toBe(1);
+      await expect.poll(() => sessions.size({ wallet: agent.wallet, providerId }), { timeout: 2000 }).toBe(0);
       expect(first.ended).toBe(true);
-      const second = await sessions.session(agent.wallet, providerId);
+      const second = await sessions.session({ wallet: agent.wallet, providerId });
       expect(second).not.toBe(first);
       second.close();
-      const third = await sessions.session(agent.wallet, providerId);
+      const third = await sessions.session({ wallet: agent.wallet, providerId });
       expect(third).not.toBe(second);
       expect((await third.query("SELECT 2 AS two", [])).statements[0]!.rows).toEqual([{ two: 2 }]);
+    } finally {
+      sessions.closeAll();
+    }
+  });
+
+  it("replace a session past its age once its queries are answered", async () => {
+    const sessions = agentSessions(60_000, 200);
+    const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);
+    const key = { wallet: agent.wallet, providerId };
+    try {
+      const first = await sessions.session(key);
+      const running = first.query("SELECT pg_sleep(0.4) AS slept", []);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      const second = await sessions.session(key);
+      expect(second).not.toBe(first);
+      // The old session finishes what it was given, then closes.
+      expect((await running).statements[0]!.rows).toEqual([{ slept: "" }]);
+      await expect.poll(() => first.ended, { timeout: 2000 }).toBe(true);
+      expect((await second.query("SELECT 1 AS one", [])).statements[0]!.rows).toEqual([{ one: 1 }]);
     } finally {
       sessions.closeAll();
     }
@@ -78,14 +97,14 @@ describe("an agent's sessions", () => {
   it("of REST write each query as one entry with its SQL, however long it runs", async () => {
     const sessions = new AgentSessions({
       connect: (agent) => proxy.connectInProcess({ ...agent, surface: "rest" }),
-      connectForCancel: () => proxy.connectInProcess(),
       perAgent: 1,
       idleMs: 60_000,
+      maxAgeMs: 60_000,
       settings: { "pgtoll.synchronous_charges": "on" },
     });
     const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);
     try {
-      const session = await sessions.session(agent.wallet, providerId);
+      const session = await sessions.session({ wallet: agent.wallet, providerId });
       // The second statement's first rows are more than PostgreSQL buffers, so the first statement's end arrives
       // (and is charged) before the second sleeps past the window clock's tick (250 ms here): still one entry.
       const several =
@@ -119,10 +138,10 @@ describe("an agent's sessions", () => {
     const sessions = agentSessions();
     const broke = await fundedTestAgent(gateway, providerId, 0n);
     try {
-      await expect(sessions.session(broke.wallet, providerId)).rejects.toMatchObject({
+      await expect(sessions.session({ wallet: broke.wallet, providerId })).rejects.toMatchObject({
         code: SqlState.insufficientFunds,
       });
-      expect(sessions.size(broke.wallet, providerId)).toBe(0);
+      expect(sessions.size({ wallet: broke.wallet, providerId })).toBe(0);
     } finally {
       sessions.closeAll();
     }

@@ -140,10 +140,10 @@ export async function buildApp(ctx: GatewayContext): Promise<FastifyInstance> {
   await app.register(probeRoutes, { ctx });
   await app.register(consoleRoutes);
   await app.register(managementApi, { prefix: "/api/v2", ctx });
-  if (ctx.mcpProxy)
+  if (ctx.proxy)
     await app.register(remoteMcpRoutes, {
       ctx,
-      proxy: ctx.mcpProxy,
+      proxy: ctx.proxy,
       perAgentPerMinute: ctx.config.mcpRateLimit,
       sessionsPerAddress: ctx.config.mcpSessionsPerIp,
       maxSessions: ctx.config.mcpMaxSessions,

@@ -5,9 +5,9 @@ import type { LimitWatch } from "../billing/daily-limit-watch.js";
 import type { Config } from "../config.js";
 import type { ControlSettings } from "../control/settings.js";
 import type { GuardPolicy } from "../guard/index.js";
-import type { McpProxyAddress } from "../mcp/proxy-address.js";
 import type { SecretBox } from "../providers/secret-box.js";
 import type { UpstreamPools } from "../providers/upstream-pools.js";
+import type { ProxyAccess } from "../proxy/proxy-access.js";
 import type { X402Gateway } from "../x402/accept-payment.js";
 import type { Metrics } from "./plugins/metrics.js";
 import type { RateLimitStore } from "./plugins/rate-limit-store.js";
@@ -25,6 +25,7 @@ export interface GatewayContext {
     | "chainId"
     | "rowCap"
     | "maxResultBytes"
+    | "maxRowBytes"
     | "statementTimeoutMs"
     | "catalogRefreshIntervalMs"
     | "reservationTtlSeconds"
@@ -54,8 +55,8 @@ export interface GatewayContext {
   limits?: LimitWatch;
   /** Unset: the process never drains (tests that build the app alone). */
   lifecycle?: Lifecycle;
-  /** This process's wire proxy, for the remote MCP endpoint (/mcp); without it /mcp is not served. */
-  mcpProxy?: McpProxyAddress;
+  /** This process's wire proxy: `/api/query` runs its statements through it, and `/mcp` is served over it. */
+  proxy?: ProxyAccess;
   /** x402 payments (PAYMENT-SIGNATURE, POST /api/topup); without it 402s offer no payment. */
   x402?: X402Gateway;
   /** Settings of the management API v2 (/api/v2); without them it is not served. */

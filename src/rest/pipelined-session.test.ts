@@ -9,6 +9,7 @@ import {
   type TestProxy,
 } from "../../test/support/proxy.js";
 import { formatMicro } from "../billing/money.js";
+import { SqlState } from "../db/sql-state.js";
 import { InProcessSocket } from "../net/in-process-socket.js";
 import {
   encodeAuthenticationOk,
@@ -22,7 +23,6 @@ import {
   PipelinedSession,
   type QueryAnswer,
   QueryFailedError,
-  ResultTooLargeError,
   SessionEndedError,
 } from "./pipelined-session.js";
 
@@ -40,11 +40,11 @@ afterAll(() => provider?.close());
 /** A session of `agent`'s, opened on an in-process connection the proxy serves as that agent. */
 function openSession(agent: TestAgent, settings?: Record<string, string>): Promise<PipelinedSession> {
   const authenticated = { wallet: agent.wallet, providerId };
-  return PipelinedSession.open(
-    proxy.connectInProcess(authenticated),
-    { user: agent.wallet, database: providerId, ...(settings ? { settings } : {}) },
-    () => proxy.connectInProcess(),
-  );
+  return PipelinedSession.open(proxy.connectInProcess(authenticated), {
+    user: agent.wallet,
+    database: providerId,
+    ...(settings ? { settings } : {}),
+  });
 }
 
 /** Runs `use` on a session of a new agent holding 100 USDC, opened with `settings`, and closes it. */
@@ -174,19 +174,19 @@ describe("a pipelined session through the proxy", () => {
     });
   });
 
-  it("cancels a result past its byte cap, holds none of the rest, and serves the next query", async () => {
+  it("keeps the rows an error cut off, and serves the next query", async () => {
     await withSession(async (session) => {
-      const large = session.query("SELECT repeat('x', 1000) AS v FROM generate_series(1, 1000000)", [], {
-        maxResultBytes: 50_000,
-      });
-      const next = session.query("SELECT 3 AS three", []);
-      const error = await large.catch((failure: unknown) => failure);
-      expect(error).toBeInstanceOf(ResultTooLargeError);
-      expect((error as ResultTooLargeError).answer.statements.flatMap((s) => s.rows)).toEqual([]);
-      expect((await next).statements[0]!.rows).toEqual([{ three: 3 }]);
-      const cost = await session.query("SHOW pgtoll.session_cost");
-      // Without the cancel the statement would run until the agent's 100 USDC were spent.
-      expect(Number(cost.statements[0]!.rows[0]!["pgtoll.session_cost"])).toBeLessThan(50);
+      await session.query("SET pgtoll.max_result_rows = 20");
+      const cut = session.query("SELECT g FROM generate_series(1, 10000000) g", []);
+      const next = session.query("SELECT 4 AS four", []);
+      const error = await cut.catch((failure: unknown) => failure);
+      expect(error).toBeInstanceOf(QueryFailedError);
+      const { code, answer } = error as QueryFailedError;
+      expect(code).toBe(SqlState.programLimitExceeded);
+      expect(answer.interrupted?.rows.map((row) => row.g)).toEqual(
+        Array.from({ length: 20 }, (_, i) => i + 1),
+      );
+      expect((await next).statements[0]!.rows).toEqual([{ four: 4 }]);
     });
   });
 
@@ -203,17 +203,14 @@ describe("a pipelined session through the proxy", () => {
   it("fails to open where the server asks for a password or refuses the startup", async () => {
     const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);
     await expect(
-      PipelinedSession.open(proxy.connectInProcess(), { user: agent.wallet, database: providerId }, () =>
-        proxy.connectInProcess(),
-      ),
+      PipelinedSession.open(proxy.connectInProcess(), { user: agent.wallet, database: providerId }),
     ).rejects.toThrow(/asked for a password/);
     const other = await fundedTestAgent(gateway, providerId, 10_000_000n);
     await expect(
-      PipelinedSession.open(
-        proxy.connectInProcess({ wallet: agent.wallet, providerId }),
-        { user: other.wallet, database: providerId },
-        () => proxy.connectInProcess(),
-      ),
+      PipelinedSession.open(proxy.connectInProcess({ wallet: agent.wallet, providerId }), {
+        user: other.wallet,
+        database: providerId,
+      }),
     ).rejects.toMatchObject({ code: "28000" });
   });
 });
@@ -222,9 +219,7 @@ describe("a pipelined session's reading", () => {
   it("reads answers however the bytes are split", async () => {
     const [client, server] = InProcessSocket.pair();
     server.on("data", () => {});
-    const opening = PipelinedSession.open(client, { user: "u", database: "d" }, () => {
-      throw new Error("no cancel here");
-    });
+    const opening = PipelinedSession.open(client, { user: "u", database: "d" });
     const started = Buffer.concat([
       encodeAuthenticationOk(),
       encodeBackendKeyData(1, 2),

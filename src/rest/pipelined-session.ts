@@ -4,7 +4,6 @@ import {
   type CommandTag,
   dataRowByteLength,
   decodeAuthentication,
-  decodeBackendKeyData,
   decodeCommandComplete,
   decodeDataRow,
   decodeNoticeFields,
@@ -18,7 +17,6 @@ import { type Frame, FrameReader } from "../proxy/frame-reader.js";
 import { BackendCode } from "../proxy/message-codes.js";
 import {
   encodeBind,
-  encodeCancelRequest,
   encodeClose,
   encodeCopyFail,
   encodeDescribe,
@@ -38,6 +36,13 @@ export interface SessionStartup {
   database: string;
   /** Settings sent in the startup message (`pgtoll.synchronous_charges`, …). */
   settings?: Readonly<Record<string, string>>;
+  /** How text values are read, as node-postgres's `types` option; node-postgres's own parsers by default. */
+  types?: TypeParsers;
+}
+
+/** node-postgres's `types` option: the parser of a column type's text values. */
+export interface TypeParsers {
+  getTypeParser(oid: number, format: "text"): (text: string) => unknown;
 }
 
 /** A column of a result, and how its text values are read. */
@@ -88,30 +93,30 @@ export class QueryFailedError extends Error {
   }
 }
 
-/** The query's rows passed its `maxResultBytes`: it was cancelled and its rows dropped as they arrived. */
-export class ResultTooLargeError extends Error {
-  override name = "ResultTooLargeError";
+/**
+ * A row of the answer could not be held (`QueryOptions.holdRow` refused it): the session was closed, so that no
+ * more of the result is relayed and charged; `answer.interrupted` has the rows held before it.
+ */
+export class RowNotHeldError extends Error {
+  override name = "RowNotHeldError";
 
-  constructor(
-    readonly maxBytes: number,
-    readonly answer: QueryAnswer,
-  ) {
-    super(`the result is larger than ${maxBytes} bytes`);
+  constructor(readonly answer: QueryAnswer) {
+    super("a row of the answer could not be held; the session was closed");
   }
-}
-
-/** The session ended before the query's answer did. */
-export class SessionEndedError extends Error {
-  override name = "SessionEndedError";
 }
 
 /** What a query may ask of its answer. */
 export interface QueryOptions {
   /**
-   * Most bytes of row values the answer may hold. Past it, the query is cancelled, the rows that still arrive
-   * are dropped unread into memory, and the query rejects with {@link ResultTooLargeError}.
+   * Called with each row's bytes before it is read: false refuses the row. The query then rejects with
+   * {@link RowNotHeldError} and the session ends (its other queries reject with {@link SessionEndedError}).
    */
-  maxResultBytes?: number;
+  holdRow?(bytes: number): boolean;
+}
+
+/** The session ended before the query's answer did. */
+export class SessionEndedError extends Error {
+  override name = "SessionEndedError";
 }
 
 /** A text the session keeps prepared, and the columns of its rows once described. */
@@ -129,10 +134,8 @@ interface PendingQuery {
   answer: QueryAnswer;
   current: StatementResult | undefined;
   columns: ResultColumn[];
-  bytes: number;
-  maxBytes: number;
   error: NoticeFields | undefined;
-  tooLarge: boolean;
+  holdRow: QueryOptions["holdRow"];
   resolve(answer: QueryAnswer): void;
   reject(error: Error): void;
 }
@@ -160,38 +163,36 @@ export class PipelinedSession {
   readonly #socket: Duplex;
   readonly #reader = new FrameReader();
   readonly #pending: PendingQuery[] = [];
-  #processId = 0;
-  #secretKey: Buffer | undefined;
+  #types: TypeParsers = pg.types as unknown as TypeParsers;
   #ended: Error | undefined;
   /** Messages of the queries made in this tick, written together at its end (`#send`). */
   readonly #unsent: Buffer[] = [];
   /** Query text to its prepared statement, oldest first. */
   readonly #prepared = new Map<string, PreparedStatement>();
   #preparedCount = 0;
+  /** `drained` callers, told when the last pending query is answered. */
+  #drainWaiters: (() => void)[] = [];
 
-  private constructor(
-    socket: Duplex,
-    private readonly connectForCancel: () => Duplex,
-  ) {
+  private constructor(socket: Duplex) {
     this.#socket = socket;
   }
 
-  /**
-   * Starts a session on `socket` and resolves once it is ready for queries. `connectForCancel` opens another
-   * connection to the same server, for a CancelRequest.
-   */
-  static open(
-    socket: Duplex,
-    startup: SessionStartup,
-    connectForCancel: () => Duplex,
-  ): Promise<PipelinedSession> {
-    const session = new PipelinedSession(socket, connectForCancel);
+  /** Starts a session on `socket` and resolves once it is ready for queries. */
+  static open(socket: Duplex, startup: SessionStartup): Promise<PipelinedSession> {
+    const session = new PipelinedSession(socket);
+    if (startup.types) session.#types = startup.types;
     return session.#start(startup);
   }
 
   /** Queries written and not yet answered. */
   get pendingQueries(): number {
     return this.#pending.length;
+  }
+
+  /** Resolves once every query written so far is answered (at once when none is waiting), or the session ended. */
+  drained(): Promise<void> {
+    if (this.#pending.length === 0 || this.#ended) return Promise.resolve();
+    return new Promise((resolve) => this.#drainWaiters.push(resolve));
   }
 
   /** Whether the session has ended (closed, or its connection broke). */
@@ -211,12 +212,6 @@ export class PipelinedSession {
             if (decodeAuthentication(frame.payload).type !== "ok")
               throw new Error("the server asked for a password; this session answers none");
             return;
-          case BackendCode.BackendKeyData: {
-            const key = decodeBackendKeyData(frame.payload);
-            this.#processId = key.processId;
-            this.#secretKey = key.secretKey;
-            return;
-          }
           case BackendCode.ErrorResponse: {
             const fields = decodeNoticeFields(frame.payload);
             throw new QueryFailedError(fields, emptyAnswer());
@@ -299,10 +294,8 @@ export class PipelinedSession {
         answer: emptyAnswer(),
         current: undefined,
         columns: [],
-        bytes: 0,
-        maxBytes: options.maxResultBytes ?? Number.POSITIVE_INFINITY,
         error: undefined,
-        tooLarge: false,
+        holdRow: options.holdRow,
         resolve,
         reject,
       });
@@ -358,7 +351,7 @@ export class PipelinedSession {
       case BackendCode.RowDescription:
         query.columns = decodeRowDescription(frame.payload).map((field) => ({
           name: field.name,
-          parse: pg.types.getTypeParser(field.typeOid, "text") as (text: string) => unknown,
+          parse: this.#types.getTypeParser(field.typeOid, "text"),
         }));
         // The description of the statement the query prepares: kept for its later runs.
         if (query.prepared) query.prepared.columns = query.columns;
@@ -375,8 +368,7 @@ export class PipelinedSession {
         return;
       case BackendCode.ErrorResponse:
         query.error = decodeNoticeFields(frame.payload);
-        if (query.current && query.current.rows.length > 0 && !query.tooLarge)
-          query.answer.interrupted = query.current;
+        if (query.current && query.current.rows.length > 0) query.answer.interrupted = query.current;
         query.current = undefined;
         // Its Parse failed: the text is not prepared, and the next query of it parses it again.
         if (query.parsing && query.prepared) this.#forget(query.prepared);
@@ -396,9 +388,9 @@ export class PipelinedSession {
         return;
       case BackendCode.ReadyForQuery:
         this.#pending.shift();
+        if (this.#pending.length === 0) this.#tellDrained();
         query.answer.transaction = decodeReadyForQuery(frame.payload);
-        if (query.tooLarge) query.reject(new ResultTooLargeError(query.maxBytes, query.answer));
-        else if (query.error) query.reject(new QueryFailedError(query.error, query.answer));
+        if (query.error) query.reject(new QueryFailedError(query.error, query.answer));
         else query.resolve(query.answer);
         return;
       default:
@@ -415,14 +407,13 @@ export class PipelinedSession {
       query.current = { command: "", rowCount: null, rows: [], rowBytes: 0 };
     }
     const result = query.current;
-    if (!result || query.tooLarge) return;
+    if (!result) return;
     const bytes = dataRowByteLength(payload);
-    query.bytes += bytes;
-    if (query.bytes > query.maxBytes) {
-      query.tooLarge = true;
-      for (const statement of query.answer.statements) statement.rows.length = 0;
-      result.rows.length = 0;
-      this.#cancel();
+    if (query.holdRow && !query.holdRow(bytes)) {
+      if (result.rows.length > 0) query.answer.interrupted = result;
+      this.#pending.shift();
+      query.reject(new RowNotHeldError(query.answer));
+      this.#end(new SessionEndedError("the session was closed: a row of an answer could not be held"));
       return;
     }
     const values = decodeDataRow(payload);
@@ -459,18 +450,15 @@ export class PipelinedSession {
       }
   }
 
-  /** Asks the server, on a connection of its own, to cancel what this session runs. */
-  #cancel(): void {
-    if (!this.#secretKey) return;
-    const connection = this.connectForCancel();
-    connection.on("error", () => {});
-    connection.end(encodeCancelRequest(this.#processId, this.#secretKey));
+  #tellDrained(): void {
+    for (const resolve of this.#drainWaiters.splice(0)) resolve();
   }
 
   #end(error: Error): void {
     if (this.#ended) return;
     this.#ended = error;
     for (const query of this.#pending.splice(0)) query.reject(error);
+    this.#tellDrained();
     this.#socket.destroy();
   }
 }

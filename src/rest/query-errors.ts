@@ -1,9 +1,6 @@
-import { boundText } from "../billing/message-bounds.js";
-import { withheldDatabaseText } from "../billing/priced-text.js";
 import { SqlState } from "../db/sql-state.js";
-import { OversizedMessageError } from "../providers/message-gate.js";
-import { ResultMemoryFullError } from "../providers/result-memory.js";
-import { ResultTooLargeError } from "./upstream-pipeline.js";
+import type { NoticeFields } from "../proxy/backend-messages.js";
+import { ROW_TOO_LARGE_PREFIX } from "../proxy/metering-errors.js";
 
 /** Failures of a metered query, each with the HTTP status the gateway answers it with. */
 export class QueryError extends Error {
@@ -21,6 +18,12 @@ export class QueryError extends Error {
     this.name = "QueryError";
   }
 }
+
+/** The answer to a query the agent's balance cannot start. */
+export const INSUFFICIENT_BALANCE = "insufficient balance: deposit funds with this provider first";
+/** The proxy's words for a session or statement refused before anything ran (funds-refusal.ts, metering-errors.ts). */
+const NOT_RUN =
+  /^insufficient funds: |^insufficient balance: deposit funds with this provider to run statements/;
 
 /** `code` of a result with a row above PGTOLL_MAX_ROW_BYTES. */
 export const ROW_TOO_LARGE = "row_too_large";
@@ -64,49 +67,49 @@ export function statusForSqlState(code: string): RefusalStatus {
 }
 
 /**
- * Turns an error from running statements upstream into the answer: PostgreSQL's own message and SQLSTATE kept,
- * said to be the database's refusal (4xx) or a failed execution (500). "invalid SQL" is kept for the guard's
- * verdict on text that does not parse (metered-query.ts). `withheld`: the statements read a priced table, so the
- * database's text is replaced by billing/priced-text.ts's, which holds no value.
+ * The REST answer to an error the statement pipeline ended a query with: pgtoll's own refusals (the agent's funds,
+ * a budget, a limit, the ledger) with their status, and PostgreSQL's by the table above, its text as the proxy
+ * relayed it (bounded, and withheld for a priced table: proxy/database-notices.ts).
  */
-export function upstreamQueryError(error: unknown, statementTimeoutMs: number, withheld = false): QueryError {
-  if (error instanceof OversizedMessageError)
-    return new QueryError(
-      422,
-      `result too large: a row (or the database's message) of ${error.bytes} bytes is above the limit of ${error.maxBytes} bytes (PGTOLL_MAX_ROW_BYTES); select less of the large value. Nothing was charged`,
-      ROW_TOO_LARGE,
-    );
-  if (error instanceof ResultMemoryFullError)
-    return new QueryError(
-      503,
-      `pgtoll is busy: the results it is reading for other requests fill its result memory (${error.maxBytes} bytes, PGTOLL_MAX_RESULTS_IN_MEMORY); try again shortly. Nothing was charged`,
-      RESULTS_MEMORY_FULL,
-    );
-  if (error instanceof ResultTooLargeError)
-    return new QueryError(
-      422,
-      `result too large: more than ${error.maxBytes} bytes of rows (PGTOLL_MAX_RESULT_BYTES); add a LIMIT or select fewer columns. Nothing was charged`,
-      RESULT_TOO_LARGE,
-    );
-  const pgError = error as { code?: string; message?: string };
-  const code =
-    typeof pgError.code === "string" && /^[0-9A-Z]{5}$/.test(pgError.code) ? pgError.code : undefined;
-  if (code === SqlState.queryCanceled) {
-    return new QueryError(
-      500,
-      `query execution failed: cancelled after the ${statementTimeoutMs / 1000} s statement timeout`,
-      code,
-    );
+export function pipelineQueryError(fields: NoticeFields, statementTimeoutMs?: number): QueryError {
+  const code = fields.code ?? "";
+  const message = fields.message ?? "the query failed";
+  switch (code) {
+    case SqlState.insufficientFunds:
+      // Refused before anything ran (at the session's start, or before its statement): the spec's words. A
+      // result cut off, a write rolled back or a time bound say what became of them.
+      return new QueryError(402, NOT_RUN.test(message) ? INSUFFICIENT_BALANCE : message);
+    case SqlState.queryCanceled:
+      if (statementTimeoutMs !== undefined)
+        return new QueryError(
+          500,
+          `query execution failed: cancelled after the ${statementTimeoutMs / 1000} s statement timeout`,
+          code,
+        );
+      break;
+    case SqlState.budgetExceeded:
+      return new QueryError(422, `over budget: ${message}`, BUDGET_EXCEEDED);
+    case SqlState.connectionRejected:
+      // The proxy would not open the agent's session (the provider's role turned superuser, …).
+      return new QueryError(403, message, code);
+    case SqlState.cannotConnectNow:
+    case SqlState.tooManyConnections:
+      return new QueryError(503, message, code);
+    case SqlState.programLimitExceeded:
+      // A row above PGTOLL_MAX_ROW_BYTES, refused unread; or a write above the provider's rows per statement.
+      return message.startsWith(ROW_TOO_LARGE_PREFIX)
+        ? new QueryError(422, `result too large: ${message}`, ROW_TOO_LARGE)
+        : new QueryError(403, message, code);
+    case SqlState.protocolViolation: {
+      const mismatch = paramsMismatch(message);
+      if (mismatch) return new QueryError(400, mismatch, code);
+      break;
+    }
   }
-  if (!code) return new QueryError(500, `query execution failed: ${pgError.message ?? String(error)}`);
-  const mismatch = code === SqlState.protocolViolation ? paramsMismatch(pgError.message ?? "") : null;
-  if (mismatch) return new QueryError(400, mismatch, code);
+  if (!/^[0-9A-Z]{5}$/.test(code)) return new QueryError(500, `query execution failed: ${message}`);
   const status = statusForSqlState(code);
-  if (withheld) return new QueryError(status, withheldDatabaseText(code, "error"), code, undefined, true);
-  // The database's text can carry data (a failed cast quotes its whole input): bounded, and charged as a row.
-  const detail = boundText(pgError.message ?? "");
   const what = status === 500 ? "query execution failed" : "the database refused the statement";
-  return new QueryError(status, `${what}: ${detail} (SQLSTATE ${code})`, code, undefined, true);
+  return new QueryError(status, `${what}: ${message} (SQLSTATE ${code})`, code, undefined, true);
 }
 
 const plural = (count: number, word: string) => `${count} ${word}${count === 1 ? "" : "s"}`;

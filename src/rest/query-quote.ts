@@ -47,6 +47,23 @@ export async function planStatements(
   return statements.map((statement, index) => ({ relations: statement.relations, usage: planned[index]! }));
 }
 
+/** Each statement with its recent estimate (none needed when it is not explainable); undefined when one is not known. */
+function knownPlans(
+  statements: readonly GuardedStatement[],
+  estimates: EstimateCache,
+  providerId: string,
+): MeteredStatement[] | undefined {
+  const planned: MeteredStatement[] = [];
+  for (const statement of statements) {
+    const usage = statement.explainable ? estimates.get(providerId, statement.sql) : NOT_PLANNED;
+    if (!usage) return undefined;
+    planned.push({ relations: statement.relations, usage });
+  }
+  return planned;
+}
+
+const NOT_PLANNED = Object.freeze({ rows: 0, bytes: 0 });
+
 export interface QuoteDeps {
   check(sql: string): GuardVerdict;
   estimates: EstimateCache;
@@ -85,6 +102,11 @@ export async function quoteQuery(
     return { allowed: false, refusal: { rule: verdict.rule, message: verdict.message } };
   if (request.params && request.params.length > 0 && verdict.statements.length !== 1)
     throw new QuoteError(400, "params can only be used with a single statement");
+  const known = knownPlans(verdict.statements, deps.estimates, request.providerId);
+  if (known) {
+    const { view, estimatedCostMicro } = quoteOf(known, request.price);
+    return { allowed: true, ...view, estimatedCostMicro };
+  }
   let client: pg.PoolClient;
   try {
     client = await deps.reader.connect();

@@ -223,7 +223,24 @@ export const QueryResult = Type.Object({
   actualCost: Amount,
   executionTime: Type.String({ description: "milliseconds with unit suffix, e.g. 4.21ms" }),
   truncated: Type.Optional(
-    Type.Boolean({ description: "with maxCost: true when the rows were cut to those the budget pays for" }),
+    Type.Boolean({
+      description:
+        "true when the rows stop short of the result (the agent's balance, maxCost, its daily limit or a result cap); present with maxCost, or when true",
+    }),
+  ),
+  stoppedBy: Type.Optional(
+    Type.Object(
+      {
+        code: Type.String({
+          description: "PT402 (balance), budget_exceeded (maxCost, daily limit), result_too_large (a cap)",
+        }),
+        message: Type.String(),
+      },
+      {
+        description:
+          "Why a truncated result stops: the rows before it were delivered and charged. An extension of the spec.",
+      },
+    ),
   ),
   costBreakdown: Type.Optional(
     Type.Object(

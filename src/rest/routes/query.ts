@@ -1,25 +1,24 @@
 import type { FastifyInstance } from "fastify";
-import type pg from "pg";
-import { ChargeWriter } from "../../billing/charge-writer.js";
 import { isRowsOnly } from "../../billing/cost.js";
-import { costParts } from "../../billing/cost-parts.js";
 import { formatMicro, numberToMicro, parseMicro } from "../../billing/money.js";
 import { findListedSummary } from "../../catalog/listing-store.js";
 import { ProviderGuards } from "../../guard/provider-guards.js";
 import { standardPolicy } from "../../guard/standard-policy.js";
-import { StatementShapes } from "../../guard/statement-shape.js";
 import { createVerdictCache } from "../../guard/verdict-cache.js";
-import { ProviderCache } from "../../providers/provider-cache.js";
+import { jsonSafeTypes } from "../../providers/json-safe-types.js";
+import { type PricedProvider, ProviderCache } from "../../providers/provider-cache.js";
+import type { AuthenticatedAgent } from "../../proxy/agent-session.js";
 import { type AcceptedPayment, acceptPayment } from "../../x402/accept-payment.js";
 import { queryTopUpMicro } from "../../x402/payment-terms.js";
 import { agentAuthentication } from "../agent-auth.js";
+import { AgentSessions } from "../agent-sessions.js";
 import type { GatewayContext } from "../context.js";
 import { EstimateCache } from "../estimate-cache.js";
-import { HeldFunds } from "../held-funds.js";
-import { estimateCostMicro, type MeteredQueryDeps, runMeteredQuery } from "../metered-query.js";
+import { type PipelinedQueryDeps, runPipelinedQuery } from "../pipelined-query.js";
 import { HttpError } from "../plugins/errors.js";
 import { gatewayLimits } from "../plugins/rate-limit.js";
 import { QueryError } from "../query-errors.js";
+import { quoteQuery } from "../query-quote.js";
 import { ErrorBody, PaymentRequiredBody, QueryBody, QueryErrorBody, QueryResult } from "../schemas.js";
 import { uuidParam, walletParam } from "../validate.js";
 import {
@@ -52,71 +51,72 @@ function maxCostParam(value: string | number | undefined): bigint | undefined {
 }
 
 /**
- * Rows' worth of an agent's balance reserved at a time while several of its queries run at once (held-funds.ts);
- * what is not spent is released when the last of them ends.
+ * Most proxy sessions one agent's queries to one provider are pipelined onto in this process: one. Each session
+ * holds part of the agent's balance, so a second one would compete with the first for it (and be refused while
+ * the first holds it all); pipelined, one session keeps its upstream backend busy.
  */
-const RESERVE_ROWS = 1000;
+const SESSIONS_PER_AGENT = 1;
+/**
+ * An agent's session with no query for this long is closed, and its upstream connection with it: one agent's
+ * session is cheap to open again, but a thousand agents' idle ones would hold a thousand connections.
+ */
+const SESSION_IDLE_MS = 1000;
+/** An agent's session is replaced after this long: what a session checks as it starts is checked again. */
+const SESSION_MAX_AGE_MS = 60_000;
 
-/** POST /api/query: metered SQL over HTTP (see metered-query.ts for the rules). */
+/** POST /api/query: metered SQL over HTTP, run through the wire proxy's statement pipeline (pipelined-query.ts). */
 export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayContext }) {
   const authenticate = agentAuthentication(ctx);
   const providers = new ProviderCache(ctx.db);
-  // Every answer waits for its charge's commit, so batches are not held back to gather more: each takes what
-  // queued while the one before was written (group commit). The wire proxy's writer, whose windows nobody
-  // waits for, does gather (measured with 10 connections: 2 141 req/s with a 25 ms gather, 4 673 without).
-  const writer = new ChargeWriter(ctx.db, {
-    ttlSeconds: ctx.config.reservationTtlSeconds,
-    batchIntervalMs: 0,
-    onBatchWritten: (seconds) => ctx.metrics.ledger.observeBatch("rest", seconds),
-    onError: (error, charge) =>
-      ctx.logger.error(
-        { err: error, reservationId: charge.reservationId },
-        "a query charge could not be written",
-      ),
-  });
-  ctx.metrics.ledger.watchWriter("rest", writer);
-  const funds = new HeldFunds({
-    ledger: ctx.db,
-    writer,
-    reservationTtlSeconds: ctx.config.reservationTtlSeconds,
-    ...(ctx.limits ? { limits: ctx.limits } : {}),
-    onReleaseError: (error) =>
-      ctx.logger.warn({ err: error }, "a held reservation could not be released; it will expire"),
-  });
-  app.addHook("onClose", async () => {
-    await funds.closeAll();
-    await writer.flush();
-  });
-  const shared: Omit<MeteredQueryDeps, "upstream" | "reader"> = {
-    check: createVerdictCache(ctx.policy),
-    funds,
-    estimates: new EstimateCache(),
-    reserveRows: RESERVE_ROWS,
-    rowCap: ctx.config.rowCap,
-    maxResultBytes: ctx.config.maxResultBytes,
-    resultMemory: ctx.upstream.resultMemory,
-    statementTimeoutMs: ctx.config.statementTimeoutMs,
-    refusals: ctx.metrics.refusals,
-    shapes: new StatementShapes(),
-    ledger: ctx.db,
+  const proxy = ctx.proxy;
+  const connect = (agent?: AuthenticatedAgent) => {
+    if (!proxy?.connect)
+      throw new QueryError(503, "pgtoll's statement pipeline is not running; try again shortly");
+    return proxy.connect(agent);
   };
+  const sessions = new AgentSessions({
+    connect: (agent) => connect({ ...agent, surface: "rest" }),
+    perAgent: SESSIONS_PER_AGENT,
+    idleMs: SESSION_IDLE_MS,
+    maxAgeMs: SESSION_MAX_AGE_MS,
+    // Each query's charge is written before its answer: the REST spec's rule.
+    settings: {
+      "pgtoll.synchronous_charges": "on",
+      // REST's answers are read whole into memory: capped as they arrive, in the proxy, before they are charged.
+      "pgtoll.max_result_rows": String(ctx.config.rowCap),
+      "pgtoll.max_result_bytes": String(ctx.config.maxResultBytes),
+    },
+    types: jsonSafeTypes,
+  });
+  app.addHook("onClose", async () => sessions.closeAll());
+  const check = createVerdictCache(ctx.policy);
+  const estimates = new EstimateCache();
   // Agents of a read-only provider are also held to the read-only rule (nothing may switch to read-write), and
   // those of a provider with table prices to its priced tables' rules.
-  const guards = new ProviderGuards(ctx.policy ?? standardPolicy, shared.check);
-  // One per provider pool, made once (again when the provider's guard changes with its pricing): copying the
-  // shared part into a new object on every request costs more.
-  const depsByPool = new WeakMap<pg.Pool, MeteredQueryDeps>();
-  const depsFor = (
-    upstream: pg.Pool,
-    reader: pg.Pool,
-    check: MeteredQueryDeps["check"],
-  ): MeteredQueryDeps => {
-    let deps = depsByPool.get(upstream);
-    if (deps?.check !== check) {
-      deps = { ...shared, upstream, reader, check };
-      depsByPool.set(upstream, deps);
-    }
-    return deps;
+  const guards = new ProviderGuards(ctx.policy ?? standardPolicy, check);
+  const depsFor = (found: PricedProvider): PipelinedQueryDeps => {
+    const providerCheck = guards.checkFor(found.pricing);
+    return {
+      check: providerCheck,
+      sessions,
+      settingsVersion: `${found.pricing.id}@${found.pricing.updatedAt.getTime()}`,
+      estimate: (request) =>
+        quoteQuery(
+          {
+            check: providerCheck,
+            estimates,
+            reader: ctx.upstream.get(found.provider, true),
+            statementTimeoutMs: ctx.config.statementTimeoutMs,
+          },
+          { ...request, price: found.pricing.price },
+        ).then(
+          (quote) => (quote.allowed ? quote.estimatedCostMicro : 0n),
+          () => 0n,
+        ),
+      refusals: ctx.metrics.refusals,
+      statementTimeoutMs: ctx.config.statementTimeoutMs,
+      resultMemory: ctx.upstream.resultMemory,
+    };
   };
   /** A listed provider's summary for its 402s' bazaar declaration; none when unlisted or unreadable. */
   const listingOf = async (providerId: string) => {
@@ -156,26 +156,19 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
       const found = await providers.find(providerId);
       if (!found) throw new HttpError(404, `provider ${providerId} not found`);
       if (!found.pricing) throw new HttpError(404, `provider ${providerId} has no pricing yet`);
-      const { readOnly } = found.pricing;
-      const deps = depsFor(
-        ctx.upstream.get(found.provider, readOnly),
-        ctx.upstream.get(found.provider, true),
-        guards.checkFor(found.pricing),
-      );
+      const deps = depsFor({ provider: found.provider, pricing: found.pricing });
       const query = {
         agentWallet,
         providerId,
         sql: request.body.sql,
         params: request.body.params,
-        price: found.pricing.price,
-        limits: found.pricing,
         maxCostMicro: maxCostParam(request.body.maxCost),
       };
       const offer = async (costMicro?: bigint): Promise<PaymentOffer | undefined> =>
         ctx.x402 && {
           terms: ctx.x402.terms,
           payTo: found.provider.walletAddress,
-          amountMicro: queryTopUpMicro(ctx.x402.terms, costMicro ?? (await estimateCostMicro(deps, query))),
+          amountMicro: queryTopUpMicro(ctx.x402.terms, costMicro ?? (await deps.estimate(query))),
           request,
           description: `SQL on the database of provider ${providerId}, charged per row`,
           ...(await listingOf(providerId)),
@@ -199,13 +192,10 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
         reply.headers(paymentResponseHeaders(paid.settlement));
       }
       try {
-        const result = await runMeteredQuery(deps, query);
+        const result = await runPipelinedQuery(deps, query);
         ok.inc();
         rowsMetered.inc(result.rowCount);
         chargedMicro.inc(Number(result.actualCostMicro));
-        // As the ledger counts it: a request that cost nothing left no entry.
-        if (result.actualCostMicro > 0n)
-          ctx.metrics.earnings.add(providerId, "rest", 1, result.rowCount, result.actualCostMicro);
         return {
           rows: result.rows,
           rowCount: result.rowCount,
@@ -213,14 +203,15 @@ export async function queryRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
           actualCost: formatMicro(result.actualCostMicro),
           executionTime: `${result.executionMs.toFixed(2)}ms`,
           // Only what the request or the price asks for: a rows-only answer stays as the spec shows it.
-          ...(query.maxCostMicro === undefined ? {} : { truncated: result.truncated }),
-          ...(isRowsOnly(query.price) ? {} : { costBreakdown: costParts(result.cost) }),
+          ...(query.maxCostMicro === undefined && !result.truncated ? {} : { truncated: result.truncated }),
+          ...(result.stoppedBy ? { stoppedBy: result.stoppedBy } : {}),
+          ...(isRowsOnly(found.pricing.price) ? {} : { costBreakdown: result.costParts }),
         };
       } catch (error) {
         let answer = error;
         if (error instanceof QueryError) {
           ctx.metrics.queries.labels("rest", OUTCOME_BY_STATUS[error.statusCode] ?? "failed").inc();
-          const payable = error.statusCode === 402 && !paid ? await offer(error.costMicro) : undefined;
+          const payable = error.statusCode === 402 && !paid ? await offer() : undefined;
           answer = payable
             ? paymentRequiredError(payable, `${error.message}, or pay for it with x402 (PAYMENT-REQUIRED)`)
             : new HttpError(error.statusCode, error.message, error.sqlState);
