@@ -1,10 +1,9 @@
 import type { Logger } from "pino";
-import type { CostBreakdown } from "../billing/cost.js";
 import { formatPrice } from "../billing/cost.js";
-import { costParts } from "../billing/cost-parts.js";
 import { formatMicro, parseMicro } from "../billing/money.js";
 import { SqlState } from "../db/sql-state.js";
 import type { TransactionStatus } from "./backend-messages.js";
+import { lastCostText } from "./last-cost-text.js";
 import { ledgerUnavailable } from "./metering-errors.js";
 import { errorFrame } from "./proxy-errors.js";
 import {
@@ -15,7 +14,7 @@ import {
   encodeReadyForQuery,
   encodeRowDescription,
 } from "./serializer.js";
-import type { QueryCost, SessionMeter } from "./session-meter.js";
+import type { SessionMeter } from "./session-meter.js";
 
 /** What the settings read of the session's meter. */
 export type SettingsMeter = Pick<
@@ -128,16 +127,6 @@ const synchronousCharges: SettingChange = {
     meter.synchronousCharges = parseBoolean(value) ?? false;
   },
 };
-
-/**
- * `SHOW pgtoll.last_statement_cost` and `pgtoll.last_query_cost`: the last statement's or query's cost and its
- * parts (a query's: summed over its statements, with their count), as JSON.
- */
-function lastCostText(cost: CostBreakdown | QueryCost | null): string {
-  if (!cost) return "{}";
-  const statements = "statements" in cost ? { statements: cost.statements } : {};
-  return JSON.stringify({ ...statements, ...costParts(cost), cost: formatMicro(cost.costMicro) });
-}
 
 /**
  * Settings the proxy answers itself, so that an agent with only a SQL tool can ask what it spends:

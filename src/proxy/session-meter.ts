@@ -267,8 +267,11 @@ export class SessionMeter {
     if (this.options.entries === "query") this.closeWindow();
   }
 
-  /** A query that leaves the session idle gives the hold back (`entries: "query"`). */
-  get releasesWhenIdle(): boolean {
+  /**
+   * The session runs REST's queries (`entries: "query"`): a query that leaves it idle gives the hold back, and
+   * each query's answer carries its cost (a `pgtoll.last_query_cost` ParameterStatus before its ReadyForQuery).
+   */
+  get servesRest(): boolean {
     return this.options.entries === "query";
   }
 

@@ -5,6 +5,7 @@ import { withholdsDatabaseText } from "../billing/priced-text.js";
 import type { GuardedStatement } from "../guard/index.js";
 import { DEFAULT_MAX_ROW_BYTES } from "../providers/message-gate.js";
 import { boundedNotice, pricedTableNotice, withheldError } from "./database-notices.js";
+import { lastCostText } from "./last-cost-text.js";
 import {
   budgetError,
   chargeNotWritten,
@@ -16,6 +17,7 @@ import {
   unpaidWriteError,
   writeLimitError,
 } from "./metering-errors.js";
+import { encodeParameterStatus } from "./serializer.js";
 import type { SessionMeter, Shortfall } from "./session-meter.js";
 
 /**
@@ -46,7 +48,8 @@ export type RelayMeter = Pick<
   | "queryAnswered"
   | "maxResultRows"
   | "maxResultBytes"
-  | "releasesWhenIdle"
+  | "servesRest"
+  | "lastQueryCost"
   | "writeChargesAndRelease"
 >;
 
@@ -182,6 +185,11 @@ export interface StatementMetering {
    * Undefined when the answer need not wait.
    */
   queryAnswered(idle?: boolean): Promise<Buffer | undefined> | undefined;
+  /**
+   * After `queryAnswered`, for a session that serves REST: the `pgtoll.last_query_cost` ParameterStatus that
+   * goes before the query's ReadyForQuery, so that its cost comes with its answer.
+   */
+  queryCostReport(): Buffer | undefined;
   /** The session has been idle long enough: the unspent hold goes back to the agent's balance. */
   release(): Promise<void>;
 }
@@ -454,7 +462,7 @@ class RowMetering implements StatementMetering {
     this.#queryRows = 0;
     this.#queryBytes = 0;
     if (!this.#meter.synchronousCharges) return undefined;
-    if (idle && this.#meter.releasesWhenIdle)
+    if (idle && this.#meter.servesRest)
       return this.#meter.writeChargesAndRelease().then(
         (outcome) => (outcome === "unavailable" ? chargeNotWritten() : undefined),
         () => chargeNotWritten(),
@@ -462,6 +470,11 @@ class RowMetering implements StatementMetering {
     return this.#meter
       .writeCharges()
       ?.then((outcome) => (outcome === "unavailable" ? chargeNotWritten() : undefined));
+  }
+
+  queryCostReport(): Buffer | undefined {
+    if (!this.#meter.servesRest) return undefined;
+    return encodeParameterStatus("pgtoll.last_query_cost", lastCostText(this.#meter.lastQueryCost));
   }
 
   release(): Promise<void> {

@@ -656,6 +656,8 @@ export class UpstreamAnswers {
     // The answer from its ReadyForQuery on waits for the charge; the upstream's next answers are read meanwhile,
     // so the charges of a pipelining client's queries are written together.
     if (written) this.#wire.holdClientOutput(written);
+    const report = this.#wire.closing() ? undefined : this.#metering.queryCostReport();
+    if (report) this.#toClient.push(report);
     this.#toClient.pushRange(buffer, start, end);
     if (idle) this.#wire.becameIdle(now);
     return waiting;

@@ -95,10 +95,10 @@ const sessionBudgets = new WeakMap<PipelinedSession, string>();
 const NO_BUDGET = "'none'";
 
 /**
- * Runs a REST request's SQL through the statement pipeline, as the agent: on one of its proxy sessions (with
- * `pgtoll.synchronous_charges` on, so the query's charge is written before its answer), followed by `SHOW
- * pgtoll.last_query_cost` for what it cost. The proxy guards, funds, bounds, meters and charges every statement
- * as it does a wire client's; this turns the request into a query and the answer into REST's.
+ * Runs a REST request's SQL through the statement pipeline, as the agent: as one query on its proxy session (with
+ * `pgtoll.synchronous_charges` on, so the query's charge is written before its answer, which carries its cost).
+ * The proxy guards, funds, bounds, meters and charges every statement as it does a wire client's; this turns the
+ * request into a query and the answer into REST's.
  *
  * A result cut off by the agent's funds, its budget or a result cap is answered with the rows delivered before
  * the cut (each paid for), `truncated` and `stoppedBy`; a write cut off is rolled back and refused uncharged.
@@ -187,26 +187,23 @@ interface Run {
   ended: boolean;
 }
 
-/** The query on a shared session, with the SHOW of its cost written right behind it (in the same tick). */
+/** The query on a shared session. */
 async function runShared(
   session: PipelinedSession,
   sql: string,
   values: readonly unknown[] | undefined,
   options: QueryOptions,
 ): Promise<Run> {
-  const ran = settled(session.query(sql, values, options));
-  const cost = settled(lastQueryCost(session));
-  const { value: answer, error } = await ran;
-  const shown = await cost;
-  // A row that could not be held closed the session: its refusal is the answer.
-  if (!shown.ok) throw answerOfError(error instanceof RowNotHeldError ? error : shown.error);
-  return { answer, error, cost: shown.value, ended: true };
+  const { value: answer, error } = await settled(session.query(sql, values, options));
+  // A row that could not be held closed the session: its refusal is the answer, nothing more is known.
+  if (error instanceof RowNotHeldError || error instanceof SessionEndedError) throw answerOfError(error);
+  return { answer, error, cost: reportedCost(answer ?? answerOf(error)), ended: true };
 }
 
 /**
  * The query on a session lent to it alone. A transaction block it leaves open is ended after it, committed
- * (rolled back when it failed), as the request's end. What it cost is what the session spent meanwhile, its parts
- * those of the query and of that COMMIT.
+ * (rolled back when it failed), as the request's end: its cost is the query's and that COMMIT's (a write in the
+ * block is charged as it completes, or with the COMMIT when the proxy wrapped it).
  */
 async function runAlone(
   session: PipelinedSession,
@@ -214,26 +211,25 @@ async function runAlone(
   values: readonly unknown[] | undefined,
   options: QueryOptions,
 ): Promise<Run> {
-  const before = settled(sessionCost(session));
-  const ran = settled(session.query(sql, values, options));
-  // In a transaction the query aborted, the SHOW fails too: the query's answer says why.
-  const queryCost = settled(lastQueryCost(session));
-  const { value: answer, error } = await ran;
-  const status = answer?.transaction ?? (error as { answer?: QueryAnswer } | undefined)?.answer?.transaction;
-  const end = status === "T" ? "COMMIT" : status === "E" ? "ROLLBACK" : undefined;
-  const ended = end === undefined ? undefined : settled(session.query(end));
-  const endCost = end === undefined ? undefined : settled(lastQueryCost(session));
-  const after = settled(sessionCost(session));
-  const [start, finish] = [await before, await after];
-  if (!start.ok) throw answerOfError(start.error);
-  if (!finish.ok) throw answerOfError(error instanceof RowNotHeldError ? error : finish.error);
-  const parts = addParts((await queryCost).value, (await endCost)?.value);
+  const { value: answer, error } = await settled(session.query(sql, values, options));
+  if (error instanceof RowNotHeldError || error instanceof SessionEndedError) throw answerOfError(error);
+  const status = (answer ?? answerOf(error))?.transaction;
+  const cost = reportedCost(answer ?? answerOf(error));
+  if (status !== "T" && status !== "E") return { answer, error, cost, ended: status !== undefined };
+  const ended = await settled(session.query(status === "T" ? "COMMIT" : "ROLLBACK"));
+  if (!ended.ok) return { answer, error, cost, ended: false };
+  const endCost = reportedCost(ended.value);
   return {
     answer,
     error,
-    cost: { costMicro: finish.value - start.value, parts },
-    ended: status !== undefined && (ended === undefined || (await ended).ok),
+    cost: { costMicro: cost.costMicro + endCost.costMicro, parts: addParts(cost, endCost) },
+    ended: true,
   };
+}
+
+/** The answer a failed query carries (what completed before its error). */
+function answerOf(error: unknown): QueryAnswer | undefined {
+  return error instanceof QueryFailedError ? error.answer : undefined;
 }
 
 /** The request's statements, as the guard allows them; 400/403 when it refuses them (nothing runs). */
@@ -285,23 +281,13 @@ interface ChargedCost {
   parts: Record<string, unknown>;
 }
 
-/** What the session's last query cost and its parts (`SHOW pgtoll.last_query_cost`); nothing for `{}`. */
-function lastQueryCost(session: PipelinedSession): Promise<ChargedCost> {
-  return session.query("SHOW pgtoll.last_query_cost").then((answer) => {
-    const parts = JSON.parse(shownValue(answer, "pgtoll.last_query_cost") || "{}") as Record<string, unknown>;
-    return { costMicro: parseMicro(String(parts.cost ?? "0")) ?? 0n, parts };
-  });
-}
-
-/** What the session has charged so far (`SHOW pgtoll.session_cost`). */
-function sessionCost(session: PipelinedSession): Promise<bigint> {
-  return session
-    .query("SHOW pgtoll.session_cost")
-    .then((answer) => parseMicro(shownValue(answer, "pgtoll.session_cost")) ?? 0n);
-}
-
-function shownValue(answer: QueryAnswer, setting: string): string {
-  return String(answer.statements[0]?.rows[0]?.[setting] ?? "");
+/**
+ * What a query cost and its parts, as the proxy reports them with its answer to a REST session (the
+ * `pgtoll.last_query_cost` ParameterStatus before its ReadyForQuery); nothing when it reported none.
+ */
+function reportedCost(answer: QueryAnswer | undefined): ChargedCost {
+  const parts = JSON.parse(answer?.reported.get("pgtoll.last_query_cost") || "{}") as Record<string, unknown>;
+  return { costMicro: parseMicro(String(parts.cost ?? "0")) ?? 0n, parts };
 }
 
 /** The parts of a query's cost and of the COMMIT that charged its writes, summed. */
