@@ -406,7 +406,8 @@ export const optionSpecs = {
   },
   rowCap: {
     env: "PGTOLL_ROW_CAP",
-    description: "Largest result `POST /api/query` returns; larger results are refused uncharged.",
+    description:
+      "Most rows a `POST /api/query` answer carries: the proxy relays no row past it and the answer is cut off there (`truncated`, `stoppedBy` `result_too_large`), only the rows answered charged.",
     defaultText: "10000",
     parse: integer("PGTOLL_ROW_CAP", 10_000, 1, 10_000_000),
   },
@@ -420,14 +421,14 @@ export const optionSpecs = {
   maxResultBytes: {
     env: "PGTOLL_MAX_RESULT_BYTES",
     description:
-      "Largest result `POST /api/query` reads, in bytes of its rows (summed as they arrive); larger results are refused uncharged (422 `result_too_large`).",
+      "Most bytes of rows a `POST /api/query` answer carries (DataRow payloads, summed as they arrive): the proxy relays no row past it and the answer is cut off there (`truncated`, `stoppedBy` `result_too_large`), only the rows answered charged.",
     defaultText: "33554432",
     parse: integer("PGTOLL_MAX_RESULT_BYTES", 32 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
   },
   maxResultsInMemory: {
     env: "PGTOLL_MAX_RESULTS_IN_MEMORY",
     description:
-      "Most bytes of provider results `POST /api/query` holds in memory at once, all requests together (each request's rows until it is answered, and each large message while it is read); a request that would pass it is refused uncharged (503 `results_memory_full`). At least PGTOLL_MAX_RESULT_BYTES.",
+      "Most bytes of provider results `POST /api/query` holds in memory at once, all requests together (each request's rows until it is answered); a request whose next row would pass it is refused (503 `results_memory_full`) and its session closed, the rows relayed before charged. At least PGTOLL_MAX_RESULT_BYTES.",
     defaultText: "268435456",
     parse: integer(
       "PGTOLL_MAX_RESULTS_IN_MEMORY",
@@ -451,7 +452,8 @@ export const optionSpecs = {
   },
   providerPoolSize: {
     env: "PGTOLL_PROVIDER_POOL_SIZE",
-    description: "Connections per provider database used by `POST /api/query`.",
+    description:
+      "Connections per provider database used by `POST /api/query` for the planner's estimates (`estimatedCost`); the queries themselves run on the wire proxy's sessions.",
     defaultText: "5",
     parse: integer("PGTOLL_PROVIDER_POOL_SIZE", 5, 1, 1000),
   },
