@@ -133,9 +133,7 @@ export async function runPipelinedQuery(
     const budgetSet =
       sessionBudgets.get(session) === budget ? undefined : settled(setBudget(session, budget));
     const values = request.params ?? (statements.length === 1 ? [] : undefined);
-    const run = pipelined
-      ? await runShared(session, request.sql, values, options)
-      : await runAlone(session, request.sql, values, options);
+    const run = await runQuery(session, request.sql, values, options);
     const budgetOutcome = await budgetSet;
     if (budgetOutcome && !budgetOutcome.ok) throw answerOfError(budgetOutcome.error);
     reusable =
@@ -187,8 +185,13 @@ interface Run {
   ended: boolean;
 }
 
-/** The query on a shared session. */
-async function runShared(
+/**
+ * Runs the query on `session`. A transaction block it leaves open (only a request on a session lent to it alone
+ * can) is ended after it, committed (rolled back when it failed), as the request's end: its cost is the query's
+ * and that COMMIT's (a write in the block is charged as it completes, or with the COMMIT when the proxy wrapped
+ * it).
+ */
+async function runQuery(
   session: PipelinedSession,
   sql: string,
   values: readonly unknown[] | undefined,
@@ -196,22 +199,6 @@ async function runShared(
 ): Promise<Run> {
   const { value: answer, error } = await settled(session.query(sql, values, options));
   // A row that could not be held closed the session: its refusal is the answer, nothing more is known.
-  if (error instanceof RowNotHeldError || error instanceof SessionEndedError) throw answerOfError(error);
-  return { answer, error, cost: reportedCost(answer ?? answerOf(error)), ended: true };
-}
-
-/**
- * The query on a session lent to it alone. A transaction block it leaves open is ended after it, committed
- * (rolled back when it failed), as the request's end: its cost is the query's and that COMMIT's (a write in the
- * block is charged as it completes, or with the COMMIT when the proxy wrapped it).
- */
-async function runAlone(
-  session: PipelinedSession,
-  sql: string,
-  values: readonly unknown[] | undefined,
-  options: QueryOptions,
-): Promise<Run> {
-  const { value: answer, error } = await settled(session.query(sql, values, options));
   if (error instanceof RowNotHeldError || error instanceof SessionEndedError) throw answerOfError(error);
   const status = (answer ?? answerOf(error))?.transaction;
   const cost = reportedCost(answer ?? answerOf(error));
