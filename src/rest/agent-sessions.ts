@@ -77,7 +77,7 @@ export class AgentSessions {
   async session(agent: SessionsKey): Promise<PipelinedSession> {
     const { pool, key } = this.#pool(agent);
     // No await between choosing and opening: a call right after sees the session being opened.
-    const chosen = await (this.#choose(pool) ?? this.#openOrShare(agent));
+    const chosen = await (this.#choose(pool, key) ?? this.#openOrShare(agent));
     const current = this.#pools.get(key);
     if (current?.sessions.has(chosen)) current.sessions.set(chosen, performance.now());
     return chosen;
@@ -90,8 +90,8 @@ export class AgentSessions {
    * it; close it otherwise.
    */
   async exclusive(agent: SessionsKey): Promise<PipelinedSession> {
-    const { pool } = this.#pool(agent);
-    const session = await (this.#choose(pool) ?? this.#openOrShare(agent));
+    const { pool, key } = this.#pool(agent);
+    const session = await (this.#choose(pool, key) ?? this.#openOrShare(agent));
     const current = this.#pool(agent).pool;
     current.sessions.delete(session);
     current.lent.add(session);
@@ -140,14 +140,18 @@ export class AgentSessions {
    * An idle session, else (at the agent's limit) the least busy one, or one being opened when none is open yet;
    * undefined when one should be opened.
    */
-  #choose(pool: AgentPool): PipelinedSession | Promise<PipelinedSession> | undefined {
+  #choose(pool: AgentPool, key: string): PipelinedSession | Promise<PipelinedSession> | undefined {
     let least: PipelinedSession | undefined;
     const oldest = performance.now() - this.options.maxAgeMs;
     for (const session of pool.sessions.keys()) {
-      if (session.ended) pool.sessions.delete(session);
-      else if ((this.#openedAt.get(session) ?? 0) < oldest) {
+      if (session.ended) {
+        // Ended by the proxy (it closed the connection): its hold is on its way back.
+        pool.sessions.delete(session);
+        this.#closedAt.set(key, performance.now());
+      } else if ((this.#openedAt.get(session) ?? 0) < oldest) {
         pool.sessions.delete(session);
         void session.drained().then(() => session.close());
+        this.#closedAt.set(key, performance.now());
       } else if (session.pendingQueries === 0) return session;
       else if (!least || session.pendingQueries < least.pendingQueries) least = session;
     }
