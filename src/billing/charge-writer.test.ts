@@ -91,6 +91,38 @@ describe("ChargeWriter", () => {
     }
   });
 
+  it("writes a charge someone waits for without gathering more (hurry)", async () => {
+    const agent = randomWallet();
+    await depositFor(meta.pool, meta.providerId, 1_000n, agent);
+    const r = (await reserveFunds(meta.pool, {
+      agentWallet: agent,
+      providerId: meta.providerId,
+      minMicro: 100n,
+      maxMicro: 100n,
+      ttlSeconds: 60,
+    }))!;
+    // Under load (a charge queued while a batch is written) it gathers for a second.
+    const writer = new ChargeWriter(meta.pool, { ttlSeconds: 60, batchIntervalMs: 1000, gatherTickMs: 1000 });
+    const charge = (costMicro: bigint) =>
+      writer.enqueue({
+        reservationId: r.id,
+        agentWallet: agent,
+        providerId: meta.providerId,
+        costMicro,
+        metadata: {},
+      });
+    const first = charge(1n);
+    const second = charge(2n);
+    await first;
+    const gathered = performance.now();
+    const third = charge(3n);
+    writer.hurry();
+    await Promise.all([second, third]);
+    // Without hurry it would wait out the gather: a second at least.
+    expect(performance.now() - gathered).toBeLessThan(500);
+    await writer.flush();
+  });
+
   it("charges the available balance when the reservation is gone, and never overdraws", async () => {
     const agent = randomWallet();
     await depositFor(meta.pool, meta.providerId, 10n, agent);

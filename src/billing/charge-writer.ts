@@ -84,6 +84,8 @@ export class ChargeWriter {
   /** Ends the wait between two batches early (a full batch is queued, or someone flushes). */
   #wake: (() => void) | null = null;
   #flushing = 0;
+  /** Someone waits for a queued charge (`hurry`): the next batch is not held back to gather more. */
+  #hurried = false;
   #corked = 0;
   /** Attempts in a row that found the ledger unavailable. */
   #unavailableAttempts = 0;
@@ -143,6 +145,16 @@ export class ChargeWriter {
     else if (this.#queue.length >= this.#fullBatch) this.#wake?.();
   }
 
+  /**
+   * Ends the gathering of the next batch at once: a caller waits for a charge it queued (a session with
+   * synchronous charges), and a batch held back to gather more would hold its answer back too. Charges queued
+   * while a batch is written still go together into the next one.
+   */
+  hurry(): void {
+    this.#hurried = true;
+    this.#wake?.();
+  }
+
   /** Resolves when every charge queued so far is written, without waiting out the batch interval. */
   async flush(): Promise<void> {
     this.#flushing++;
@@ -173,6 +185,7 @@ export class ChargeWriter {
     try {
       while (this.#queue.length > 0) {
         const started = performance.now();
+        this.#hurried = false;
         const { tell, retry } = await this.#write(this.#queue.splice(0, this.#maxBatch));
         this.options.onBatchWritten?.((performance.now() - started) / 1000);
         if (retry.length > 0) {
@@ -209,7 +222,7 @@ export class ChargeWriter {
     // Callers told just now queue their next charge within this turn of the event loop: count those in.
     await nextTurn();
     let seen = this.#queue.length;
-    while (seen < this.#fullBatch && this.#flushing === 0) {
+    while (seen < this.#fullBatch && this.#flushing === 0 && !this.#hurried) {
       const left = until - performance.now();
       if (left <= 0) return;
       await this.#sleep(Math.min(left, this.#tickMs));

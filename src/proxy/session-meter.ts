@@ -768,6 +768,7 @@ export class SessionMeter {
   writeCharges(): Promise<"written" | "unavailable"> | undefined {
     this.closeWindow();
     if (this.#unwrittenMicro === 0n) return undefined;
+    this.#writer.hurry();
     return Promise.race([
       this.#hold.written().then(() => "written" as const),
       this.#writer.ledgerUnavailable(true).then(() => "unavailable" as const),
@@ -775,7 +776,7 @@ export class SessionMeter {
   }
 
   /**
-   * `writeCharges` for a query that leaves a REST session idle (`releasesWhenIdle`): its charge is written with
+   * `writeCharges` for a query that leaves a REST session idle (`servesRest`): its charge is written with
    * the hold's release, in one statement.
    */
   writeChargesAndRelease(): Promise<"written" | "unavailable"> {
