@@ -780,6 +780,7 @@ export class SessionMeter {
    * the hold's release, in one statement.
    */
   writeChargesAndRelease(): Promise<"written" | "unavailable"> {
+    this.#writer.hurry();
     return Promise.race([
       this.release().then(() => "written" as const),
       this.#writer.ledgerUnavailable(true).then(() => "unavailable" as const),
