@@ -75,6 +75,21 @@ describe("an agent's sessions", () => {
     }
   });
 
+  it("count a session idle from its last answer, not from when it was handed out", async () => {
+    const sessions = agentSessions(300);
+    const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);
+    const key = { wallet: agent.wallet, providerId };
+    try {
+      const first = await sessions.session(key);
+      await first.query("SELECT pg_sleep(0.8)", []);
+      // Handed out 800 ms ago, idle for less than its 300 ms: kept for the agent's next query.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(await sessions.session(key)).toBe(first);
+    } finally {
+      sessions.closeAll();
+    }
+  });
+
   it("replace a session past its age once its queries are answered", async () => {
     const sessions = agentSessions(60_000, 200);
     const agent = await fundedTestAgent(gateway, providerId, 10_000_000n);

@@ -177,7 +177,7 @@ export class AgentSessions {
         if (shared) return shared;
         // A session of the agent's closed a moment ago gives its hold back to the balance just after it ends.
         const closedAt = this.#closedAt.get(key);
-        if (closedAt === undefined || performance.now() - closedAt > RELEASE_WAIT_MS || attempt >= 4)
+        if (closedAt === undefined || performance.now() - closedAt > RELEASE_WAIT_MS || attempt >= 6)
           throw error;
         await new Promise((resolve) => setTimeout(resolve, 10 * 2 ** attempt));
       }
@@ -232,12 +232,15 @@ export class AgentSessions {
     for (const [key, closedAt] of this.#closedAt)
       if (now - closedAt > RELEASE_WAIT_MS) this.#closedAt.delete(key);
     for (const [key, pool] of this.#pools) {
-      for (const [session, lastUsed] of pool.sessions)
-        if (session.ended || (session.pendingQueries === 0 && lastUsed < before)) {
+      for (const [session, lastUsed] of pool.sessions) {
+        // Idle since its last answer, not since it was handed out: a long query's session is not closed at its end.
+        const idleSince = Math.max(lastUsed, session.idleSince);
+        if (session.ended || (session.pendingQueries === 0 && idleSince < before)) {
           session.close();
           pool.sessions.delete(session);
           this.#closedAt.set(key, now);
         }
+      }
       this.#forgetIfEmpty(key, pool);
     }
   }

@@ -170,6 +170,7 @@ export class PipelinedSession {
   /** Query text to its prepared statement, oldest first. */
   readonly #prepared = new Map<string, PreparedStatement>();
   #preparedCount = 0;
+  #idleSince = performance.now();
   /** `drained` callers, told when the last pending query is answered. */
   #drainWaiters: (() => void)[] = [];
 
@@ -187,6 +188,11 @@ export class PipelinedSession {
   /** Queries written and not yet answered. */
   get pendingQueries(): number {
     return this.#pending.length;
+  }
+
+  /** When the session last had no query waiting (performance.now()): at its start, or its last answer. */
+  get idleSince(): number {
+    return this.#idleSince;
   }
 
   /** Resolves once every query written so far is answered (at once when none is waiting), or the session ended. */
@@ -451,6 +457,7 @@ export class PipelinedSession {
   }
 
   #tellDrained(): void {
+    this.#idleSince = performance.now();
     for (const resolve of this.#drainWaiters.splice(0)) resolve();
   }
 

@@ -284,6 +284,25 @@ describe("POST /api/query: metering", () => {
     expect(body.actualCost).toBe("0.750000");
   });
 
+  it("keeps the row cap whatever the agent's SQL sets on its session", async () => {
+    const agent = await fundedAgent(100_000_000n);
+    for (const sql of [
+      "SET pgtoll.max_result_rows = 'none'; SELECT g FROM generate_series(1, 1000) g",
+      "SET pgtoll.max_result_rows = 'none'",
+      "RESET pgtoll.max_result_bytes",
+    ]) {
+      const res = await query(agent, sql);
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json().code).toBe("0A000");
+    }
+    const capped = await query(agent, "SELECT g FROM generate_series(1, 1000) g");
+    expect(capped.json()).toMatchObject({
+      rowCount: 500,
+      truncated: true,
+      stoppedBy: { code: "result_too_large" },
+    });
+  });
+
   it("returns JSON-safe values", async () => {
     const agent = await fundedAgent(1_000_000n);
     const res = await query(
