@@ -47,13 +47,16 @@ export async function estimateStatements(
   const planned: PlanEstimate[] = [];
   for (const statement of statements) {
     planned.push(
-      statement.explainable ? await estimateOne(client, statement, params, estimates, providerId) : NONE,
+      statement.explainable
+        ? await estimateOne(client, statement, params, estimates, providerId)
+        : NOT_PLANNED,
     );
   }
   return planned;
 }
 
-const NONE: PlanEstimate = Object.freeze({ rows: 0, bytes: 0 });
+/** The estimate of a statement the planner cannot plan (not explainable, or a table an earlier one creates). */
+export const NOT_PLANNED: PlanEstimate = Object.freeze({ rows: 0, bytes: 0 });
 
 async function estimateOne(
   client: pg.ClientBase,
@@ -74,6 +77,6 @@ async function estimateOne(
     return planned;
   } catch {
     // The statement's own execution reports the real error.
-    return NONE;
+    return NOT_PLANNED;
   }
 }

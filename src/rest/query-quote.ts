@@ -5,7 +5,7 @@ import { formatMicro } from "../billing/money.js";
 import { costOfStatements, type MeteredStatement } from "../billing/request-cost.js";
 import type { GuardedStatement, GuardVerdict } from "../guard/index.js";
 import type { EstimateCache } from "./estimate-cache.js";
-import { estimateStatements } from "./plan-rows.js";
+import { estimateStatements, NOT_PLANNED } from "./plan-rows.js";
 
 /**
  * What statements would cost by the planner's estimates, by the one cost rule (request-cost.ts), as agents read
@@ -61,8 +61,6 @@ function knownPlans(
   }
   return planned;
 }
-
-const NOT_PLANNED = Object.freeze({ rows: 0, bytes: 0 });
 
 export interface QuoteDeps {
   check(sql: string): GuardVerdict;
