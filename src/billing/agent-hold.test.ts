@@ -187,7 +187,7 @@ describe("an agent's hold", () => {
     // Without knowing of that release, a top-up falls short.
     expect(await holdOf(agent).cover(600n, 0n)).toBe(false);
     const next = holdOf(agent, {
-      releasesInFlight: () => {
+      reclaimOtherHolds: () => {
         ledger.open();
         return releasing;
       },

@@ -20,10 +20,11 @@ export interface AgentHoldOptions {
    */
   fairShareAboveMicro?: bigint;
   /**
-   * The releases of this agent's other holds that are in flight in this process, if any: a top-up that falls
-   * short waits for them, as the funds it needs may still sit there, and tries once more.
+   * Releases of this agent's other holds in this process that a top-up which falls short waits for, then tries
+   * once more: the funds it needs may sit there. The caller starts them (the holds of the agent's idle sessions,
+   * `IdleHolds.reclaim`) or returns those in flight; undefined when there are none.
    */
-  releasesInFlight?: () => Promise<unknown> | undefined;
+  reclaimOtherHolds?: () => Promise<unknown> | undefined;
   /** Told when a top-up lands or the hold is released: what is unspent changed without the holder taking it. */
   onHeldChanged?: () => void;
   /** Tells the hold, while it holds something, that the agent's daily limit with the provider changed. */
@@ -105,6 +106,11 @@ export class AgentHold implements LimitBoundHold {
   /** What the next top-up of the hold's own size takes, before it doubles. */
   get size(): bigint {
     return this.#size;
+  }
+
+  /** A top-up is in flight: a release now would wait for it. */
+  get toppingUp(): boolean {
+    return this.#inFlight !== null;
   }
 
   /** The reservation's id while something is held; the charges queued against the hold name it. */
@@ -221,7 +227,7 @@ export class AgentHold implements LimitBoundHold {
     if (this.#givingBack) await this.#givingBack;
     const added = await this.#funds.add(minMicro, maxMicro, fairShareAbove);
     if (added >= minMicro) return added;
-    const releases = this.#releasing ?? this.options.releasesInFlight?.();
+    const releases = this.#releasing ?? this.options.reclaimOtherHolds?.();
     if (!releases) return added;
     await releases.catch(() => undefined);
     return this.#funds.add(minMicro, maxMicro, fairShareAbove);

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Socket } from "node:net";
 import type { RefusalKind } from "../analytics/refusal-tally.js";
 import { normalizeAddress } from "../billing/address.js";
+import type { Price } from "../billing/cost.js";
 import { SqlState } from "../db/sql-state.js";
 import { findReadOnlySettingViolation } from "../guard/index.js";
 import { ProviderGuards } from "../guard/provider-guards.js";
@@ -11,13 +12,14 @@ import { findProviderForQuery, type PricingRecord } from "../providers/registry.
 import { verifyAgentToken } from "./agent-token.js";
 import type { Frame } from "./frame-reader.js";
 import { fundsRefusal } from "./funds-refusal.js";
+import { IdleHolds } from "./idle-holds.js";
 import { sessionSettings } from "./in-band-settings.js";
 import type { ProxyContext } from "./proxy-context.js";
 import { errorFrame, StartupRefusal } from "./proxy-errors.js";
 import { Relay } from "./relay.js";
 import { encodeTerminate } from "./serializer.js";
 import { restartFarewell } from "./session-drain.js";
-import { agentFunding } from "./session-funding.js";
+import { type AgentFunding, agentFunding } from "./session-funding.js";
 import { SessionMeter } from "./session-meter.js";
 import { cancelUpstreamQuery, registerCancelKey, type SessionPlan, welcomeMessage } from "./session-plan.js";
 import type { SessionRequest } from "./startup-options.js";
@@ -79,7 +81,7 @@ export async function planAgentSession(
     }
   }
   // No upstream session for an agent that cannot pay a row; one that pays nothing stays out of the funded share.
-  const funding = await agentFunding(ctx.db, request.agentWallet, request.providerId, price.price);
+  const funding = await fundingForSession(ctx, request.agentWallet, request.providerId, price.price);
   if (funding.tier === "unfunded")
     throw fundsRefusal(request.providerId, funding, price.price, found.provider.walletAddress);
   const guard = guardsOf(ctx).checkFor(price);
@@ -147,6 +149,12 @@ async function checkAgentCredential(request: SessionRequest, credential: AgentCr
   }
 }
 
+/**
+ * How long a session serving REST keeps its hold once idle. An agent's requests that follow each other closer
+ * than this run on the hold they left; one alone reserves before it runs and releases this long after its answer.
+ */
+export const REST_IDLE_RELEASE_MS = 100;
+
 /** One memo of statement fingerprints per proxy, for the breakdown of its sessions' ledger entries. */
 const statementShapes = new WeakMap<ProxyContext, StatementShapes>();
 
@@ -157,6 +165,47 @@ function statementShapesOf(ctx: ProxyContext): StatementShapes {
     statementShapes.set(ctx, shapes);
   }
   return shapes;
+}
+
+/**
+ * Waits before a refusal stands when only the agent's holds keep it from paying a row, in milliseconds: a hold
+ * idle in another pgtoll process comes back after its idle spell (a REST session's: `REST_IDLE_RELEASE_MS`).
+ */
+const HELD_FUNDS_WAITS_MS = [50, 100, 100];
+
+/**
+ * The agent's funding for a new session. When what it has is held by its other sessions, those idle in this
+ * process give it back at once (`IdleHolds`), and a refusal waits a moment for those of other processes.
+ */
+async function fundingForSession(
+  ctx: ProxyContext,
+  agentWallet: string,
+  providerId: string,
+  price: Price,
+): Promise<AgentFunding> {
+  let funding = await agentFunding(ctx.db, agentWallet, providerId, price);
+  for (const waitMs of [0, ...HELD_FUNDS_WAITS_MS]) {
+    const heldBack =
+      funding.tier === "unfunded" && funding.availableMicro + funding.heldMicro >= funding.neededMicro;
+    if (!heldBack) return funding;
+    const reclaimed = waitMs === 0 ? idleHoldsOf(ctx).reclaim(agentWallet, providerId) : undefined;
+    if (reclaimed) await reclaimed;
+    else if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
+    funding = await agentFunding(ctx.db, agentWallet, providerId, price);
+  }
+  return funding;
+}
+
+/** One registry of the sessions that may sit idle on an agent's funds per proxy. */
+const idleHolds = new WeakMap<ProxyContext, IdleHolds>();
+
+function idleHoldsOf(ctx: ProxyContext): IdleHolds {
+  let holds = idleHolds.get(ctx);
+  if (!holds) {
+    holds = new IdleHolds();
+    idleHolds.set(ctx, holds);
+  }
+  return holds;
 }
 
 /** One set of providers' guards per proxy, over its verdict cache. */
@@ -198,6 +247,7 @@ function startMeteredRelay(
     ...(ctx.limits ? { limits: ctx.limits } : {}),
     onCharge: (cost) => ctx.metrics.chargedMicro.inc(Number(cost)),
     onWindowClosed: (statements, rows, cost) => ctx.earnings.add(providerId, surface, statements, rows, cost),
+    reclaimIdleHolds: () => idleHoldsOf(ctx).reclaim(agentWallet, providerId),
     ...(surface === "rest" ? { entries: "query" as const } : {}),
   });
   const key = registerCancelKey(ctx.registry, upstream);
@@ -210,6 +260,7 @@ function startMeteredRelay(
   const settings = sessionSettings({ meter, depositAddress });
   // Checked at startup (startup-options.ts): applying them cannot fail.
   for (const [name, value] of Object.entries(pgtollSettings)) settings.change(name, value, 1);
+  let forgetIdleHold = () => {};
   const relay: Relay = new Relay({
     client,
     upstream: upstream.socket,
@@ -225,7 +276,7 @@ function startMeteredRelay(
     metrics: ctx.metrics,
     logger: log,
     status: upstream.status,
-    idleReleaseMs: ctx.idleReleaseMs,
+    idleReleaseMs: surface === "rest" ? (ctx.restIdleReleaseMs ?? REST_IDLE_RELEASE_MS) : ctx.idleReleaseMs,
     drainTimeoutMs: ctx.statementTimeoutMs + 5000,
     cancelUpstream: () => cancelUpstreamQuery(upstream),
     onEnd: (reason) => {
@@ -244,9 +295,11 @@ function startMeteredRelay(
         .catch((error) => log.error({ err: error }, "could not release the session's reservation"));
       ctx.releases.add(release);
       void release.finally(() => ctx.releases.delete(release));
+      forgetIdleHold();
       drained();
     },
   });
+  if (!ended) forgetIdleHold = idleHoldsOf(ctx).add(agentWallet, providerId, () => relay.releaseIfIdle());
   client.on("close", () => {
     relay.clientGone();
     // A session still draining what its client left upstream is waited for at shutdown, like a release.

@@ -10,7 +10,7 @@ describe("the refusal of a session for want of funds", () => {
     const price = priceOf({ priceMicroPer1000Rows: 1_000_000n, markupPpm: 1_500_000n });
     const refusal = fundsRefusal(
       "p1",
-      { tier: "unfunded", availableMicro: 700n, neededMicro: costOfRows(1, price) },
+      { tier: "unfunded", availableMicro: 700n, heldMicro: 0n, neededMicro: costOfRows(1, price) },
       price,
       WALLET,
     );

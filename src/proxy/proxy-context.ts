@@ -81,6 +81,12 @@ export interface ProxyContext {
   exemptFromAddressLimit?(address: string): boolean;
   /** An idle session gives its unspent reservation back after this long. */
   idleReleaseMs: number;
+  /**
+   * The same for a session that serves REST's requests (`POST /api/query`, MCP); default
+   * `REST_IDLE_RELEASE_MS`. Short: while a session holds funds, the agent's other sessions (a wire session, another
+   * process's) cannot reserve them. Long enough that requests in quick succession reserve once, not once each.
+   */
+  restIdleReleaseMs?: number;
   /** Largest row relayed, in bytes (PGTOLL_MAX_ROW_BYTES); default 16 MiB. A larger one cuts its result off unread. */
   maxRowBytes?: number;
   /** PROXY protocol headers from trusted load balancers (PGTOLL_TRUSTED_PROXIES); unset: none is read. */

@@ -476,6 +476,18 @@ export class Relay {
     return timer;
   }
 
+  /**
+   * Gives the reservation back now if the session is idle (nothing pending, nothing from the client since its
+   * last answer): another session of the agent's needs the funds (`IdleHolds`). Undefined when it is busy.
+   */
+  releaseIfIdle(): Promise<void> | undefined {
+    if (this.#ended || this.#idleSince === undefined || !this.#queue.empty) return undefined;
+    if (!this.deps.metering.holdsIdleFunds) return undefined;
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
+    return this.deps.metering.release();
+  }
+
   /** Gives the reservation back once the session has been idle for `idleReleaseMs` (else waits the rest). */
   readonly #onIdleTimer = (): void => {
     this.#idleTimer = undefined;

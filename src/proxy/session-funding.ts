@@ -16,6 +16,8 @@ export type FundingTier = "funded" | "free-tier" | "unfunded";
 export interface AgentFunding {
   tier: FundingTier;
   availableMicro: bigint;
+  /** What the agent's holds (its open sessions', in any process) keep from the balance. */
+  heldMicro: bigint;
   /** One row at the provider's price: what a session needs available. */
   neededMicro: bigint;
 }
@@ -38,7 +40,7 @@ export async function agentFunding(
       : availableMicro >= neededMicro
         ? "funded"
         : "unfunded";
-  return { tier, availableMicro, neededMicro };
+  return { tier, availableMicro, heldMicro: reservedMicro, neededMicro };
 }
 
 /** Of `limit` places, how many PGTOLL_FUNDED_RESERVE_PERCENT keeps for funded agents (rounded down). */

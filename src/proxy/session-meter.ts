@@ -47,6 +47,11 @@ export interface MeterOptions {
   shapes: StatementShapes;
   /** Tells the session's hold when the agent's daily limit with the provider changes (in any process). */
   limits?: LimitWatch;
+  /**
+   * When the agent's available balance falls short of a top-up: has the agent's idle sessions in this process give
+   * their holds back (`IdleHolds.reclaim`), and the promise of those releases, after which the top-up tries again.
+   */
+  reclaimIdleHolds?: () => Promise<unknown> | undefined;
   /** Called for every statement's charge, for metrics. */
   onCharge?: (costMicro: bigint) => void;
   /** Called for every window that closes with a charge: its statements, rows and cost, for metrics. */
@@ -191,11 +196,20 @@ export class SessionMeter {
       maxMicro: costOfRows(Math.max(options.maxReserveRows, options.reserveRows), price),
       onHeldChanged: () => this.#updateLimit(),
       ...(options.limits ? { limits: options.limits } : {}),
+      ...(options.reclaimIdleHolds ? { reclaimOtherHolds: options.reclaimIdleHolds } : {}),
       // The rows the running statement delivered are paid from the hold at its end: a new limit leaves them held.
       promised: () => (this.#statementRows === 0 ? 0n : this.#costWith(0, 0)),
     });
     // Nothing is held yet: no row is paid for, unless the provider charges nothing (then none is ever limited).
     this.#updateLimit();
+  }
+
+  /**
+   * The session holds a reservation it can give back at once: none of its top-ups is in flight (a release would
+   * wait for it, and that top-up may itself be waiting for the release of another's hold).
+   */
+  get holdsIdleFunds(): boolean {
+    return this.#hold.reservationId !== null && !this.#hold.toppingUp;
   }
 
   /** Rows of the running statement so far. */
@@ -268,8 +282,8 @@ export class SessionMeter {
   }
 
   /**
-   * The session runs REST's queries (`entries: "query"`): a query that leaves it idle gives the hold back, and
-   * each query's answer carries its cost (a `pgtoll.last_query_cost` ParameterStatus before its ReadyForQuery).
+   * The session runs REST's queries (`entries: "query"`): each query's answer carries its cost (a
+   * `pgtoll.last_query_cost` ParameterStatus before its ReadyForQuery).
    */
   get servesRest(): boolean {
     return this.options.entries === "query";
@@ -771,18 +785,6 @@ export class SessionMeter {
     this.#writer.hurry();
     return Promise.race([
       this.#hold.written().then(() => "written" as const),
-      this.#writer.ledgerUnavailable(true).then(() => "unavailable" as const),
-    ]);
-  }
-
-  /**
-   * `writeCharges` for a query that leaves a REST session idle (`servesRest`): its charge is written with
-   * the hold's release, in one statement.
-   */
-  writeChargesAndRelease(): Promise<"written" | "unavailable"> {
-    this.#writer.hurry();
-    return Promise.race([
-      this.release().then(() => "written" as const),
       this.#writer.ledgerUnavailable(true).then(() => "unavailable" as const),
     ]);
   }

@@ -37,6 +37,7 @@ export type RelayMeter = Pick<
   | "synchronousCharges"
   | "writeCharges"
   | "release"
+  | "holdsIdleFunds"
   | "budgetStops"
   | "shortfall"
   | "priceStatement"
@@ -50,7 +51,6 @@ export type RelayMeter = Pick<
   | "maxResultBytes"
   | "servesRest"
   | "lastQueryCost"
-  | "writeChargesAndRelease"
 >;
 
 /**
@@ -184,7 +184,7 @@ export interface StatementMetering {
    * the ErrorResponse that says the ledger is out of reach (the result stands; the charge is written later).
    * Undefined when the answer need not wait.
    */
-  queryAnswered(idle?: boolean): Promise<Buffer | undefined> | undefined;
+  queryAnswered(): Promise<Buffer | undefined> | undefined;
   /**
    * After `queryAnswered`, for a session that serves REST: the `pgtoll.last_query_cost` ParameterStatus that
    * goes before the query's ReadyForQuery, so that its cost comes with its answer.
@@ -192,6 +192,8 @@ export interface StatementMetering {
   queryCostReport(): Buffer | undefined;
   /** The session has been idle long enough: the unspent hold goes back to the agent's balance. */
   release(): Promise<void>;
+  /** The session holds a reservation it can give back at once (no top-up of it in flight). */
+  readonly holdsIdleFunds: boolean;
 }
 
 export interface StatementMeteringOptions {
@@ -457,16 +459,11 @@ class RowMetering implements StatementMetering {
       : boundedNotice(buffer, start, end);
   }
 
-  queryAnswered(idle = false): Promise<Buffer | undefined> | undefined {
+  queryAnswered(): Promise<Buffer | undefined> | undefined {
     this.#meter.queryAnswered();
     this.#queryRows = 0;
     this.#queryBytes = 0;
     if (!this.#meter.synchronousCharges) return undefined;
-    if (idle && this.#meter.servesRest)
-      return this.#meter.writeChargesAndRelease().then(
-        (outcome) => (outcome === "unavailable" ? chargeNotWritten() : undefined),
-        () => chargeNotWritten(),
-      );
     return this.#meter
       .writeCharges()
       ?.then((outcome) => (outcome === "unavailable" ? chargeNotWritten() : undefined));
@@ -479,6 +476,10 @@ class RowMetering implements StatementMetering {
 
   release(): Promise<void> {
     return this.#meter.release();
+  }
+
+  get holdsIdleFunds(): boolean {
+    return this.#meter.holdsIdleFunds;
   }
 }
 

@@ -652,7 +652,7 @@ export class UpstreamAnswers {
     waiting: Promise<void> | undefined,
   ): Promise<void> | undefined {
     const idle = status === "I" && this.#queue.empty;
-    const written = this.#wire.closing() ? undefined : this.#metering.queryAnswered(idle);
+    const written = this.#wire.closing() ? undefined : this.#metering.queryAnswered();
     // The answer from its ReadyForQuery on waits for the charge; the upstream's next answers are read meanwhile,
     // so the charges of a pipelining client's queries are written together.
     if (written) this.#wire.holdClientOutput(written);

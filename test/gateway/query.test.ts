@@ -103,6 +103,42 @@ describe("POST /api/query: the guard contract", () => {
   });
 });
 
+describe("POST /api/query: a pricing change", () => {
+  it("takes the funds an idle session under the old pricing holds for the next request", async () => {
+    const db = await createProviderDatabase(5);
+    try {
+      const pricing = { basePricePer1000Rows: 1, markupMultiplier: 1 };
+      const provider = await registerPricedProvider(gateway, db.url, pricing);
+      // Three rows' worth: the agent's session holds all of it between its requests.
+      const agent = await fundedAgent(3000n, provider.providerId);
+      const ask = () =>
+        gateway.app.inject({
+          method: "POST",
+          url: "/api/query",
+          payload: {
+            sql: "SELECT id FROM items WHERE id = 1",
+            agentWallet: agent,
+            providerId: provider.providerId,
+          },
+        });
+      expect((await ask()).statusCode).toBe(200);
+      const repriced = await gateway.app.inject({
+        method: "POST",
+        url: `/api/providers/${provider.providerId}/pricing`,
+        headers: { "x-api-key": provider.apiKey },
+        payload: pricing,
+      });
+      expect(repriced.statusCode).toBe(200);
+      const next = await ask();
+      expect(next.statusCode, next.body).toBe(200);
+      expect(next.json().actualCost).toBe("0.001000");
+      expect((await getBalance(gateway.ctx.db, agent, provider.providerId))?.balanceMicro).toBe(1000n);
+    } finally {
+      await db.drop();
+    }
+  });
+});
+
 describe("POST /api/query: metering", () => {
   it("returns rows and charges exactly the cost rule, with the SQL and rowCount in the ledger", async () => {
     const agent = await fundedAgent(1_000_000n);
@@ -122,9 +158,15 @@ describe("POST /api/query: metering", () => {
     expect(body.actualCost).toBe("0.010500");
     expect(body.estimatedCost).toMatch(/^\d+\.\d{6}$/);
     expect(body.executionTime).toMatch(/^\d+\.\d{2}ms$/);
+    // Charged before the answer.
     const balance = await getBalance(gateway.ctx.db, agent, providerId);
-    // Charged, and the hold given back in the same statement, before the answer: nothing stays held.
-    expect(balance).toMatchObject({ balanceMicro: 1_000_000n - 10_500n, reservedMicro: 0n });
+    expect(balance?.balanceMicro).toBe(1_000_000n - 10_500n);
+    // The hold goes back once the agent's session has been idle a moment (REST_IDLE_RELEASE_MS).
+    await expect
+      .poll(async () => (await getBalance(gateway.ctx.db, agent, providerId))?.reservedMicro, {
+        timeout: 3000,
+      })
+      .toBe(0n);
     const [entry] = await listLedgerEntries(gateway.ctx.db, agent, { providerId, limit: 1 });
     expect(entry).toMatchObject({
       type: "query",

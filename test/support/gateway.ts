@@ -11,6 +11,7 @@ import { type ProviderHostPolicy, providerHostsIn } from "../../src/providers/pr
 import { createSecretBox } from "../../src/providers/secret-box.js";
 import { UpstreamPools } from "../../src/providers/upstream-pools.js";
 import type { ProxyAccess } from "../../src/proxy/proxy-access.js";
+import type { ProxyContext } from "../../src/proxy/proxy-context.js";
 import { buildApp } from "../../src/rest/app.js";
 import type { GatewayContext } from "../../src/rest/context.js";
 import { createMetrics } from "../../src/rest/plugins/metrics.js";
@@ -64,6 +65,8 @@ export async function startTestGateway(
     logger?: GatewayContext["logger"];
     /** Where provider databases may be, in place of PGTOLL_PROVIDER_HOSTS (a policy with its own resolver). */
     providerHosts?: ProviderHostPolicy;
+    /** Replaces these settings of the proxy `/api/query` and `/mcp` run on. */
+    proxy?: Pick<ProxyContext, "restIdleReleaseMs">;
   } = {},
 ): Promise<TestGateway> {
   await loadGuard();
@@ -104,7 +107,7 @@ export async function startTestGateway(
   };
   const app = await buildApp(ctx);
   await app.ready();
-  const proxy = await startGatewayProxy({ ctx });
+  const proxy = await startGatewayProxy({ ctx }, overrides.proxy);
   proxyAccess.connect = (agent) => proxy.connectInProcess(agent);
   return {
     app,

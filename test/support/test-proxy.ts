@@ -61,7 +61,10 @@ export async function startTestProxy(
  * from the gateway's settings. Its metrics are in a registry of its own: the gateway's takes those of the wire
  * proxy a test starts itself.
  */
-export function startGatewayProxy(gateway: { ctx: GatewayContext }): Promise<TestProxy> {
+export function startGatewayProxy(
+  gateway: { ctx: GatewayContext },
+  overrides: Partial<ProxyContext> = {},
+): Promise<TestProxy> {
   const { config } = gateway.ctx;
   const slots = new UpstreamSlots(50, 10_000);
   return startTestProxy(gateway, {
@@ -71,5 +74,6 @@ export function startGatewayProxy(gateway: { ctx: GatewayContext }): Promise<Tes
     statementTimeoutMs: config.statementTimeoutMs,
     reservationTtlSeconds: config.reservationTtlSeconds,
     maxRowBytes: config.maxRowBytes,
+    ...overrides,
   });
 }
