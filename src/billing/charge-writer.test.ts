@@ -123,6 +123,52 @@ describe("ChargeWriter", () => {
     await writer.flush();
   });
 
+  it("waits for announced charges to write them in one batch, and no longer than its bound (expect)", async () => {
+    const agent = randomWallet();
+    await depositFor(meta.pool, meta.providerId, 1_000n, agent);
+    const r = (await reserveFunds(meta.pool, {
+      agentWallet: agent,
+      providerId: meta.providerId,
+      minMicro: 100n,
+      maxMicro: 100n,
+      ttlSeconds: 60,
+    }))!;
+    let batches = 0;
+    const charge = (writer: ChargeWriter, costMicro: bigint) =>
+      writer.enqueue({
+        reservationId: r.id,
+        agentWallet: agent,
+        providerId: meta.providerId,
+        costMicro,
+        metadata: {},
+      });
+    const patient = new ChargeWriter(meta.pool, {
+      ttlSeconds: 60,
+      expectedChargesWaitMs: 60_000,
+      onBatchWritten: () => batches++,
+    });
+    const announced = patient.expect();
+    let firstWritten = false;
+    const first = charge(patient, 1n).then(() => (firstWritten = true));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // An idle writer would have written it at once.
+    expect(firstWritten).toBe(false);
+    const second = charge(patient, 2n);
+    announced();
+    announced(); // a second call changes nothing
+    await Promise.all([first, second]);
+    expect(batches).toBe(1);
+
+    // An announcement that never comes holds a batch back for the bound only.
+    const bounded = new ChargeWriter(meta.pool, { ttlSeconds: 60, expectedChargesWaitMs: 50 });
+    bounded.expect();
+    const started = performance.now();
+    await charge(bounded, 3n);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(45);
+    expect(performance.now() - started).toBeLessThan(2000);
+    expect((await getBalance(meta.pool, agent, meta.providerId))?.balanceMicro).toBe(1_000n - 6n);
+  });
+
   it("charges the available balance when the reservation is gone, and never overdraws", async () => {
     const agent = randomWallet();
     await depositFor(meta.pool, meta.providerId, 10n, agent);

@@ -59,6 +59,12 @@ export interface ChargeWriterOptions {
    * await each charge have then all queued theirs, and waiting longer would only delay them. Default 1.
    */
   gatherTickMs?: number;
+  /**
+   * How long a batch waits, from its first charge's arrival, for charges announced by `expect` (milliseconds):
+   * a session whose client pipelined several queries announces the charges of those still being answered, so that
+   * they go in the batch of the first instead of the next one. Default 1.
+   */
+  expectedChargesWaitMs?: number;
   onError?: (error: unknown, charge: ReservationCharge) => void;
   /** Told how long each batch took to write, in seconds (for /metrics). */
   onBatchWritten?: (seconds: number) => void;
@@ -87,6 +93,10 @@ export class ChargeWriter {
   /** Someone waits for a queued charge (`hurry`): the next batch is not held back to gather more. */
   #hurried = false;
   #corked = 0;
+  /** Charges announced by `expect` and not queued yet. */
+  #expected = 0;
+  /** performance.now() when the queue last went from empty to not: the wait for expected charges counts from it. */
+  #queuedSince = 0;
   /** Attempts in a row that found the ledger unavailable. */
   #unavailableAttempts = 0;
   /** Shared by everyone waiting for the ledger to be found unavailable (see `ledgerUnavailable`). */
@@ -95,6 +105,7 @@ export class ChargeWriter {
   readonly #intervalMs: number;
   readonly #fullBatch: number;
   readonly #tickMs: number;
+  readonly #expectedWaitMs: number;
 
   constructor(
     private readonly db: Queryable,
@@ -104,6 +115,7 @@ export class ChargeWriter {
     this.#intervalMs = options.batchIntervalMs ?? 25;
     this.#fullBatch = Math.min(options.fullBatch ?? 256, this.#maxBatch);
     this.#tickMs = options.gatherTickMs ?? 1;
+    this.#expectedWaitMs = options.expectedChargesWaitMs ?? 1;
   }
 
   /** Queues a charge; resolves once it is durably in the ledger. */
@@ -123,6 +135,7 @@ export class ChargeWriter {
       return;
     }
     charge.key ??= randomUUID();
+    if (this.#queue.length === 0) this.#queuedSince = performance.now();
     this.#queue.push({ charge, written });
     if (this.#corked === 0) this.#startWriting();
   }
@@ -133,6 +146,21 @@ export class ChargeWriter {
    */
   cork(): void {
     this.#corked++;
+  }
+
+  /**
+   * Announces charges on their way (a pipelining session's queries still being answered): the next batch waits
+   * for them, at most `expectedChargesWaitMs` after its first charge arrived. Call the returned function once
+   * they are queued, or will not come; it does nothing the second time.
+   */
+  expect(): () => void {
+    this.#expected++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      if (--this.#expected === 0) this.#wake?.();
+    };
   }
 
   /** Ends a `cork`: the charges submitted since are written together. */
@@ -184,6 +212,7 @@ export class ChargeWriter {
   async #drain(): Promise<void> {
     try {
       while (this.#queue.length > 0) {
+        if (this.#expected > 0) await this.#awaitExpected(this.#queuedSince + this.#expectedWaitMs);
         const started = performance.now();
         this.#hurried = false;
         const { tell, retry } = await this.#write(this.#queue.splice(0, this.#maxBatch));
@@ -230,6 +259,15 @@ export class ChargeWriter {
       await nextTurn();
       if (this.#queue.length === seen) return;
       seen = this.#queue.length;
+    }
+  }
+
+  /** Waits until no charge is expected any more (see `expect`), a flush, or `until` (a performance.now() time). */
+  async #awaitExpected(until: number): Promise<void> {
+    while (this.#expected > 0 && this.#flushing === 0 && this.#queue.length < this.#fullBatch) {
+      const left = until - performance.now();
+      if (left <= 0) return;
+      await this.#sleep(left);
     }
   }
 

@@ -166,6 +166,8 @@ export class SessionMeter {
   #unwrittenMicro = 0n;
   /** The session waits on it while its unwritten spending is at the crash bound (see `#underCrashBound`). */
   #crashBoundWait: Deferred | null = null;
+  /** Announced to the charge writer while the session's pipelined queries are being answered (`queryAnswered`). */
+  #chargesExpected: (() => void) | undefined;
   /** `pgtoll.synchronous_charges`: each query's answer waits for its charge to be written (`writeCharges`). */
   synchronousCharges = false;
   /**
@@ -260,10 +262,13 @@ export class SessionMeter {
 
   /**
    * A query was answered (its ReadyForQuery): its cost becomes `lastQueryCost` when it charged a statement (with
-   * `entries: "query"`, whatever it charged: REST reads each query's cost with the SHOW it sends right behind),
-   * and the next statement begins the next query, for its budget.
+   * `entries: "query"`, whatever it charged: each REST answer reports its query's cost), and the next statement
+   * begins the next query, for its budget. `more`: the client's next queries are already waiting for their
+   * answers (it pipelines); with synchronous charges, the charge writer is told to expect their charges, so that
+   * they join this one's batch (`ChargeWriter.expect`) rather than wait for a batch of this one alone.
    */
-  queryAnswered(): void {
+  queryAnswered(more = false): void {
+    if (more && this.synchronousCharges) this.#chargesExpected ??= this.#writer.expect();
     if (this.#queryStatements > 0 || this.options.entries === "query") {
       // Copied, not built: most sessions never ask, and this runs at every query's end.
       const last = this.#lastQuery;
@@ -279,6 +284,9 @@ export class SessionMeter {
     }
     this.#queryStartMicro = this.#sessionCostMicro;
     if (this.options.entries === "query") this.closeWindow();
+    // The last of a run of pipelined queries: its charge (queued by now, or by `writeCharges` in this same turn)
+    // ends the wait.
+    if (!more) this.#endExpectedCharges();
   }
 
   /**
@@ -789,6 +797,12 @@ export class SessionMeter {
     ]);
   }
 
+  /** The session's pipelined queries have all been charged, or it stops: it expects no more charges. */
+  #endExpectedCharges(): void {
+    this.#chargesExpected?.();
+    this.#chargesExpected = undefined;
+  }
+
   /** The agent's balance with every charge of this session written: closes the window and waits for it. */
   writtenBalance(): Promise<bigint> {
     this.closeWindow();
@@ -802,6 +816,7 @@ export class SessionMeter {
    * the ledger cannot be reached, the last window is left to the charge writer, which retries it.
    */
   release(): Promise<void> {
+    this.#endExpectedCharges();
     // A write whose transaction was still open is not committed: the session ended or went idle without it.
     void this.settleWrites(false);
     return this.#hold.release(() => this.#takeWindow(), "retry");

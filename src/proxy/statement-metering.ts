@@ -182,9 +182,10 @@ export interface StatementMetering {
    * `pgtoll.max_query_cost`. With `pgtoll.synchronous_charges` on, what its statements cost is written to the
    * ledger first: a promise the ReadyForQuery waits for, resolving to undefined once the charge is written, or to
    * the ErrorResponse that says the ledger is out of reach (the result stands; the charge is written later).
-   * Undefined when the answer need not wait.
+   * Undefined when the answer need not wait. `more`: the client's next queries are already waiting for their
+   * answers (it pipelines), so their charges are expected right after this one's.
    */
-  queryAnswered(): Promise<Buffer | undefined> | undefined;
+  queryAnswered(more?: boolean): Promise<Buffer | undefined> | undefined;
   /**
    * After `queryAnswered`, for a session that serves REST: the `pgtoll.last_query_cost` ParameterStatus that
    * goes before the query's ReadyForQuery, so that its cost comes with its answer.
@@ -459,8 +460,8 @@ class RowMetering implements StatementMetering {
       : boundedNotice(buffer, start, end);
   }
 
-  queryAnswered(): Promise<Buffer | undefined> | undefined {
-    this.#meter.queryAnswered();
+  queryAnswered(more = false): Promise<Buffer | undefined> | undefined {
+    this.#meter.queryAnswered(more);
     this.#queryRows = 0;
     this.#queryBytes = 0;
     if (!this.#meter.synchronousCharges) return undefined;

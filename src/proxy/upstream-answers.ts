@@ -652,7 +652,8 @@ export class UpstreamAnswers {
     waiting: Promise<void> | undefined,
   ): Promise<void> | undefined {
     const idle = status === "I" && this.#queue.empty;
-    const written = this.#wire.closing() ? undefined : this.#metering.queryAnswered();
+    // Queries pipelined behind this one are answered next: their charges can join this one's batch.
+    const written = this.#wire.closing() ? undefined : this.#metering.queryAnswered(!this.#queue.empty);
     // The answer from its ReadyForQuery on waits for the charge; the upstream's next answers are read meanwhile,
     // so the charges of a pipelining client's queries are written together.
     if (written) this.#wire.holdClientOutput(written);
