@@ -18,17 +18,23 @@ async function expectChained(agentWallet: string) {
   return entries;
 }
 
+/** A new agent with `depositMicro` deposited, and a reservation of exactly `heldMicro` of it. */
+async function heldAgent(depositMicro: bigint, heldMicro: bigint) {
+  const agent = randomWallet();
+  await depositFor(meta.pool, meta.providerId, depositMicro, agent);
+  const reservation = (await reserveFunds(meta.pool, {
+    agentWallet: agent,
+    providerId: meta.providerId,
+    minMicro: heldMicro,
+    maxMicro: heldMicro,
+    ttlSeconds: 60,
+  }))!;
+  return { agent, r: reservation };
+}
+
 describe("extendReservation", () => {
   it("adds what is available between min and max, and nothing below min", async () => {
-    const agent = randomWallet();
-    await depositFor(meta.pool, meta.providerId, 100n, agent);
-    const r = (await reserveFunds(meta.pool, {
-      agentWallet: agent,
-      providerId: meta.providerId,
-      minMicro: 10n,
-      maxMicro: 10n,
-      ttlSeconds: 60,
-    }))!;
+    const { r } = await heldAgent(100n, 10n);
     expect(await extendReservation(meta.pool, r, 1n, 50n)).toBe(50n);
     expect(r.amountMicro).toBe(60n);
     expect(await extendReservation(meta.pool, r, 1n, 500n)).toBe(40n);
@@ -92,15 +98,7 @@ describe("ChargeWriter", () => {
   });
 
   it("writes a charge someone waits for without gathering more (hurry)", async () => {
-    const agent = randomWallet();
-    await depositFor(meta.pool, meta.providerId, 1_000n, agent);
-    const r = (await reserveFunds(meta.pool, {
-      agentWallet: agent,
-      providerId: meta.providerId,
-      minMicro: 100n,
-      maxMicro: 100n,
-      ttlSeconds: 60,
-    }))!;
+    const { agent, r } = await heldAgent(1_000n, 100n);
     // Under load (a charge queued while a batch is written) it gathers for a second.
     const writer = new ChargeWriter(meta.pool, { ttlSeconds: 60, batchIntervalMs: 1000, gatherTickMs: 1000 });
     const charge = (costMicro: bigint) =>
@@ -124,15 +122,7 @@ describe("ChargeWriter", () => {
   });
 
   it("waits for announced charges to write them in one batch, and no longer than its bound (expect)", async () => {
-    const agent = randomWallet();
-    await depositFor(meta.pool, meta.providerId, 1_000n, agent);
-    const r = (await reserveFunds(meta.pool, {
-      agentWallet: agent,
-      providerId: meta.providerId,
-      minMicro: 100n,
-      maxMicro: 100n,
-      ttlSeconds: 60,
-    }))!;
+    const { agent, r } = await heldAgent(1_000n, 100n);
     let batches = 0;
     const charge = (writer: ChargeWriter, costMicro: bigint) =>
       writer.enqueue({
@@ -170,15 +160,7 @@ describe("ChargeWriter", () => {
   });
 
   it("charges the available balance when the reservation is gone, and never overdraws", async () => {
-    const agent = randomWallet();
-    await depositFor(meta.pool, meta.providerId, 10n, agent);
-    const r = (await reserveFunds(meta.pool, {
-      agentWallet: agent,
-      providerId: meta.providerId,
-      minMicro: 5n,
-      maxMicro: 5n,
-      ttlSeconds: 60,
-    }))!;
+    const { agent, r } = await heldAgent(10n, 5n);
     await voidReservation(meta.pool, r);
     const writer = new ChargeWriter(meta.pool, { ttlSeconds: 60 });
     await writer.enqueue({
