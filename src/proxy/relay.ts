@@ -37,7 +37,11 @@ export interface RelayDeps {
   settings: SessionSettings;
   metrics: ProxyMetrics;
   logger: Logger;
-  cancelUpstream(): void;
+  /**
+   * Cancels the upstream's running statement; the promise settles once the server has taken the cancel (it
+   * never rejects). The client's next messages wait for it: see `#cancelling`.
+   */
+  cancelUpstream(): Promise<void> | void;
   status: TransactionStatus;
   /** After this long idle outside a transaction the session gives back its unspent reservation. */
   idleReleaseMs: number;
@@ -131,7 +135,7 @@ export class Relay {
       flushToUpstream: () => this.#flushToUpstream(),
       flushToClient: () => this.#flushToClient(),
       becameIdle: (now) => this.#becameIdle(now),
-      cancelUpstream: deps.cancelUpstream,
+      cancelUpstream: () => this.#cancelUpstream(),
       readUpstream: () => {
         if (!this.#upstream.busy) deps.upstream.resume();
       },
@@ -308,6 +312,24 @@ export class Relay {
     setTimeout(() => this.deps.cancelUpstream(), CANCEL_AGAIN_MS).unref();
   }
 
+  /**
+   * A CancelRequest the proxy sent for a statement it cut off, until the server has taken it. The client's next
+   * messages wait for it: a cancel is a signal the backend takes whenever it arrives, and one that arrives after
+   * the cut statement ended would cancel the client's next statement instead (a backend reading its next command
+   * ignores it). Queries the client pipelined before the cut were sent already and may still meet it.
+   */
+  #cancelling: Promise<void> | undefined;
+
+  #cancelUpstream(): void {
+    const sent = this.deps.cancelUpstream();
+    if (!sent) return;
+    this.#cancelling = sent;
+    const forget = () => {
+      if (this.#cancelling === sent) this.#cancelling = undefined;
+    };
+    sent.then(forget, forget);
+  }
+
   /** Stops relaying; the session closes both sockets. Idempotent. */
   end(reason: string): void {
     if (this.#ended) return;
@@ -336,6 +358,10 @@ export class Relay {
     const { frames } = direction;
     try {
       while (frames.head < frames.length && !this.#ended && !(fromClient && this.#closing)) {
+        if (fromClient && this.#cancelling) {
+          this.#wait(direction, this.#cancelling);
+          return;
+        }
         const at = frames.head;
         const code = frames.codes[at]!;
         const buffer = frames.buffers[at]!;

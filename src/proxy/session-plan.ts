@@ -55,8 +55,11 @@ export function registerCancelKey(registry: SessionRegistry, upstream: UpstreamS
   return registry.register(upstream.processId, () => cancelUpstreamQuery(upstream));
 }
 
-/** Sends the upstream server a CancelRequest for the session's running query (fire and forget). */
-export function cancelUpstreamQuery(upstream: UpstreamSession): void {
+/**
+ * Sends the upstream server a CancelRequest for the session's running query; resolves once the server has closed
+ * the request's connection (it has signalled the backend by then), or it failed or timed out. Never rejects.
+ */
+export function cancelUpstreamQuery(upstream: UpstreamSession): Promise<void> {
   const { host, port } = upstream.target;
-  void sendCancelRequest(host, port, upstream.processId, upstream.secretKey);
+  return sendCancelRequest(host, port, upstream.processId, upstream.secretKey);
 }

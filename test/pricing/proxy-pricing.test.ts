@@ -299,6 +299,19 @@ describe("a query's budget", () => {
     expect(paid <= 10_000n).toBe(true);
   });
 
+  it("holds the next statement until the cut statement's cancel is taken: the cancel never hits it", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, FUNDS);
+    const client = await connectAgent(proxy, agent, providerId, { options: "-c pgtoll.max_query_cost=0.01" });
+    // The cut statement often ends on its own before the cancel reaches its backend; a cancel that arrived
+    // after that would cancel whatever runs next.
+    for (let round = 0; round < 40; round++) {
+      const cut = await client.query("SELECT id, name FROM items ORDER BY id").catch((error) => error);
+      expect((cut as pg.DatabaseError).code).toBe(SqlState.budgetExceeded);
+      expect((await client.query("SELECT pg_sleep(0.005), 1 AS one")).rows[0].one).toBe(1);
+    }
+    await client.end();
+  });
+
   it("names the budget with less left when the session's is set too", async () => {
     const agent = await fundedTestAgent(gateway, providerId, FUNDS);
     const client = await connectAgent(proxy, agent, providerId, {
