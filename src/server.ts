@@ -261,6 +261,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     cleanups.push(() => proxy.close());
     if (config.proxyPublicPort === undefined) management.proxyPort = proxy.port;
     proxyAccess.connect = (agent) => proxy.connectInProcess(agent);
+    proxyAccess.reclaimIdleHolds = (wallet, providerId) => proxy.reclaimIdleHolds(wallet, providerId);
 
     await releaseExpiredReservations(db);
     const sweeper = setInterval(

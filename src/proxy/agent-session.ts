@@ -12,7 +12,7 @@ import { findProviderForQuery, type PricingRecord } from "../providers/registry.
 import { verifyAgentToken } from "./agent-token.js";
 import type { Frame } from "./frame-reader.js";
 import { fundsRefusal } from "./funds-refusal.js";
-import { IdleHolds } from "./idle-holds.js";
+import { idleHoldsOf } from "./idle-holds.js";
 import { sessionSettings } from "./in-band-settings.js";
 import type { ProxyContext } from "./proxy-context.js";
 import { errorFrame, StartupRefusal } from "./proxy-errors.js";
@@ -194,18 +194,6 @@ async function fundingForSession(
     funding = await agentFunding(ctx.db, agentWallet, providerId, price);
   }
   return funding;
-}
-
-/** One registry of the sessions that may sit idle on an agent's funds per proxy. */
-const idleHolds = new WeakMap<ProxyContext, IdleHolds>();
-
-function idleHoldsOf(ctx: ProxyContext): IdleHolds {
-  let holds = idleHolds.get(ctx);
-  if (!holds) {
-    holds = new IdleHolds();
-    idleHolds.set(ctx, holds);
-  }
-  return holds;
 }
 
 /** One set of providers' guards per proxy, over its verdict cache. */

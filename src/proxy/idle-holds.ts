@@ -54,3 +54,15 @@ export class IdleHolds {
 }
 
 const keyOf = (agentWallet: string, providerId: string) => `${agentWallet}/${providerId}`;
+
+/** One registry per proxy (its context object): the sessions of one process that share its agents' funds. */
+const registries = new WeakMap<object, IdleHolds>();
+
+export function idleHoldsOf(proxy: object): IdleHolds {
+  let holds = registries.get(proxy);
+  if (!holds) {
+    holds = new IdleHolds();
+    registries.set(proxy, holds);
+  }
+  return holds;
+}

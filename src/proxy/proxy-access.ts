@@ -12,4 +12,9 @@ export interface ProxyAccess {
    * Warning: pass an agent only when the caller proved its wallet; the session acts as that agent.
    */
   connect?: (agent?: AuthenticatedAgent) => Duplex;
+  /**
+   * Has the agent's idle sessions with the provider give their holds back (`RunningProxy.reclaimIdleHolds`), so
+   * that what the agent is shown available is what it can spend; unset until the proxy listens.
+   */
+  reclaimIdleHolds?: (agentWallet: string, providerId: string) => Promise<void> | undefined;
 }

@@ -4,6 +4,7 @@ import { InProcessSocket } from "../net/in-process-socket.js";
 import type { AuthenticatedAgent } from "./agent-session.js";
 import { type ProxyContext, runClientSession } from "./client-session.js";
 import { refuseConnection } from "./connection-refusal.js";
+import { idleHoldsOf } from "./idle-holds.js";
 import { ownHostAddresses } from "./own-host.js";
 import { readClientAddress } from "./proxied-address.js";
 import { isQuotaRefusal, SessionQuota } from "./session-quota.js";
@@ -27,6 +28,11 @@ export interface RunningProxy {
    * authenticated (a verified request signature or payment); the socket then acts as that agent.
    */
   connectInProcess(agent?: AuthenticatedAgent): InProcessSocket;
+  /**
+   * Has the agent's sessions with the provider that sit idle on its funds give their holds back (`IdleHolds`);
+   * the promise of those releases, undefined when none was idle.
+   */
+  reclaimIdleHolds(agentWallet: string, providerId: string): Promise<void> | undefined;
 }
 
 /** The address an in-process connection is served as. */
@@ -133,6 +139,9 @@ export async function startProxyServer(
       await new Promise<void>((resolve) => setImmediate(resolve));
       while (ctx.releases.size > 0) await Promise.all(ctx.releases);
       await ctx.chargeWriter.flush();
+    },
+    reclaimIdleHolds(agentWallet, providerId) {
+      return idleHoldsOf(ctx).reclaim(agentWallet, providerId);
     },
     connectInProcess(agent) {
       const [client, served] = InProcessSocket.pair();

@@ -83,6 +83,19 @@ describe("an agent's funds held by its idle sessions", () => {
     }
   });
 
+  it("show as available to a balance read, given back by the idle sessions of its process", async () => {
+    const agent = await fundedTestAgent(gateway, providerId, 3000n);
+    expect((await restQuery(agent, "SELECT id FROM items WHERE id = 1")).statusCode).toBe(200);
+    expect(await availableMicro(agent)).toBe(0n);
+    const read = await gateway.app.inject({
+      method: "GET",
+      url: `/api/balance/${agent.wallet}/${providerId}`,
+      headers: { authorization: `Bearer ${await agent.token()}` },
+    });
+    expect(read.statusCode, read.body).toBe(200);
+    expect(read.json()).toMatchObject({ balance: "0.002000", available: "0.002000" });
+  });
+
   it("come back once the REST session has been idle a moment, in any process", async () => {
     // Read as each session starts: REST's sessions from here on give their holds back after the default.
     gateway.proxy.ctx.restIdleReleaseMs = undefined;

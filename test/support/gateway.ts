@@ -109,6 +109,7 @@ export async function startTestGateway(
   await app.ready();
   const proxy = await startGatewayProxy({ ctx }, overrides.proxy);
   proxyAccess.connect = (agent) => proxy.connectInProcess(agent);
+  proxyAccess.reclaimIdleHolds = (wallet, providerId) => proxy.reclaimIdleHolds(wallet, providerId);
   return {
     app,
     ctx,

@@ -30,6 +30,8 @@ export async function agentRoutes(app: FastifyInstance, { ctx }: { ctx: GatewayC
       const wallet = walletParam(request.params.wallet, "wallet address");
       const providerId = uuidParam(request.params.providerId, "provider id");
       await authenticate(request, wallet, providerId);
+      // Held by the agent's idle sessions in this process is the agent's to spend: given back, it shows so.
+      await ctx.proxy?.reclaimIdleHolds?.(wallet, providerId);
       const [balance, provider] = await Promise.all([
         getBalance(ctx.db, wallet, providerId),
         findProvider(ctx.db, providerId),
