@@ -108,9 +108,13 @@ export class AgentHold implements LimitBoundHold {
     return this.#size;
   }
 
-  /** A top-up is in flight: a release now would wait for it. */
-  get toppingUp(): boolean {
-    return this.#inFlight !== null;
+  /**
+   * A top-up of this hold waits for other holds to be given back. A release waits for the hold's top-up in
+   * flight, so this hold must not be asked to give its funds back meanwhile: two such holds would wait for each
+   * other. A top-up that waits for nothing else (one ahead of need) only delays a release.
+   */
+  get reclaiming(): boolean {
+    return this.#reclaiming;
   }
 
   /** The reservation's id while something is held; the charges queued against the hold name it. */
@@ -227,11 +231,20 @@ export class AgentHold implements LimitBoundHold {
     if (this.#givingBack) await this.#givingBack;
     const added = await this.#funds.add(minMicro, maxMicro, fairShareAbove);
     if (added >= minMicro) return added;
-    const releases = this.#releasing ?? this.options.reclaimOtherHolds?.();
-    if (!releases) return added;
-    await releases.catch(() => undefined);
-    return this.#funds.add(minMicro, maxMicro, fairShareAbove);
+    // Set first: asked to give its own hold back meanwhile, this hold would wait for this very top-up.
+    this.#reclaiming = true;
+    try {
+      const releases = this.#releasing ?? this.options.reclaimOtherHolds?.();
+      if (!releases) return added;
+      await releases.catch(() => undefined);
+      return await this.#funds.add(minMicro, maxMicro, fairShareAbove);
+    } finally {
+      this.#reclaiming = false;
+    }
   }
+
+  /** A top-up of this hold is waiting for other holds to be given back (`reclaimOtherHolds`). */
+  #reclaiming = false;
 
   /**
    * The agent's daily limit with the provider changed, or may have: what is held and neither spent nor promised

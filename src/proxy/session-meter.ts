@@ -207,11 +207,11 @@ export class SessionMeter {
   }
 
   /**
-   * The session holds a reservation it can give back at once: none of its top-ups is in flight (a release would
-   * wait for it, and that top-up may itself be waiting for the release of another's hold).
+   * The session holds a reservation it can give back: one whose top-up is not itself waiting for other holds to
+   * be given back (`AgentHold.reclaiming`).
    */
   get holdsIdleFunds(): boolean {
-    return this.#hold.reservationId !== null && !this.#hold.toppingUp;
+    return this.#hold.reservationId !== null && !this.#hold.reclaiming;
   }
 
   /** Rows of the running statement so far. */
