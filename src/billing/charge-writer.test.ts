@@ -29,7 +29,16 @@ async function heldAgent(depositMicro: bigint, heldMicro: bigint) {
     maxMicro: heldMicro,
     ttlSeconds: 60,
   }))!;
-  return { agent, r: reservation };
+  /** Queues a charge of `costMicro` against the reservation on `writer`. */
+  const charge = (writer: ChargeWriter, costMicro: bigint) =>
+    writer.enqueue({
+      reservationId: reservation.id,
+      agentWallet: agent,
+      providerId: meta.providerId,
+      costMicro,
+      metadata: {},
+    });
+  return { agent, r: reservation, charge };
 }
 
 describe("extendReservation", () => {
@@ -98,17 +107,10 @@ describe("ChargeWriter", () => {
   });
 
   it("writes a charge someone waits for without gathering more (hurry)", async () => {
-    const { agent, r } = await heldAgent(1_000n, 100n);
+    const held = await heldAgent(1_000n, 100n);
     // Under load (a charge queued while a batch is written) it gathers for a second.
     const writer = new ChargeWriter(meta.pool, { ttlSeconds: 60, batchIntervalMs: 1000, gatherTickMs: 1000 });
-    const charge = (costMicro: bigint) =>
-      writer.enqueue({
-        reservationId: r.id,
-        agentWallet: agent,
-        providerId: meta.providerId,
-        costMicro,
-        metadata: {},
-      });
+    const charge = (costMicro: bigint) => held.charge(writer, costMicro);
     const first = charge(1n);
     const second = charge(2n);
     await first;
@@ -122,16 +124,8 @@ describe("ChargeWriter", () => {
   });
 
   it("waits for announced charges to write them in one batch, and no longer than its bound (expect)", async () => {
-    const { agent, r } = await heldAgent(1_000n, 100n);
+    const { agent, charge } = await heldAgent(1_000n, 100n);
     let batches = 0;
-    const charge = (writer: ChargeWriter, costMicro: bigint) =>
-      writer.enqueue({
-        reservationId: r.id,
-        agentWallet: agent,
-        providerId: meta.providerId,
-        costMicro,
-        metadata: {},
-      });
     const patient = new ChargeWriter(meta.pool, {
       ttlSeconds: 60,
       expectedChargesWaitMs: 60_000,
