@@ -188,9 +188,12 @@ async function fundingForSession(
     const heldBack =
       funding.tier === "unfunded" && funding.availableMicro + funding.heldMicro >= funding.neededMicro;
     if (!heldBack) return funding;
-    const reclaimed = waitMs === 0 ? idleHoldsOf(ctx).reclaim(agentWallet, providerId) : undefined;
-    if (reclaimed) await reclaimed;
-    else if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
+    if (waitMs === 0) {
+      // First what this process's idle sessions hold; with none idle, nothing changed to read again.
+      const reclaimed = idleHoldsOf(ctx).reclaim(agentWallet, providerId);
+      if (!reclaimed) continue;
+      await reclaimed;
+    } else await new Promise((resolve) => setTimeout(resolve, waitMs));
     funding = await agentFunding(ctx.db, agentWallet, providerId, price);
   }
   return funding;
