@@ -117,6 +117,11 @@ export class AgentHold implements LimitBoundHold {
     return this.#reclaiming;
   }
 
+  /** The top-up in flight, settled or failed, once it lands; null when none is. */
+  get topUpLanding(): Promise<unknown> | null {
+    return this.#inFlight?.catch(() => 0n) ?? null;
+  }
+
   /** The reservation's id while something is held; the charges queued against the hold name it. */
   get reservationId(): string | null {
     return this.#funds.reservationId;
@@ -305,6 +310,10 @@ export class AgentHold implements LimitBoundHold {
    * same statement as the release. The hold is emptied before the first wait for the ledger: a holder that needs
    * funds meanwhile takes a hold of its own instead of spending the one being given back. When the statement
    * fails, see {@link UnwrittenCharge}; without a charge the error is thrown (the reservation then expires).
+   *
+   * Warning: with a top-up in flight the hold is emptied only once it lands, and what the holder takes from it
+   * meanwhile and has not charged by then is lost with it. A holder that may start spending again (an idle
+   * session) waits for `topUpLanding` first: with none in flight the hold is emptied before this returns.
    */
   async release(last?: () => HeldCharge | null, ifUnwritten: UnwrittenCharge = "void"): Promise<void> {
     while (this.#inFlight) {

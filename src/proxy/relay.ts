@@ -507,25 +507,25 @@ export class Relay {
    * last answer): another session of the agent's needs the funds (`IdleHolds`). Undefined when it is busy.
    */
   releaseIfIdle(): Promise<void> | undefined {
-    if (this.#ended || this.#idleSince === undefined || !this.#queue.empty) return undefined;
-    if (!this.deps.metering.holdsIdleFunds) return undefined;
-    clearTimeout(this.#idleTimer);
-    this.#idleTimer = undefined;
-    return this.deps.metering.release();
+    return this.deps.metering.releaseIfIdle(this.#isIdle);
   }
+
+  /** Nothing pending, nothing from the client since its last answer. */
+  readonly #isIdle = (): boolean => !this.#ended && this.#idleSince !== undefined && this.#queue.empty;
 
   /** Gives the reservation back once the session has been idle for `idleReleaseMs` (else waits the rest). */
   readonly #onIdleTimer = (): void => {
     this.#idleTimer = undefined;
-    if (this.#ended || this.#idleSince === undefined || !this.#queue.empty) return;
-    const idleMs = performance.now() - this.#idleSince;
+    const since = this.#idleSince;
+    if (since === undefined || !this.#isIdle()) return;
+    const idleMs = performance.now() - since;
     if (idleMs < this.deps.idleReleaseMs) {
       this.#idleTimer = this.#armIdleTimer(this.deps.idleReleaseMs - idleMs);
       return;
     }
-    this.deps.metering
-      .release()
-      .catch((error: unknown) => this.deps.logger.warn({ err: error }, "idle release failed"));
+    this.releaseIfIdle()?.catch((error: unknown) =>
+      this.deps.logger.warn({ err: error }, "idle release failed"),
+    );
   };
 
   #internalFailure(error: unknown): void {

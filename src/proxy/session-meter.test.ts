@@ -393,6 +393,28 @@ describe("SessionMeter", () => {
     expect((await queryEntries(agent)).reduce((sum, entry) => sum + entry.amountMicro, 0n)).toBe(-17n);
   });
 
+  it("does not give an idle hold back under a statement that starts while its top-up ahead lands", async () => {
+    const agent = await depositFor(meta.pool, meta.providerId, 1000n);
+    const { meter } = countedMeter(agent, 20);
+    // 11 one-row statements leave 9 of the first hold: the 11th starts a top-up ahead, still in flight here.
+    for (let i = 0; i < 11; i++) expect(await runStatement(meter, 1)).toBe(true);
+    let idle = true;
+    // Another session reclaims the idle hold; the client's next statement arrives before the top-up lands.
+    const released = meter.releaseIfIdle(() => idle);
+    idle = false;
+    expect(meter.canStart).toBe(true);
+    expect(meter.allowRows(5)).toBe(5);
+    // Its rows are read over several turns; its end comes after the release was decided.
+    await released;
+    await meter.endStatement(5, "SELECT 1");
+    await meter.release();
+    expect(await getBalance(meta.pool, agent, meta.providerId)).toMatchObject({
+      balanceMicro: 1000n - 16n,
+      reservedMicro: 0n,
+    });
+    expect((await queryEntries(agent)).reduce((sum, entry) => sum + entry.amountMicro, 0n)).toBe(-16n);
+  });
+
   it("reports the balance with the session's open window written first", async () => {
     const agent = await depositFor(meta.pool, meta.providerId, 1000n);
     const { meter } = countedMeter(agent, 20);

@@ -211,7 +211,7 @@ export class SessionMeter {
    * be given back (`AgentHold.reclaiming`).
    */
   get holdsIdleFunds(): boolean {
-    return this.#hold.reservationId !== null && !this.#hold.reclaiming;
+    return this.#hold.reservationId !== null && !this.#hold.reclaiming && this.#pendingWrites.length === 0;
   }
 
   /** Rows of the running statement so far. */
@@ -807,6 +807,19 @@ export class SessionMeter {
   writtenBalance(): Promise<bigint> {
     this.closeWindow();
     return this.#hold.writtenBalance();
+  }
+
+  /**
+   * `release` for a session that sits idle (`isIdle`, asked when the hold is given back) and may start a statement
+   * at any time: after the hold's top-up in flight has landed, and only if the session is idle then. The hold is
+   * emptied in the turn `isIdle` answers, so no statement runs on funds given back under it. Undefined when the
+   * session is busy or holds nothing it may give back (see `holdsIdleFunds`).
+   */
+  releaseIfIdle(isIdle: () => boolean): Promise<void> | undefined {
+    if (!isIdle() || !this.holdsIdleFunds) return undefined;
+    const landing = this.#hold.topUpLanding;
+    if (landing) return landing.then(() => this.releaseIfIdle(isIdle));
+    return this.release();
   }
 
   /**

@@ -36,8 +36,7 @@ export type RelayMeter = Pick<
   | "settleWrites"
   | "synchronousCharges"
   | "writeCharges"
-  | "release"
-  | "holdsIdleFunds"
+  | "releaseIfIdle"
   | "budgetStops"
   | "shortfall"
   | "priceStatement"
@@ -191,10 +190,11 @@ export interface StatementMetering {
    * goes before the query's ReadyForQuery, so that its cost comes with its answer.
    */
   queryCostReport(): Buffer | undefined;
-  /** The session has been idle long enough: the unspent hold goes back to the agent's balance. */
-  release(): Promise<void>;
-  /** The session holds a reservation it can give back at once (no top-up of it in flight). */
-  readonly holdsIdleFunds: boolean;
+  /**
+   * The unspent hold goes back to the agent's balance if the session is idle (`isIdle`, asked once a top-up in
+   * flight has landed: see `SessionMeter.releaseIfIdle`). Undefined when it is busy or holds nothing to give.
+   */
+  releaseIfIdle(isIdle: () => boolean): Promise<void> | undefined;
 }
 
 export interface StatementMeteringOptions {
@@ -475,12 +475,8 @@ class RowMetering implements StatementMetering {
     return encodeParameterStatus("pgtoll.last_query_cost", lastCostText(this.#meter.lastQueryCost));
   }
 
-  release(): Promise<void> {
-    return this.#meter.release();
-  }
-
-  get holdsIdleFunds(): boolean {
-    return this.#meter.holdsIdleFunds;
+  releaseIfIdle(isIdle: () => boolean): Promise<void> | undefined {
+    return this.#meter.releaseIfIdle(isIdle);
   }
 }
 
