@@ -102,10 +102,13 @@ describe("a pipelined session through the proxy", () => {
     await withSession(async (session) => {
       const before = session.query("SELECT 1 AS one", []);
       const denied = session.query("SELECT usename FROM pg_shadow", []);
+      // The same text again before the first Parse of it was answered: refused the same way, not as unknown.
+      const deniedAgain = session.query("SELECT usename FROM pg_shadow", []);
       const broken = session.query("SELECT 1; SELECT 1/0; SELECT 2");
       const after = session.query("SELECT 2 AS two", []);
       expect((await before).statements[0]!.rows).toEqual([{ one: 1 }]);
       await expect(denied).rejects.toMatchObject({ name: "QueryFailedError", code: "42501" });
+      await expect(deniedAgain).rejects.toMatchObject({ name: "QueryFailedError", code: "42501" });
       const error = await broken.catch((failure: unknown) => failure);
       expect(error).toBeInstanceOf(QueryFailedError);
       expect((error as QueryFailedError).code).toBe("22012");

@@ -123,6 +123,8 @@ export class SessionEndedError extends Error {
 interface PreparedStatement {
   name: string;
   columns: ResultColumn[] | undefined;
+  /** Its ParseComplete came: a Bind of it is safe. Before, its Parse may still fail (see `query`). */
+  parsed: boolean;
 }
 
 /** A query in flight: its answer as it is read. */
@@ -271,9 +273,23 @@ export class PipelinedSession {
     let parsing = false;
     try {
       if (values === undefined) message = [encodeQuery(sql)];
-      else {
+      else if (this.#prepared.get(sql)?.parsed === false) {
+        // Its Parse, in a query ahead, may still fail (refused by the guard, or unfunded then), and a Bind behind
+        // it would then fail as naming no statement: this run parses the text itself, unnamed, and keeps nothing.
+        message = [
+          encodeParse("", sql),
+          encodeBind("", "", values.map(toParameter)),
+          encodeDescribe("P", ""),
+          encodeExecute("", 0),
+          encodeSync(),
+        ];
+      } else {
         const known = this.#prepared.get(sql);
-        prepared = known ?? { name: `pgtoll_rest_${this.#preparedCount + 1}`, columns: undefined };
+        prepared = known ?? {
+          name: `pgtoll_rest_${this.#preparedCount + 1}`,
+          columns: undefined,
+          parsed: false,
+        };
         message = [
           encodeBind("", prepared.name, values.map(toParameter)),
           encodeExecute("", 0),
@@ -370,6 +386,7 @@ export class PipelinedSession {
         this.#completeStatement(query, decodeCommandComplete(frame.payload));
         return;
       case BackendCode.ParseComplete:
+        if (query.parsing && query.prepared) query.prepared.parsed = true;
         query.parsing = false;
         return;
       case BackendCode.ErrorResponse:
