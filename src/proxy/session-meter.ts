@@ -208,7 +208,8 @@ export class SessionMeter {
 
   /**
    * The session holds a reservation it can give back: one whose top-up is not itself waiting for other holds to
-   * be given back (`AgentHold.reclaiming`).
+   * be given back (`AgentHold.reclaiming`), with no write waiting for its transaction's end (a release would take
+   * it for rolled back: `settleWrites`).
    */
   get holdsIdleFunds(): boolean {
     return this.#hold.reservationId !== null && !this.#hold.reclaiming && this.#pendingWrites.length === 0;
