@@ -315,9 +315,12 @@ function startMeteredRelay(
   client.write(welcomeMessage(upstream, key));
   relay.start(early);
   if (ended) return;
+  // Opened while the server drains (for a REST or MCP request, or a connection accepted just before the listener
+  // closed): ended after its first answer, not before the query it was opened for.
+  const openedDraining = ctx.drain?.draining === true;
   leaveDrain =
     ctx.drain?.add({
-      endWhenIdle: () => relay.endWhenIdle(restartFarewell(), "server restarting"),
+      endWhenIdle: () => relay.endWhenIdle(restartFarewell(), "server restarting", !openedDraining),
       endNow: () => {
         // What it left upstream is cancelled, and a write not yet paid is rolled back, as for a client that left.
         if (!client.destroyed) client.write(restartFarewell());

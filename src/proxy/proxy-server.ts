@@ -102,6 +102,8 @@ export async function startProxyServer(
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : options.port;
   let closed: Promise<void> | undefined;
+  /** `close()` was called: no connection is served any more, in-process ones included (a drain still serves those). */
+  let shut = false;
   const stopListening = () => {
     closed ??= new Promise<void>((resolve) => server.close(() => resolve()));
     return closed;
@@ -128,6 +130,7 @@ export async function startProxyServer(
       await listenerClosed;
     },
     async close() {
+      shut = true;
       const closed = stopListening();
       // Sessions hear of their socket's close after the server does, then drain and charge what they left upstream.
       const gone = [...sockets]
@@ -147,7 +150,9 @@ export async function startProxyServer(
       const [client, served] = InProcessSocket.pair();
       const socket = served as unknown as Socket;
       track(socket);
-      if (closed) socket.destroy();
+      // While the server drains, REST and MCP requests still reaching it are served; their sessions end after
+      // their first answer (agent-session.ts).
+      if (shut) socket.destroy();
       // The client is this process: loopback in every rule that asks where a client is (TLS, per-address limits).
       else accept(socket, IN_PROCESS_ADDRESS, agent);
       return client;

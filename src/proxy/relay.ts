@@ -186,10 +186,12 @@ export class Relay {
   /**
    * Ends the session with `frame` (a FATAL) once it is idle outside a transaction: at once if it is now, else
    * right after the ReadyForQuery that leaves it so. A stopping server lets its sessions finish their work so.
+   * `atOnce` false: not now even if idle, but after the next answer (a session opened for a query to come).
    */
-  endWhenIdle(frame: Buffer, reason: string): void {
+  endWhenIdle(frame: Buffer, reason: string, atOnce = true): void {
     if (this.#ended || this.#closing) return;
     this.#farewell = { frame, reason };
+    if (!atOnce) return;
     const idle = this.#queue.status === "I" && this.#queue.empty;
     if (idle && !this.#client.busy && !this.#upstream.busy) this.#sayFarewell();
   }
@@ -488,13 +490,21 @@ export class Relay {
   }
 
   #becameIdle(now: number): void {
+    this.#idleSince = now;
     if (this.#farewell && !this.#closing) {
-      this.#sayFarewell();
+      // Frames the client sent behind the one just answered (a query pipelined behind a SET the proxy answered
+      // itself) are read in this same turn: the farewell comes once they are, if the session is still idle.
+      setImmediate(this.#farewellIfIdle);
       return;
     }
-    this.#idleSince = now;
     this.#idleTimer ??= this.#armIdleTimer(this.deps.idleReleaseMs);
   }
+
+  readonly #farewellIfIdle = (): void => {
+    if (!this.#farewell || this.#closing || !this.#isIdle() || this.#queue.status !== "I") return;
+    // A frame still waiting (for the ledger, say) is a statement to come: its answer's idle moment ends the session.
+    if (!this.#client.busy && !this.#upstream.busy) this.#sayFarewell();
+  };
 
   #armIdleTimer(delayMs: number): NodeJS.Timeout {
     const timer = setTimeout(this.#onIdleTimer, delayMs);

@@ -79,6 +79,11 @@ describe("pgtoll start drains on SIGTERM", () => {
     const agent = await fundedAgent(proc.httpUrl);
     expect((await fetch(`${proc.httpUrl}/ready`)).status).toBe(200);
 
+    // Another agent of the same provider, with no session open when the signal comes.
+    const lateKey = generatePrivateKey();
+    const lateAgent = { ...agent, key: lateKey, wallet: privateKeyToAddress(lateKey).toLowerCase() };
+    await creditAgent(meta.db.url, lateAgent.wallet, agent.providerId, FUNDED);
+
     const busy = await connect(proc.proxyPort, agent);
     const idle = await connect(proc.proxyPort, agent);
     await busy.client.query("BEGIN");
@@ -126,6 +131,19 @@ describe("pgtoll start drains on SIGTERM", () => {
     expect(idle.heard[0]).toMatchObject({ code: "57P01" });
     expect(idle.heard[0]?.message).toMatch(/server is restarting/);
     await expect(connect(proc.proxyPort, agent)).rejects.toMatchObject({ code: "ECONNREFUSED" });
+    // A REST request that reaches pgtoll while it drains (a balancer not yet aware of it) is answered: the session
+    // opened for it then ends after its answer, not before its query.
+    const late = await fetch(`${proc.httpUrl}/api/query`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        sql: "SELECT id FROM items WHERE id <= 3",
+        agentWallet: lateAgent.wallet,
+        providerId: agent.providerId,
+      }),
+    });
+    expect(late.status, await late.clone().text()).toBe(200);
+    expect(((await late.json()) as { rowCount: number }).rowCount).toBe(3);
 
     // The open transaction goes on and commits; then its session is ended the same way.
     const second = (await busy.client.query("SELECT id FROM items WHERE id <= 20")).rowCount ?? 0;
@@ -156,6 +174,7 @@ describe("pgtoll start drains on SIGTERM", () => {
         costOfRows(second, PRICE) +
         costOfRows(50, PRICE),
     );
+    expect(await chargedInLedger(lateAgent)).toBe(costOfRows(3, PRICE));
     await busy.client.end().catch(() => {});
     await idle.client.end().catch(() => {});
   });
