@@ -191,9 +191,12 @@ export class Relay {
   endWhenIdle(frame: Buffer, reason: string, atOnce = true): void {
     if (this.#ended || this.#closing) return;
     this.#farewell = { frame, reason };
-    if (!atOnce) return;
-    const idle = this.#queue.status === "I" && this.#queue.empty;
-    if (idle && !this.#client.busy && !this.#upstream.busy) this.#sayFarewell();
+    if (atOnce && this.#quiet) this.#sayFarewell();
+  }
+
+  /** Idle outside a transaction, with nothing waiting in either direction: a farewell can go now. */
+  get #quiet(): boolean {
+    return this.#queue.status === "I" && this.#queue.empty && !this.#client.busy && !this.#upstream.busy;
   }
 
   #sayFarewell(): void {
@@ -501,9 +504,8 @@ export class Relay {
   }
 
   readonly #farewellIfIdle = (): void => {
-    if (!this.#farewell || this.#closing || !this.#isIdle() || this.#queue.status !== "I") return;
     // A frame still waiting (for the ledger, say) is a statement to come: its answer's idle moment ends the session.
-    if (!this.#client.busy && !this.#upstream.busy) this.#sayFarewell();
+    if (this.#farewell && !this.#closing && this.#isIdle() && this.#quiet) this.#sayFarewell();
   };
 
   #armIdleTimer(delayMs: number): NodeJS.Timeout {
