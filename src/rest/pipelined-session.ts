@@ -272,8 +272,9 @@ export class PipelinedSession {
     let prepared: PreparedStatement | undefined;
     let parsing = false;
     try {
+      const known = values === undefined ? undefined : this.#prepared.get(sql);
       if (values === undefined) message = [encodeQuery(sql)];
-      else if (this.#prepared.get(sql)?.parsed === false) {
+      else if (known?.parsed === false) {
         // Its Parse, in a query ahead, may still fail (refused by the guard, or unfunded then), and a Bind behind
         // it would then fail as naming no statement: this run parses the text itself, unnamed, and keeps nothing.
         message = [
@@ -284,7 +285,6 @@ export class PipelinedSession {
           encodeSync(),
         ];
       } else {
-        const known = this.#prepared.get(sql);
         prepared = known ?? {
           name: `pgtoll_rest_${this.#preparedCount + 1}`,
           columns: undefined,
